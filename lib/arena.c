@@ -1,0 +1,87 @@
+/*
+ * arena.c - putting an arena together (provider + block manager +
+ * settings) and the list of live arenas.
+ */
+#include "arena.h"
+
+#include "errors.h"
+#include "providers/providers.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+
+static pthread_mutex_t list_lock = PTHREAD_MUTEX_INITIALIZER;
+static gpuarena_t *arenas;
+
+static gpuarena_status_t make_provider(gpuarena_kind_t kind, int device, const ga_settings_t *s,
+                                       ga_provider_t **p)
+{
+    switch (kind) {
+    case GPUARENA_SIM:
+        return ga_sim_provider_create(s, p);
+    case GPUARENA_HOST:
+        return ga_host_provider_create(s, p);
+    case GPUARENA_DEVICE:
+    case GPUARENA_PINNED:
+    case GPUARENA_MANAGED:
+        return ga_gpu_provider_create(kind, device, s, p);
+    }
+    return ga_error(GPUARENA_ERR_INVALID_ARGUMENT, "unknown arena kind %d", (int)kind);
+}
+
+gpuarena_status_t ga_arena_create(gpuarena_kind_t kind, int device, const ga_settings_t *s,
+                                  gpuarena_t **out)
+{
+    gpuarena_t *a = calloc(1, sizeof *a);
+    if (!a)
+        return ga_error(GPUARENA_ERR_HOST_MEMORY, "no memory for an arena");
+    a->kind = kind;
+    a->device = device;
+    a->settings = *s;
+    gpuarena_status_t st = make_provider(kind, device, s, &a->prov);
+    if (st != GPUARENA_SUCCESS) {
+        free(a);
+        return st;
+    }
+    st = ga_bm_create(a->prov, s, &a->bm);
+    if (st != GPUARENA_SUCCESS) {
+        a->prov->ops->destroy(a->prov);
+        free(a);
+        return st;
+    }
+    pthread_mutex_lock(&list_lock);
+    a->next = arenas;
+    arenas = a;
+    pthread_mutex_unlock(&list_lock);
+    *out = a;
+    return GPUARENA_SUCCESS;
+}
+
+void ga_arena_destroy(gpuarena_t *a)
+{
+    pthread_mutex_lock(&list_lock);
+    for (gpuarena_t **pp = &arenas; *pp; pp = &(*pp)->next) {
+        if (*pp == a) {
+            *pp = a->next;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&list_lock);
+    ga_bm_destroy(a->bm);
+    a->prov->ops->destroy(a->prov);
+    free(a);
+}
+
+gpuarena_status_t ga_arena_stream(gpuarena_t *a, gpuarena_stream_t handle, ga_stream_t *s)
+{
+    s->handle = handle;
+    return a->prov->ops->stream_id(a->prov, handle, &s->id);
+}
+
+void ga_arena_foreach(void (*fn)(gpuarena_t *a, void *arg), void *arg)
+{
+    pthread_mutex_lock(&list_lock);
+    for (gpuarena_t *a = arenas; a; a = a->next)
+        fn(a, arg);
+    pthread_mutex_unlock(&list_lock);
+}

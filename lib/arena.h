@@ -1,0 +1,36 @@
+/*
+ * arena.h - an arena: a block manager over a provider, with its settings,
+ * its kind and device, and its place in the list of all arenas that
+ * gpuarena_stats_print() walks.
+ */
+#ifndef GA_ARENA_H
+#define GA_ARENA_H
+
+#include "block/block.h"
+#include "config/settings.h"
+#include "gpuarena.h"
+#include "providers/provider.h"
+
+#include <stdbool.h>
+
+struct gpuarena {
+    gpuarena_kind_t kind;
+    int device;
+    bool is_default; /* owned by the registry: gpuarena_destroy refuses */
+    ga_settings_t settings;
+    ga_provider_t *prov;
+    ga_bm_t *bm;
+    struct gpuarena *next; /* list of all arenas, under the registry lock */
+};
+
+gpuarena_status_t ga_arena_create(gpuarena_kind_t kind, int device, const ga_settings_t *s,
+                                  gpuarena_t **out);
+void ga_arena_destroy(gpuarena_t *a);
+
+/* Resolve a stream handle to the block manager's view of it. */
+gpuarena_status_t ga_arena_stream(gpuarena_t *a, gpuarena_stream_t handle, ga_stream_t *s);
+
+/* Walk every live arena under the registry lock. */
+void ga_arena_foreach(void (*fn)(gpuarena_t *a, void *arg), void *arg);
+
+#endif /* GA_ARENA_H */

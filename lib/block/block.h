@@ -1,0 +1,60 @@
+/*
+ * block.h - the stream-ordered block manager shared by every arena kind.
+ *
+ * It owns segments taken from a provider, carves them into blocks, splits
+ * and merges them, finds a fit, and decides when a freed block may be
+ * reused by which stream.  It knows memory only through provider.h and
+ * includes no CUDA header.  See block.c for the data structures.
+ */
+#ifndef GA_BLOCK_H
+#define GA_BLOCK_H
+
+#include "config/settings.h"
+#include "gpuarena.h"
+#include "providers/provider.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct ga_bm ga_bm_t;
+
+/* A stream as the block manager sees it: the handle to pass back to the
+ * provider, and the provider's stable id for it. */
+typedef struct ga_stream {
+    gpuarena_stream_t handle;
+    uint64_t id;
+} ga_stream_t;
+
+/* Create a block manager over PROV (which it does not own) with settings S
+ * (copied). */
+gpuarena_status_t ga_bm_create(ga_provider_t *prov, const ga_settings_t *s, ga_bm_t **out);
+
+/* Give every segment back to the provider and free the manager.  Live
+ * blocks are lost; the caller checks for them first when it must. */
+void ga_bm_destroy(ga_bm_t *bm);
+
+gpuarena_status_t ga_bm_alloc(ga_bm_t *bm, size_t size, ga_stream_t s, void **ptr);
+gpuarena_status_t ga_bm_free(ga_bm_t *bm, void *ptr, ga_stream_t s);
+gpuarena_status_t ga_bm_record_stream(ga_bm_t *bm, void *ptr, ga_stream_t s);
+
+/* Size of the live block at PTR (its requested size), or an error status
+ * when PTR is not the start of a live block. */
+gpuarena_status_t ga_bm_lookup(ga_bm_t *bm, const void *ptr, size_t *requested);
+
+/* Return cached memory to the provider until at most KEEP bytes stay
+ * cached.  Flushes the thread caches. */
+gpuarena_status_t ga_bm_trim(ga_bm_t *bm, size_t keep);
+
+void ga_bm_stats(ga_bm_t *bm, gpuarena_stats_t *st);
+void ga_bm_reset_peaks(ga_bm_t *bm);
+
+/* Verify every invariant: no two blocks overlap, every byte of every
+ * segment is in exactly one block, free lists hold exactly the free
+ * blocks, statistics equal what the blocks say.  GPUARENA_ERR_CORRUPT with
+ * a message in gpuarena_last_error() when one fails. */
+gpuarena_status_t ga_bm_check(ga_bm_t *bm);
+
+/* Number of blocks live now (for leak checks of tests and tools). */
+uint64_t ga_bm_live_blocks(ga_bm_t *bm);
+
+#endif /* GA_BLOCK_H */

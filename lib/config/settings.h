@@ -1,0 +1,69 @@
+/*
+ * settings.h - the typed settings of one arena, as the config room fills
+ * them in from defaults, gpuarena.conf, GPUARENA_OPTIONS and the options
+ * string of gpuarena_create().  Every field is one key of the key table in
+ * keys.c and of gpuarena.conf(5); adding a field means adding its key there
+ * and its entry in the man page (a test compares the two).
+ */
+#ifndef GA_SETTINGS_H
+#define GA_SETTINGS_H
+
+#include "gpuarena.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define GA_MAX_NODES 64
+
+/* Cross-stream reuse policy. */
+typedef enum ga_cross_stream {
+    GA_CROSS_EVENT = 0, /* reuse once the free's event has completed */
+    GA_CROSS_WAIT = 1,  /* reuse at once, making the new stream wait */
+    GA_CROSS_NEVER = 2  /* never reuse a block on another stream */
+} ga_cross_stream_t;
+
+/* NUMA placement policy (pinned and host arenas). */
+typedef enum ga_numa_policy {
+    GA_NUMA_NEAREST = 0,    /* the nodes nearest the arena's GPU */
+    GA_NUMA_NODES = 1,      /* bind to the node list */
+    GA_NUMA_INTERLEAVE = 2, /* interleave over the node list (all if empty) */
+    GA_NUMA_LOCAL = 3       /* first touch by the calling thread */
+} ga_numa_policy_t;
+
+typedef enum ga_prefetch_policy {
+    GA_PREFETCH_NONE = 0,
+    GA_PREFETCH_ON_ALLOC = 1
+} ga_prefetch_policy_t;
+
+typedef struct ga_settings {
+    /* Block manager. */
+    size_t round;             /* allocation granularity (power of two) */
+    size_t small_max;         /* requests up to this size are small */
+    size_t small_segment;     /* segment size of the small pool */
+    size_t large_segment;     /* smallest segment of the large pool */
+    size_t max_split;         /* free blocks larger than this are not split (0: no limit) */
+    bool expandable;          /* growable segments where the provider can */
+    size_t granule;           /* growable granule (0: the provider's) */
+    size_t release_threshold; /* cached bytes kept when releasing */
+    size_t max_cached;        /* cap on cached bytes (SIZE_MAX: none) */
+    bool zero;                /* zero-fill every allocation */
+    ga_cross_stream_t cross_stream;
+    bool thread_cache;           /* per-thread caches of small blocks */
+    size_t thread_cache_max;     /* largest block a thread cache holds */
+    unsigned thread_cache_count; /* blocks per size class per thread */
+    /* Sim provider. */
+    unsigned sim_event_delay; /* operations before a sim event completes */
+    size_t sim_capacity;      /* bytes the sim provider can map (0: no limit) */
+    /* Placement (host, pinned). */
+    ga_numa_policy_t numa;
+    unsigned numa_count;
+    int numa_nodes[GA_MAX_NODES];
+    /* Device. */
+    bool peer_access;
+    /* Managed. */
+    ga_prefetch_policy_t prefetch;
+    size_t prefetch_headroom;
+} ga_settings_t;
+
+#endif /* GA_SETTINGS_H */

@@ -1,0 +1,24 @@
+/*
+ * errors.h - status texts and the per-thread message behind
+ * gpuarena_last_error().  Any room may call ga_error() to say, in words, why
+ * it is about to return a failing status; the message stays with the
+ * calling thread until its next failure.
+ */
+#ifndef GA_ERRORS_H
+#define GA_ERRORS_H
+
+#include "gpuarena.h"
+
+#if defined(__GNUC__)
+#define GA_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#define GA_PRINTF(a, b)
+#endif
+
+/* Record a message for gpuarena_last_error() and return STATUS. */
+gpuarena_status_t ga_error(gpuarena_status_t status, const char *fmt, ...) GA_PRINTF(2, 3);
+
+/* Forget the calling thread's message. */
+void ga_error_clear(void);
+
+#endif /* GA_ERRORS_H */

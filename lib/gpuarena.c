@@ -1,0 +1,207 @@
+/*
+ * gpuarena.c - the public functions: argument checking, the registry of
+ * default arenas per (kind, device), and the calls into the arena's block
+ * manager.  A caller mistake is caught here or in the block manager, and
+ * always before anything changes.
+ */
+#include "config.h"
+
+#include "arena.h"
+#include "config/config.h"
+#include "errors.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+
+#define GA_MAX_DEVICES 64
+
+/* Default arenas: one per (kind, device); host and sim use device slot 0.
+ * Lookups are lock-free once the arena exists. */
+static gpuarena_t *_Atomic defaults[GPUARENA_KIND_COUNT][GA_MAX_DEVICES];
+static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+
+const char *gpuarena_version(void)
+{
+    return PACKAGE_VERSION;
+}
+
+gpuarena_status_t gpuarena_init(const char *config_path)
+{
+    return ga_config_init(config_path);
+}
+
+static gpuarena_status_t check_kind(gpuarena_kind_t kind, int device)
+{
+    if ((unsigned)kind >= GPUARENA_KIND_COUNT)
+        return ga_error(GPUARENA_ERR_INVALID_ARGUMENT, "unknown arena kind %d", (int)kind);
+    if (device < 0 || device >= GA_MAX_DEVICES)
+        return ga_error(GPUARENA_ERR_INVALID_DEVICE, "device %d is out of range", device);
+    return GPUARENA_SUCCESS;
+}
+
+gpuarena_status_t gpuarena_get(gpuarena_kind_t kind, int device, gpuarena_t **arena)
+{
+    if (!arena)
+        return ga_error(GPUARENA_ERR_INVALID_ARGUMENT, "gpuarena_get: arena is NULL");
+    gpuarena_status_t st = check_kind(kind, device);
+    if (st != GPUARENA_SUCCESS)
+        return st;
+    if (kind == GPUARENA_HOST || kind == GPUARENA_SIM)
+        device = 0;
+    gpuarena_t *a = defaults[kind][device];
+    if (a) {
+        *arena = a;
+        return GPUARENA_SUCCESS;
+    }
+    pthread_mutex_lock(&registry_lock);
+    a = defaults[kind][device];
+    if (!a) {
+        ga_settings_t s;
+        st = ga_config_settings(kind, device, &s);
+        if (st == GPUARENA_SUCCESS)
+            st = ga_arena_create(kind, device, &s, &a);
+        if (st == GPUARENA_SUCCESS) {
+            a->is_default = true;
+            defaults[kind][device] = a;
+        }
+    }
+    pthread_mutex_unlock(&registry_lock);
+    if (st == GPUARENA_SUCCESS)
+        *arena = a;
+    return st;
+}
+
+gpuarena_status_t gpuarena_create(gpuarena_kind_t kind, int device, const char *options,
+                                  gpuarena_t **arena)
+{
+    if (!arena)
+        return ga_error(GPUARENA_ERR_INVALID_ARGUMENT, "gpuarena_create: arena is NULL");
+    gpuarena_status_t st = check_kind(kind, device);
+    if (st != GPUARENA_SUCCESS)
+        return st;
+    ga_settings_t s;
+    st = ga_config_settings(kind, device, &s);
+    if (st == GPUARENA_SUCCESS)
+        st = ga_config_apply(&s, kind, options, "options");
+    if (st == GPUARENA_SUCCESS)
+        st = ga_arena_create(kind, device, &s, arena);
+    return st;
+}
+
+gpuarena_status_t gpuarena_destroy(gpuarena_t *a)
+{
+    if (!a)
+        return GPUARENA_SUCCESS;
+    if (a->is_default)
+        return ga_error(GPUARENA_ERR_INVALID_ARGUMENT,
+                        "gpuarena_destroy: a default arena (gpuarena_get) lives until exit");
+    if (ga_bm_live_blocks(a->bm) != 0)
+        return ga_error(GPUARENA_ERR_BUSY, "gpuarena_destroy: %llu blocks are still live",
+                        (unsigned long long)ga_bm_live_blocks(a->bm));
+    ga_arena_destroy(a);
+    return GPUARENA_SUCCESS;
+}
+
+gpuarena_status_t gpuarena_kind(const gpuarena_t *a, gpuarena_kind_t *kind, int *device)
+{
+    if (!a)
+        return ga_error(GPUARENA_ERR_INVALID_ARGUMENT, "gpuarena_kind: arena is NULL");
+    if (kind)
+        *kind = a->kind;
+    if (device)
+        *device = a->device;
+    return GPUARENA_SUCCESS;
+}
+
+gpuarena_status_t gpuarena_alloc(gpuarena_t *a, size_t size, gpuarena_stream_t stream, void **ptr)
+{
+    if (!a || !ptr)
+        return ga_error(GPUARENA_ERR_INVALID_ARGUMENT, "gpuarena_alloc: %s is NULL",
+                        a ? "ptr" : "arena");
+    if (size == 0) {
+        *ptr = NULL;
+        return GPUARENA_SUCCESS;
+    }
+    ga_stream_t s;
+    gpuarena_status_t st = ga_arena_stream(a, stream, &s);
+    if (st != GPUARENA_SUCCESS)
+        return st;
+    return ga_bm_alloc(a->bm, size, s, ptr);
+}
+
+gpuarena_status_t gpuarena_free(gpuarena_t *a, void *ptr, gpuarena_stream_t stream)
+{
+    if (!a)
+        return ga_error(GPUARENA_ERR_INVALID_ARGUMENT, "gpuarena_free: arena is NULL");
+    if (!ptr)
+        return GPUARENA_SUCCESS;
+    ga_stream_t s;
+    gpuarena_status_t st = ga_arena_stream(a, stream, &s);
+    if (st != GPUARENA_SUCCESS)
+        return st;
+    return ga_bm_free(a->bm, ptr, s);
+}
+
+gpuarena_status_t gpuarena_record_stream(gpuarena_t *a, void *ptr, gpuarena_stream_t stream)
+{
+    if (!a || !ptr)
+        return ga_error(GPUARENA_ERR_INVALID_ARGUMENT, "gpuarena_record_stream: %s is NULL",
+                        a ? "ptr" : "arena");
+    ga_stream_t s;
+    gpuarena_status_t st = ga_arena_stream(a, stream, &s);
+    if (st != GPUARENA_SUCCESS)
+        return st;
+    return ga_bm_record_stream(a->bm, ptr, s);
+}
+
+gpuarena_status_t gpuarena_prefetch(gpuarena_t *a, void *ptr, size_t size, int destination,
+                                    gpuarena_stream_t stream)
+{
+    if (!a || !ptr)
+        return ga_error(GPUARENA_ERR_INVALID_ARGUMENT, "gpuarena_prefetch: %s is NULL",
+                        a ? "ptr" : "arena");
+    if (!a->prov->ops->prefetch)
+        return ga_error(GPUARENA_ERR_NOT_SUPPORTED,
+                        "gpuarena_prefetch: only managed arenas prefetch");
+    size_t live;
+    gpuarena_status_t st = ga_bm_lookup(a->bm, ptr, &live);
+    if (st != GPUARENA_SUCCESS)
+        return st;
+    if (size > live)
+        return ga_error(GPUARENA_ERR_INVALID_ARGUMENT,
+                        "gpuarena_prefetch: %zu bytes asked, the block has %zu", size, live);
+    return a->prov->ops->prefetch(a->prov, ptr, size ? size : live, destination, stream);
+}
+
+gpuarena_status_t gpuarena_trim(gpuarena_t *a, size_t keep_bytes)
+{
+    if (!a)
+        return ga_error(GPUARENA_ERR_INVALID_ARGUMENT, "gpuarena_trim: arena is NULL");
+    return ga_bm_trim(a->bm, keep_bytes);
+}
+
+gpuarena_status_t gpuarena_stats(gpuarena_t *a, gpuarena_stats_t *st)
+{
+    if (!a || !st)
+        return ga_error(GPUARENA_ERR_INVALID_ARGUMENT, "gpuarena_stats: %s is NULL",
+                        a ? "stats" : "arena");
+    ga_bm_stats(a->bm, st);
+    if (a->prov->ops->stats)
+        a->prov->ops->stats(a->prov, st);
+    return GPUARENA_SUCCESS;
+}
+
+gpuarena_status_t gpuarena_stats_reset_peaks(gpuarena_t *a)
+{
+    if (!a)
+        return ga_error(GPUARENA_ERR_INVALID_ARGUMENT, "gpuarena_stats_reset_peaks: arena is NULL");
+    ga_bm_reset_peaks(a->bm);
+    return GPUARENA_SUCCESS;
+}
+
+gpuarena_status_t gpuarena_check(gpuarena_t *a)
+{
+    if (!a)
+        return ga_error(GPUARENA_ERR_INVALID_ARGUMENT, "gpuarena_check: arena is NULL");
+    return ga_bm_check(a->bm);
+}

@@ -1,0 +1,95 @@
+/*
+ * provider.h - the table of functions every memory provider fills in.
+ *
+ * The block manager (lib/block/) knows memory only through this table: it
+ * asks a provider for segments (fixed ones with map/unmap, or growable ones
+ * with reserve/commit/decommit/release), and for the few stream and event
+ * operations that stream-ordered reuse needs.  Nothing here names CUDA;
+ * streams and events are opaque pointers.  One file per kind implements it
+ * (sim.c, host.c, device.c, pinned.c, managed.c), the way mimalloc's prim/
+ * holds one file per operating system.
+ *
+ * Every function returns a gpuarena_status_t.  An optional entry is NULL
+ * when the provider does not offer it; the block manager then falls back as
+ * its comment says.
+ */
+#ifndef GA_PROVIDER_H
+#define GA_PROVIDER_H
+
+#include "gpuarena.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Opaque event handle of a provider. */
+typedef void *ga_event_t;
+
+/* Stream id used by the block manager for "no stream owns this block". */
+#define GA_STREAM_ANY UINT64_MAX
+
+/* Returned by event_query when the event has not completed yet. */
+#define GA_NOT_READY ((gpuarena_status_t)-1)
+
+typedef struct ga_provider ga_provider_t;
+
+typedef struct ga_provider_ops {
+    const char *name;
+
+    /* Fixed segments: map SIZE bytes (a multiple of granule) at *BASE. */
+    gpuarena_status_t (*map)(ga_provider_t *p, size_t size, void **base);
+    gpuarena_status_t (*unmap)(ga_provider_t *p, void *base, size_t size);
+
+    /* Growable segments (optional, all four or none): reserve an address
+     * range, then commit and decommit granule-aligned pieces inside it. */
+    gpuarena_status_t (*reserve)(ga_provider_t *p, size_t size, void **base);
+    gpuarena_status_t (*release)(ga_provider_t *p, void *base, size_t size);
+    gpuarena_status_t (*commit)(ga_provider_t *p, void *addr, size_t size);
+    gpuarena_status_t (*decommit)(ga_provider_t *p, void *addr, size_t size);
+
+    /* Streams: a stable id for a stream handle (CUDA recycles handles). */
+    gpuarena_status_t (*stream_id)(ga_provider_t *p, gpuarena_stream_t s, uint64_t *id);
+    /* Optional: GPUARENA_ERR_STREAM_CAPTURE when S is being captured. */
+    gpuarena_status_t (*stream_check)(ga_provider_t *p, gpuarena_stream_t s);
+
+    /* Events (optional: without them, frees complete at once, as for host
+     * memory that no GPU touches). */
+    gpuarena_status_t (*event_create)(ga_provider_t *p, ga_event_t *ev);
+    void (*event_destroy)(ga_provider_t *p, ga_event_t ev);
+    gpuarena_status_t (*event_record)(ga_provider_t *p, ga_event_t ev, gpuarena_stream_t s);
+    /* GPUARENA_SUCCESS when complete, GA_NOT_READY when not, else error. */
+    gpuarena_status_t (*event_query)(ga_provider_t *p, ga_event_t ev);
+    gpuarena_status_t (*event_sync)(ga_provider_t *p, ga_event_t ev);
+    /* Make stream S wait for EV without blocking the host (optional). */
+    gpuarena_status_t (*stream_wait)(ga_provider_t *p, gpuarena_stream_t s, ga_event_t ev);
+
+    /* Optional: zero SIZE bytes at PTR in stream order on S. */
+    gpuarena_status_t (*memzero)(ga_provider_t *p, void *ptr, size_t size, gpuarena_stream_t s);
+    /* Optional hints (managed): called once per allocation / on request. */
+    gpuarena_status_t (*on_alloc)(ga_provider_t *p, void *ptr, size_t size, gpuarena_stream_t s);
+    gpuarena_status_t (*prefetch)(ga_provider_t *p, void *ptr, size_t size, int dest,
+                                  gpuarena_stream_t s);
+    /* Optional: fill per-kind statistics fields. */
+    void (*stats)(ga_provider_t *p, gpuarena_stats_t *st);
+    /* Optional: bytes the device has free now (for OOM reports). */
+    gpuarena_status_t (*mem_free)(ga_provider_t *p, uint64_t *free_bytes);
+
+    void (*destroy)(ga_provider_t *p);
+} ga_provider_ops_t;
+
+/* A provider instance; kinds embed it first in their own struct. */
+struct ga_provider {
+    const ga_provider_ops_t *ops;
+    size_t granule;     /* mapping granularity (page size, 2 MiB, ...) */
+    size_t va_size;     /* address range a growable segment reserves */
+    bool growable;      /* reserve/commit offered and enabled */
+    bool host_visible;  /* the host may touch blocks (pinned, host) */
+    uint64_t live_maps; /* segments or granules mapped now (for leak checks) */
+};
+
+static inline bool ga_provider_has_events(const ga_provider_t *p)
+{
+    return p->ops->event_create != NULL;
+}
+
+#endif /* GA_PROVIDER_H */

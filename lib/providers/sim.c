@@ -1,0 +1,196 @@
+/*
+ * sim.c - the simulated provider: address space only, no memory.
+ *
+ * It hands out addresses that are never touched, so that traces of real
+ * programs can be replayed at full speed and the block manager tested on
+ * any machine.  Events complete after a configurable number of later
+ * provider operations (sim_event_delay), so that pending frees and
+ * cross-stream rules are exercised.  Growable mode reserves address ranges
+ * and commits them in granules, like virtual memory management on a GPU.
+ * sim_capacity caps the committed bytes so that out-of-memory paths can be
+ * tested.
+ */
+#include "errors.h"
+#include "providers/providers.h"
+
+#include <stdlib.h>
+
+typedef struct sim {
+    ga_provider_t base;
+    uintptr_t next_va; /* bump pointer of the fake address space */
+    uint64_t clock;    /* operations so far (every stream lookup ticks) */
+    unsigned delay;    /* ticks until a recorded event completes */
+    size_t capacity;   /* committed-byte cap (0: none) */
+    size_t committed;  /* bytes mapped or committed now */
+} sim_t;
+
+typedef struct sim_event {
+    uint64_t done_at; /* clock value from which the event is complete */
+} sim_event_t;
+
+/* Start high and far from anything real; never dereferenced. */
+#define SIM_VA_START ((uintptr_t)1 << 44)
+
+static gpuarena_status_t take(sim_t *s, size_t size)
+{
+    if (s->capacity && size > s->capacity - s->committed)
+        return ga_error(GPUARENA_ERR_OUT_OF_MEMORY, "sim: capacity of %zu bytes reached",
+                        s->capacity);
+    s->committed += size;
+    return GPUARENA_SUCCESS;
+}
+
+static uintptr_t carve(sim_t *s, size_t size)
+{
+    uintptr_t a = s->next_va;
+    /* Keep a gap of one granule so that segments are never adjacent. */
+    s->next_va += size + s->base.granule;
+    return a;
+}
+
+static gpuarena_status_t sim_map(ga_provider_t *p, size_t size, void **base)
+{
+    sim_t *s = (sim_t *)p;
+    gpuarena_status_t st = take(s, size);
+    if (st != GPUARENA_SUCCESS)
+        return st;
+    *base = (void *)carve(s, size);
+    p->live_maps++;
+    return GPUARENA_SUCCESS;
+}
+
+static gpuarena_status_t sim_unmap(ga_provider_t *p, void *base, size_t size)
+{
+    (void)base;
+    sim_t *s = (sim_t *)p;
+    s->committed -= size;
+    p->live_maps--;
+    return GPUARENA_SUCCESS;
+}
+
+static gpuarena_status_t sim_reserve(ga_provider_t *p, size_t size, void **base)
+{
+    *base = (void *)carve((sim_t *)p, size);
+    return GPUARENA_SUCCESS;
+}
+
+static gpuarena_status_t sim_release(ga_provider_t *p, void *base, size_t size)
+{
+    (void)p, (void)base, (void)size;
+    return GPUARENA_SUCCESS;
+}
+
+static gpuarena_status_t sim_commit(ga_provider_t *p, void *addr, size_t size)
+{
+    (void)addr;
+    gpuarena_status_t st = take((sim_t *)p, size);
+    if (st == GPUARENA_SUCCESS)
+        p->live_maps += size / p->granule;
+    return st;
+}
+
+static gpuarena_status_t sim_decommit(ga_provider_t *p, void *addr, size_t size)
+{
+    (void)addr;
+    ((sim_t *)p)->committed -= size;
+    p->live_maps -= size / p->granule;
+    return GPUARENA_SUCCESS;
+}
+
+static gpuarena_status_t sim_stream_id(ga_provider_t *p, gpuarena_stream_t h, uint64_t *id)
+{
+    ((sim_t *)p)->clock++;
+    *id = (uint64_t)(uintptr_t)h;
+    return GPUARENA_SUCCESS;
+}
+
+static gpuarena_status_t sim_event_create(ga_provider_t *p, ga_event_t *ev)
+{
+    (void)p;
+    sim_event_t *e = calloc(1, sizeof *e);
+    if (!e)
+        return ga_error(GPUARENA_ERR_HOST_MEMORY, "sim: no memory for an event");
+    *ev = e;
+    return GPUARENA_SUCCESS;
+}
+
+static void sim_event_destroy(ga_provider_t *p, ga_event_t ev)
+{
+    (void)p;
+    free(ev);
+}
+
+static gpuarena_status_t sim_event_record(ga_provider_t *p, ga_event_t ev, gpuarena_stream_t h)
+{
+    (void)h;
+    sim_t *s = (sim_t *)p;
+    ((sim_event_t *)ev)->done_at = s->clock + s->delay;
+    return GPUARENA_SUCCESS;
+}
+
+static gpuarena_status_t sim_event_query(ga_provider_t *p, ga_event_t ev)
+{
+    return ((sim_t *)p)->clock >= ((sim_event_t *)ev)->done_at ? GPUARENA_SUCCESS : GA_NOT_READY;
+}
+
+static gpuarena_status_t sim_event_sync(ga_provider_t *p, ga_event_t ev)
+{
+    sim_t *s = (sim_t *)p;
+    sim_event_t *e = ev;
+    if (s->clock < e->done_at)
+        s->clock = e->done_at;
+    return GPUARENA_SUCCESS;
+}
+
+static gpuarena_status_t sim_stream_wait(ga_provider_t *p, gpuarena_stream_t h, ga_event_t ev)
+{
+    (void)p, (void)h, (void)ev;
+    return GPUARENA_SUCCESS;
+}
+
+static gpuarena_status_t sim_mem_free(ga_provider_t *p, uint64_t *free_bytes)
+{
+    sim_t *s = (sim_t *)p;
+    *free_bytes = s->capacity ? s->capacity - s->committed : UINT64_MAX;
+    return GPUARENA_SUCCESS;
+}
+
+static void sim_destroy(ga_provider_t *p)
+{
+    free(p);
+}
+
+static const ga_provider_ops_t sim_ops = {
+    .name = "sim",
+    .map = sim_map,
+    .unmap = sim_unmap,
+    .reserve = sim_reserve,
+    .release = sim_release,
+    .commit = sim_commit,
+    .decommit = sim_decommit,
+    .stream_id = sim_stream_id,
+    .event_create = sim_event_create,
+    .event_destroy = sim_event_destroy,
+    .event_record = sim_event_record,
+    .event_query = sim_event_query,
+    .event_sync = sim_event_sync,
+    .stream_wait = sim_stream_wait,
+    .mem_free = sim_mem_free,
+    .destroy = sim_destroy,
+};
+
+gpuarena_status_t ga_sim_provider_create(const ga_settings_t *set, ga_provider_t **out)
+{
+    sim_t *s = calloc(1, sizeof *s);
+    if (!s)
+        return ga_error(GPUARENA_ERR_HOST_MEMORY, "sim: no memory for the provider");
+    s->base.ops = &sim_ops;
+    s->base.granule = set->granule ? set->granule : (size_t)2 << 20;
+    s->base.va_size = (size_t)1 << 40;
+    s->base.growable = set->expandable;
+    s->next_va = SIM_VA_START;
+    s->delay = set->sim_event_delay;
+    s->capacity = set->sim_capacity;
+    *out = &s->base;
+    return GPUARENA_SUCCESS;
+}

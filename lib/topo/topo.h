@@ -1,0 +1,33 @@
+/*
+ * topo.h - the topology room (hwloc only): which NUMA nodes and CPUs are
+ * near each GPU, turning a placement policy into a node set, and binding
+ * host memory to it.  The topology is the machine's, or the hwloc XML file
+ * named by GPUARENA_TOPOLOGY.
+ */
+#ifndef GA_TOPO_H
+#define GA_TOPO_H
+
+#include "config/settings.h"
+#include "gpuarena.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Where a segment's pages go. */
+typedef struct ga_placement {
+    ga_numa_policy_t policy; /* NODES and INTERLEAVE bind; LOCAL first-touch */
+    uint64_t nodes;          /* bitmask of OS NUMA node indexes */
+    bool fallback;           /* locality unknown: interleave over all nodes */
+} ga_placement_t;
+
+/* Resolve the NUMA settings of S for an arena near GPU DEVICE (-1: none)
+ * into a placement.  A node named in S that does not exist is
+ * GPUARENA_ERR_CONFIG naming the key. */
+gpuarena_status_t ga_topo_placement(const ga_settings_t *s, int device, ga_placement_t *out);
+
+/* Bind the pages of [ADDR, ADDR+SIZE) (page aligned) as PL says, before
+ * they are touched. */
+gpuarena_status_t ga_topo_bind(const ga_placement_t *pl, void *addr, size_t size);
+
+#endif /* GA_TOPO_H */

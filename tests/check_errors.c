@@ -1,0 +1,53 @@
+/* check_errors.c - status texts, version, and the no-driver path. */
+#include "gpuarena.h"
+
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+START_TEST(every_status_has_a_text)
+{
+    for (int s = GPUARENA_SUCCESS; s <= GPUARENA_ERR_BUSY; s++) {
+        const char *t = gpuarena_strerror((gpuarena_status_t)s);
+        ck_assert_ptr_nonnull(t);
+        ck_assert_str_ne(t, "unknown gpuarena status");
+    }
+    ck_assert_str_eq(gpuarena_strerror((gpuarena_status_t)9999), "unknown gpuarena status");
+    ck_assert_str_eq(gpuarena_strerror((gpuarena_status_t)-5), "unknown gpuarena status");
+}
+END_TEST
+
+START_TEST(version_matches_header)
+{
+    char want[32];
+    snprintf(want, sizeof want, "%d.%d.%d", GPUARENA_VERSION_MAJOR, GPUARENA_VERSION_MINOR,
+             GPUARENA_VERSION_PATCH);
+    ck_assert_str_eq(gpuarena_version(), want);
+}
+END_TEST
+
+START_TEST(bad_kind_and_device)
+{
+    gpuarena_t *a = (gpuarena_t *)0x1;
+    ck_assert_int_eq(gpuarena_get((gpuarena_kind_t)42, 0, &a), GPUARENA_ERR_INVALID_ARGUMENT);
+    ck_assert_ptr_eq(a, (gpuarena_t *)0x1);
+    ck_assert_int_eq(gpuarena_get(GPUARENA_HOST, -1, &a), GPUARENA_ERR_INVALID_DEVICE);
+    ck_assert_int_eq(gpuarena_get(GPUARENA_HOST, 0, NULL), GPUARENA_ERR_INVALID_ARGUMENT);
+    ck_assert_ptr_eq(a, (gpuarena_t *)0x1);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("errors");
+    TCase *tc = tcase_create("core");
+    tcase_add_test(tc, every_status_has_a_text);
+    tcase_add_test(tc, version_matches_header);
+    tcase_add_test(tc, bad_kind_and_device);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
