@@ -224,9 +224,11 @@ static void pool_put(ga_bm_t *bm, ga_pool_t *p, ga_block_t *b)
  * of ANY are safe for every stream, so a stream pool takes them in: the
  * larger block is worth more to its stream than the pieces to the others,
  * and the next sweep gives it back to ANY. */
-static inline bool joins(const ga_bm_t *bm, const ga_pool_t *q, const ga_pool_t *p)
+static inline bool joins(const ga_bm_t *bm, const ga_block_t *n, const ga_pool_t *p)
 {
-    return q == p || (q == &bm->any && p != &bm->holes);
+    if (n->state != BLOCK_FREE && n->state != BLOCK_HOLE)
+        return false; /* live, or pending (its pool is where it will go) */
+    return n->pool == p || (n->pool == &bm->any && p != &bm->holes);
 }
 
 /* Merge free block B (in no pool) with its neighbours of pool P, put the
@@ -234,8 +236,9 @@ static inline bool joins(const ga_bm_t *bm, const ga_pool_t *q, const ga_pool_t 
  * newest stamp, so the age list stays in stamp order. */
 static ga_block_t *coalesce_into(ga_bm_t *bm, ga_pool_t *p, ga_block_t *b, uint64_t stamp)
 {
-    ga_block_t *n = b->next;
-    if (n && n->pool && joins(bm, n->pool, p)) {
+    /* Loops: an ANY neighbour taken in may have a neighbour of P. */
+    ga_block_t *n;
+    while ((n = b->next) && joins(bm, n, p)) {
         if (n->stamp > stamp)
             stamp = n->stamp;
         pool_take(bm, n);
@@ -247,8 +250,8 @@ static ga_block_t *coalesce_into(ga_bm_t *bm, ga_pool_t *p, ga_block_t *b, uint6
             b->seg->last = b;
         block_delete(bm, n);
     }
-    ga_block_t *v = b->prev;
-    if (v && v->pool && joins(bm, v->pool, p)) {
+    ga_block_t *v;
+    while ((v = b->prev) && joins(bm, v, p)) {
         if (v->stamp > stamp)
             stamp = v->stamp;
         pool_take(bm, v);
