@@ -83,6 +83,11 @@ size_t ga_conf_error_count(const ga_conf_t *c)
     return c->nerrors < MAX_ERRORS ? c->nerrors : MAX_ERRORS;
 }
 
+size_t ga_conf_total_errors(const ga_conf_t *c)
+{
+    return c->nerrors;
+}
+
 const char *ga_conf_error(const ga_conf_t *c, size_t index)
 {
     if (index >= ga_conf_error_count(c))

@@ -146,6 +146,9 @@ gpuarena_status_t ga_conf_check(ga_conf_t *c);
 size_t ga_conf_error_count(const ga_conf_t *c);
 const char *ga_conf_error(const ga_conf_t *c, size_t index);
 
+/* All the errors found, including those past the kept messages. */
+size_t ga_conf_total_errors(const ga_conf_t *c);
+
 /* The file C was read from and how it was found ("GPUARENA_CONF", ...),
  * or NULL when none was read; the paths looked at when none was found. */
 const char *ga_conf_file(const ga_conf_t *c);
