@@ -674,22 +674,26 @@ gpuarena_status_t ga_conf_apply_options(ga_conf_t *c, const char *text, const ch
     return conf_status(c);
 }
 
-/* Consistency of one section's effective settings. */
+/* Consistency of one section's effective settings.  A broken rule is
+ * blamed on the key of the two that was set (A if both were). */
 static void check_section(ga_conf_t *c, gpuarena_kind_t kind, int device)
 {
     ga_settings_t s;
-    const ga_key_t *k;
+    const ga_key_t *a, *b;
     char why[160], where[512], secname[32];
     ga_conf_settings(c, kind, device, &s);
-    if (ga_settings_consistent(&s, &k, why, sizeof why))
+    if (ga_settings_consistent(&s, &a, &b))
         return;
-    format_origin(c, effective_origin(c, kind, device, ga_config_key_index(k)), where,
-                  sizeof where);
+    const origin_t *oa = effective_origin(c, kind, device, ga_config_key_index(a));
+    const origin_t *ob = effective_origin(c, kind, device, ga_config_key_index(b));
+    const ga_key_t *blame = oa->kind == GA_ORIGIN_DEFAULT && ob->kind != GA_ORIGIN_DEFAULT ? b : a;
+    format_origin(c, blame == a ? oa : ob, where, sizeof where);
+    ga_settings_conflict(&s, blame, a, b, why, sizeof why);
     if (device >= 0)
         snprintf(secname, sizeof secname, "%s.%d", ga_kind_name(kind), device);
     else
         snprintf(secname, sizeof secname, "%s", ga_kind_name(kind));
-    conf_error(c, "%s: key '%s.%s': %s", where, secname, k->name, why);
+    conf_error(c, "%s: key '%s.%s': %s", where, secname, blame->name, why);
 }
 
 gpuarena_status_t ga_conf_check(ga_conf_t *c)
@@ -708,6 +712,7 @@ gpuarena_status_t ga_conf_check(ga_conf_t *c)
 typedef struct apply_ctx {
     gpuarena_kind_t kind;
     ga_settings_t *s;
+    bool set[GA_CONFIG_MAX_KEYS]; /* keys the options set */
 } apply_ctx_t;
 
 static void create_item(ga_conf_t *c, const char *origin, char *name, char *value, void *ctx)
@@ -721,6 +726,7 @@ static void create_item(ga_conf_t *c, const char *origin, char *name, char *valu
         return;
     }
     char why[256];
+    a->set[ga_config_key_index(k)] = true;
     if (ga_key_parse(k, value, a->s, why, sizeof why) != GA_PARSE_OK)
         conf_error(c, "%s: key '%s.%s': bad value '%.64s': %s", origin, ga_kind_name(a->kind), name,
                    value, why);
@@ -737,14 +743,16 @@ gpuarena_status_t ga_config_apply(ga_settings_t *s, gpuarena_kind_t kind, const 
     if (!c)
         return ga_error(GPUARENA_ERR_HOST_MEMORY, "no memory to parse options");
     ga_settings_t tmp = *s;
-    apply_ctx_t ctx = {kind, &tmp};
+    apply_ctx_t ctx = {kind, &tmp, {false}};
     const char *name = origin ? origin : "options";
     split_options(c, options, name, create_item, &ctx);
-    if (c->nerrors == 0) {
-        const ga_key_t *k;
+    const ga_key_t *a, *b;
+    if (c->nerrors == 0 && !ga_settings_consistent(&tmp, &a, &b)) {
         char why[160];
-        if (!ga_settings_consistent(&tmp, &k, why, sizeof why))
-            conf_error(c, "%s: key '%s.%s': %s", name, ga_kind_name(kind), k->name, why);
+        const ga_key_t *blame =
+            !ctx.set[ga_config_key_index(a)] && ctx.set[ga_config_key_index(b)] ? b : a;
+        ga_settings_conflict(&tmp, blame, a, b, why, sizeof why);
+        conf_error(c, "%s: key '%s.%s': %s", name, ga_kind_name(kind), blame->name, why);
     }
     gpuarena_status_t st = conf_status(c);
     ga_conf_free(c);

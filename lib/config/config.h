@@ -95,11 +95,15 @@ void ga_key_format(const ga_key_t *k, const ga_settings_t *s, char *buf, size_t 
 /* Copy K's value from SRC to DST. */
 void ga_key_copy(const ga_key_t *k, ga_settings_t *dst, const ga_settings_t *src);
 
-/* Checks that involve several keys (small_max <= small_segment, ...).
- * Returns true when S is consistent; else names the offending key in
- * *KEY and the rule in WHY. */
-bool ga_settings_consistent(const ga_settings_t *s, const ga_key_t **key, char *why,
-                            size_t why_size);
+/* Rules between keys: A <= B for (round, small_max), (small_max,
+ * small_segment), (thread_cache_max, small_max).  Returns true when S
+ * keeps them all; else the first rule broken, in *A and *B. */
+bool ga_settings_consistent(const ga_settings_t *s, const ga_key_t **a, const ga_key_t **b);
+
+/* The text for a broken rule A <= B of S, said of BLAME (A or B): "4M is
+ * larger than small_segment (2M)" or "1M is smaller than round (2M)". */
+void ga_settings_conflict(const ga_settings_t *s, const ga_key_t *blame, const ga_key_t *a,
+                          const ga_key_t *b, char *why, size_t why_size);
 
 /* The built-in defaults for KIND. */
 void ga_config_defaults(gpuarena_kind_t kind, ga_settings_t *out);

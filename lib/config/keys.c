@@ -338,30 +338,37 @@ void ga_key_copy(const ga_key_t *k, ga_settings_t *dst, const ga_settings_t *src
     memcpy(field(k, dst), cfield(k, src), k->length);
 }
 
-bool ga_settings_consistent(const ga_settings_t *s, const ga_key_t **key, char *why,
-                            size_t why_size)
+static size_t size_value(const ga_key_t *k, const ga_settings_t *s)
 {
-    char a[32], b[32];
-    if (s->round > s->small_max) {
-        ga_format_size(s->small_max, a, sizeof a);
-        ga_format_size(s->round, b, sizeof b);
-        *key = ga_config_find_key("small_max");
-        snprintf(why, why_size, "%s is smaller than round (%s)", a, b);
-        return false;
-    }
-    if (s->small_max > s->small_segment) {
-        ga_format_size(s->small_max, a, sizeof a);
-        ga_format_size(s->small_segment, b, sizeof b);
-        *key = ga_config_find_key("small_max");
-        snprintf(why, why_size, "%s is larger than small_segment (%s)", a, b);
-        return false;
-    }
-    if (s->thread_cache_max > s->small_max) {
-        ga_format_size(s->thread_cache_max, a, sizeof a);
-        ga_format_size(s->small_max, b, sizeof b);
-        *key = ga_config_find_key("thread_cache_max");
-        snprintf(why, why_size, "%s is larger than small_max (%s)", a, b);
-        return false;
+    size_t z;
+    memcpy(&z, cfield(k, s), sizeof z);
+    return z;
+}
+
+bool ga_settings_consistent(const ga_settings_t *s, const ga_key_t **a, const ga_key_t **b)
+{
+    static const char *const rules[][2] = {
+        {"round", "small_max"}, {"small_max", "small_segment"}, {"thread_cache_max", "small_max"}};
+    for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++) {
+        const ga_key_t *ka = ga_config_find_key(rules[i][0]);
+        const ga_key_t *kb = ga_config_find_key(rules[i][1]);
+        if (size_value(ka, s) > size_value(kb, s)) {
+            *a = ka;
+            *b = kb;
+            return false;
+        }
     }
     return true;
+}
+
+void ga_settings_conflict(const ga_settings_t *s, const ga_key_t *blame, const ga_key_t *a,
+                          const ga_key_t *b, char *why, size_t why_size)
+{
+    char va[32], vb[32];
+    ga_key_format(a, s, va, sizeof va);
+    ga_key_format(b, s, vb, sizeof vb);
+    if (blame == a)
+        snprintf(why, why_size, "%s is larger than %s (%s)", va, b->name, vb);
+    else
+        snprintf(why, why_size, "%s is smaller than %s (%s)", vb, a->name, va);
 }
