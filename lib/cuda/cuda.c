@@ -78,7 +78,14 @@
     X(cuMemHostUnregister, 4000, 1)                                                                \
     X(cuMemAllocManaged, 6000, 1)                                                                  \
     X(cuMemAdvise, 12020, 0)                                                                       \
-    X(cuMemPrefetchAsync, 12020, 0)
+    X(cuMemPrefetchAsync, 12020, 0)                                                                \
+    X(cuStreamCreate, 2000, 0)                                                                     \
+    X(cuStreamDestroy, 4000, 0)                                                                    \
+    X(cuCtxCreate, 3020, 0)                                                                        \
+    X(cuCtxDestroy, 4000, 0)                                                                       \
+    X(cuStreamBeginCapture, 10010, 0)                                                              \
+    X(cuStreamEndCapture, 10000, 0)                                                                \
+    X(cuGraphDestroy, 10000, 0)
 
 #define GA_CU_FIELD(name, ver, req) PFN_##name##_v##ver name;
 static struct {
@@ -882,4 +889,74 @@ gpuarena_status_t ga_cuda_mem_prefetch(uint64_t dptr, size_t size, int location,
     CUresult r =
         cu.cuMemPrefetchAsync((CUdeviceptr)dptr, size, location_of(location), 0, (CUstream)stream);
     return r == CUDA_SUCCESS ? GPUARENA_SUCCESS : stream_fail("cuMemPrefetchAsync", stream, r);
+}
+
+/* ---------------------------------------------------------------------- */
+/* For tests, tools and benchmarks. */
+
+#define NEED(fn)                                                                                   \
+    do {                                                                                           \
+        gpuarena_status_t st_ = ga_cuda_load();                                                    \
+        if (st_ != GPUARENA_SUCCESS)                                                               \
+            return st_;                                                                            \
+        if (!cu.fn)                                                                                \
+            return ga_error(GPUARENA_ERR_NOT_SUPPORTED, "the CUDA driver lacks " #fn);             \
+    } while (0)
+
+gpuarena_status_t ga_cuda_stream_create(bool non_blocking, void **stream)
+{
+    NEED(cuStreamCreate);
+    CUstream s;
+    CUresult r = cu.cuStreamCreate(&s, non_blocking ? CU_STREAM_NON_BLOCKING : CU_STREAM_DEFAULT);
+    if (r != CUDA_SUCCESS)
+        return fail("cuStreamCreate", r);
+    *stream = s;
+    return GPUARENA_SUCCESS;
+}
+
+gpuarena_status_t ga_cuda_stream_destroy(void *stream)
+{
+    NEED(cuStreamDestroy);
+    CUresult r = cu.cuStreamDestroy((CUstream)stream);
+    return r == CUDA_SUCCESS ? GPUARENA_SUCCESS : stream_fail("cuStreamDestroy", stream, r);
+}
+
+gpuarena_status_t ga_cuda_ctx_create(int device, void **ctx)
+{
+    NEED(cuCtxCreate);
+    CUdevice d;
+    gpuarena_status_t st = get_device(device, &d);
+    if (st != GPUARENA_SUCCESS)
+        return st;
+    CUcontext c, popped;
+    CUresult r = cu.cuCtxCreate(&c, 0, d);
+    if (r != CUDA_SUCCESS)
+        return fail("cuCtxCreate", r);
+    cu.cuCtxPopCurrent(&popped); /* cuCtxCreate made it current */
+    *ctx = c;
+    return GPUARENA_SUCCESS;
+}
+
+gpuarena_status_t ga_cuda_ctx_destroy(void *ctx)
+{
+    NEED(cuCtxDestroy);
+    CUresult r = cu.cuCtxDestroy((CUcontext)ctx);
+    return r == CUDA_SUCCESS ? GPUARENA_SUCCESS : fail("cuCtxDestroy", r);
+}
+
+gpuarena_status_t ga_cuda_capture_begin(void *stream)
+{
+    NEED(cuStreamBeginCapture);
+    CUresult r = cu.cuStreamBeginCapture((CUstream)stream, CU_STREAM_CAPTURE_MODE_GLOBAL);
+    return r == CUDA_SUCCESS ? GPUARENA_SUCCESS : stream_fail("cuStreamBeginCapture", stream, r);
+}
+
+gpuarena_status_t ga_cuda_capture_end(void *stream)
+{
+    NEED(cuStreamEndCapture);
+    CUgraph g = NULL;
+    CUresult r = cu.cuStreamEndCapture((CUstream)stream, &g);
+    if (g && cu.cuGraphDestroy)
+        cu.cuGraphDestroy(g);
+    return r == CUDA_SUCCESS ? GPUARENA_SUCCESS : stream_fail("cuStreamEndCapture", stream, r);
 }

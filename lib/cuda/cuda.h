@@ -155,7 +155,16 @@ gpuarena_status_t ga_cuda_mem_advise(uint64_t dptr, size_t size, ga_cuda_advice_
                                      int location);
 gpuarena_status_t ga_cuda_mem_prefetch(uint64_t dptr, size_t size, int location, void *stream);
 
-/* For tests: synchronous copies (CTX current). */
+/* For tests, tools and benchmarks (CTX current where it matters). */
+gpuarena_status_t ga_cuda_stream_create(bool non_blocking, void **stream);
+gpuarena_status_t ga_cuda_stream_destroy(void *stream);
+/* A new (non-primary) context on DEVICE, not left current. */
+gpuarena_status_t ga_cuda_ctx_create(int device, void **ctx);
+gpuarena_status_t ga_cuda_ctx_destroy(void *ctx);
+/* Stream capture in global mode; end throws the graph away. */
+gpuarena_status_t ga_cuda_capture_begin(void *stream);
+gpuarena_status_t ga_cuda_capture_end(void *stream);
+/* Synchronous copies. */
 gpuarena_status_t ga_cuda_memcpy_htod(uint64_t dst, const void *src, size_t size);
 gpuarena_status_t ga_cuda_memcpy_dtoh(void *dst, uint64_t src, size_t size);
 
