@@ -873,9 +873,18 @@ START_TEST(create_options)
     ck_assert_int_eq(a->settings.cross_stream, GA_CROSS_WAIT);
     ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_SUCCESS);
 
-    ck_assert_int_eq(gpuarena_create(GPUARENA_HOST, 0, "numa=0,1,round=1K", &a), GPUARENA_SUCCESS);
+    /* A node list parses as one value (the arena then refuses nodes this
+     * machine lacks: that is the topology room's test). */
+    ga_settings_t s;
+    ga_config_defaults(GPUARENA_HOST, &s);
+    ck_assert_int_eq(ga_config_apply(&s, GPUARENA_HOST, "numa=0,1,round=1K", "options"),
+                     GPUARENA_SUCCESS);
+    ck_assert_int_eq(s.numa, GA_NUMA_NODES);
+    ck_assert_uint_eq(s.numa_count, 2);
+    ck_assert_uint_eq(s.round, 1024);
+    ck_assert_int_eq(gpuarena_create(GPUARENA_HOST, 0, "numa=0,round=1K", &a), GPUARENA_SUCCESS);
     ck_assert_int_eq(a->settings.numa, GA_NUMA_NODES);
-    ck_assert_uint_eq(a->settings.numa_count, 2);
+    ck_assert_uint_eq(a->settings.numa_count, 1);
     ck_assert_uint_eq(a->settings.round, 1024);
     ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_SUCCESS);
 
