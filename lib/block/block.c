@@ -437,6 +437,7 @@ static gpuarena_status_t seg_growable(ga_bm_t *bm, int cls, ga_segment_t **out)
         block_delete(bm, h);
         return st;
     }
+    va = bm->prov->va_size; /* the provider may have had less */
     g->base = (uintptr_t)base;
     g->size = va;
     g->growable = true;

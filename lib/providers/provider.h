@@ -41,7 +41,9 @@ typedef struct ga_provider_ops {
     gpuarena_status_t (*unmap)(ga_provider_t *p, void *base, size_t size);
 
     /* Growable segments (optional, all four or none): reserve an address
-     * range, then commit and decommit granule-aligned pieces inside it. */
+     * range, then commit and decommit granule-aligned pieces inside it.
+     * reserve may lower va_size when the full range cannot be had; the
+     * segment then spans the new va_size. */
     gpuarena_status_t (*reserve)(ga_provider_t *p, size_t size, void **base);
     gpuarena_status_t (*release)(ga_provider_t *p, void *base, size_t size);
     gpuarena_status_t (*commit)(ga_provider_t *p, void *addr, size_t size);
