@@ -127,7 +127,12 @@ static int reexec(const char *dir, const char *mode, const char *expect)
 {
     pid_t pid = fork();
     if (pid == 0) {
-        setenv("LD_LIBRARY_PATH", dir, 1);
+        /* In front of what is there: the test's own libraries (Check,
+         * where it is not installed) must still be found. */
+        const char *old = getenv("LD_LIBRARY_PATH");
+        char path[4096];
+        snprintf(path, sizeof path, "%s%s%s", dir, old && *old ? ":" : "", old ? old : "");
+        setenv("LD_LIBRARY_PATH", path, 1);
         if (expect)
             setenv("GA_EXPECT", expect, 1);
         execl("/proc/self/exe", "check_cuda", mode, (char *)NULL);

@@ -25,8 +25,10 @@ static void *ctx; /* device 0's primary context, current in every test */
 
 static void setup(void)
 {
-    ck_assert_int_eq(ga_cuda_primary_retain(0, &ctx), GPUARENA_SUCCESS);
-    ck_assert_int_eq(ga_cuda_set_current(ctx), GPUARENA_SUCCESS);
+    gpuarena_status_t st = ga_cuda_primary_retain(0, &ctx);
+    ck_assert_msg(st == GPUARENA_SUCCESS, "primary context: %s", gpuarena_last_error());
+    st = ga_cuda_set_current(ctx);
+    ck_assert_msg(st == GPUARENA_SUCCESS, "set current: %s", gpuarena_last_error());
 }
 
 static void teardown(void)
@@ -421,6 +423,9 @@ int main(void)
     tcase_set_timeout(api, 300);
     suite_add_tcase(s, api);
     SRunner *sr = srunner_create(s);
+    /* CUDA cannot be used in a child forked after the parent initialised
+     * it (main did, to know whether to skip): run the tests in-process. */
+    srunner_set_fork_status(sr, CK_NOFORK);
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);
