@@ -187,6 +187,15 @@ static gpuarena_status_t tp_stream_wait(ga_provider_t *p, gpuarena_stream_t h, g
     return GPUARENA_SUCCESS;
 }
 
+static gpuarena_status_t tp_sync_all(ga_provider_t *p)
+{
+    tp_t *t = (tp_t *)p;
+    for (unsigned s = 0; s < TP_STREAMS; s++)
+        advance(t, s, t->enqueued[s]);
+    t->syncs++;
+    return GPUARENA_SUCCESS;
+}
+
 static gpuarena_status_t tp_mem_free(ga_provider_t *p, uint64_t *free_bytes)
 {
     tp_t *t = (tp_t *)p;
@@ -214,6 +223,7 @@ static const ga_provider_ops_t tp_ops = {
     .event_query = tp_event_query,
     .event_sync = tp_event_sync,
     .stream_wait = tp_stream_wait,
+    .sync_all = tp_sync_all,
     .mem_free = tp_mem_free,
     .destroy = tp_destroy,
 };

@@ -53,6 +53,7 @@
     X(cuStreamGetCtx, 9020, 1)                                                                     \
     X(cuStreamIsCapturing, 10000, 1)                                                               \
     X(cuStreamSynchronize, 2000, 1)                                                                \
+    X(cuCtxSynchronize, 2000, 1)                                                                   \
     X(cuThreadExchangeStreamCaptureMode, 10010, 1)                                                 \
     X(cuEventCreate, 2000, 1)                                                                      \
     X(cuEventDestroy, 4000, 1)                                                                     \
@@ -592,6 +593,12 @@ gpuarena_status_t ga_cuda_stream_check(void *stream)
                         "begins",
                         stream, cs == CU_STREAM_CAPTURE_STATUS_ACTIVE ? "active" : "invalidated");
     return GPUARENA_SUCCESS;
+}
+
+gpuarena_status_t ga_cuda_ctx_sync(void)
+{
+    CUresult r = cu.cuCtxSynchronize();
+    return r == CUDA_SUCCESS ? GPUARENA_SUCCESS : fail("cuCtxSynchronize", r);
 }
 
 gpuarena_status_t ga_cuda_stream_sync(void *stream)

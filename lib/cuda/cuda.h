@@ -109,6 +109,8 @@ gpuarena_status_t ga_cuda_stream_id(void *ctx, void *stream, uint64_t *id);
  * global mode). */
 gpuarena_status_t ga_cuda_stream_check(void *stream);
 gpuarena_status_t ga_cuda_stream_sync(void *stream);
+/* Wait for all work of the current context (trim, out of memory). */
+gpuarena_status_t ga_cuda_ctx_sync(void);
 
 /* Events without timing, as the block manager uses them.  Query returns
  * GPUARENA_SUCCESS when complete and GA_CUDA_NOT_READY when not. */

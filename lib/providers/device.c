@@ -413,6 +413,18 @@ static gpuarena_status_t dev_event_sync(ga_provider_t *p, ga_event_t ev)
     return ga_cuda_event_sync(ev);
 }
 
+static gpuarena_status_t dev_sync_all(ga_provider_t *p)
+{
+    device_t *d = DEV(p);
+    ga_cuda_scope_t sc;
+    gpuarena_status_t st = enter(d, &sc);
+    if (st != GPUARENA_SUCCESS)
+        return st;
+    st = ga_cuda_ctx_sync();
+    ga_cuda_leave(&sc);
+    return st;
+}
+
 static gpuarena_status_t dev_stream_wait(ga_provider_t *p, gpuarena_stream_t s, ga_event_t ev)
 {
     device_t *d = DEV(p);
@@ -500,6 +512,7 @@ static const ga_provider_ops_t device_ops = {
     .event_query = dev_event_query,
     .event_sync = dev_event_sync,
     .stream_wait = dev_stream_wait,
+    .sync_all = dev_sync_all,
     .memzero = dev_memzero,
     .mem_free = dev_mem_free,
     .destroy = dev_destroy,
