@@ -1,64 +1,1240 @@
-/* block.c - TEMPORARY stub while the block manager is written. */
-#include "block/block.h"
+/*
+ * block.c - the stream-ordered block manager.
+ *
+ * Data structures (internal.h): segments from the provider, tiled by
+ * blocks in address order; free blocks indexed per pool by a two-level
+ * segregated fit (fit.c); live blocks found by address in a map that the
+ * thread caches read without the lock (livemap.c).
+ *
+ * The rules of DESIGN.md, "Stream-ordered semantics", and where they live:
+ *
+ * - A block freed on stream S goes into S's pool: a later allocation on S
+ *   may take it at once (stream order makes that safe); no event is
+ *   recorded on this path.
+ * - Another stream T may take it only once the GPU has passed the free.
+ *   When T misses, the manager records one event per stream pool (a
+ *   "sweep") covering every free made into it so far; when a sweep's event
+ *   has completed, the blocks it covers move to the ANY pool, which every
+ *   stream may use.  With cross_stream = wait, T instead takes the best
+ *   fit from another stream's pool at once and is made to wait on an event
+ *   recorded on that stream (the host never waits).
+ * - record_stream adds streams to a live block; its free records one event
+ *   on each of them and the block stays PENDING until all have completed.
+ * - A provider without events (host memory) completes every free at once:
+ *   freed blocks go straight to the ANY pool.
+ *
+ * Segments are fixed (mapped whole, unmapped whole when entirely free) or,
+ * where the provider can grow and `expandable` is set, one growable
+ * address reservation per size class whose granules are committed as
+ * blocks need them and decommitted when cached memory is released.  HOLE
+ * blocks stand for the unmapped parts and are found by fit like free ones,
+ * so an allocation goes where it maps the fewest new granules.
+ *
+ * Only the out-of-memory path blocks the host: it synchronises on the
+ * outstanding events, releases every cached byte and retries once.
+ */
+#include "block/internal.h"
 
 #include "errors.h"
 
+#include <inttypes.h>
 #include <stdlib.h>
+#include <string.h>
 
-struct ga_bm {
-    int unused;
-};
+/* Largest request accepted: far beyond any memory, far below overflow. */
+#define MAX_REQUEST ((size_t)1 << 60)
+#define SLAB_BLOCKS 256
+
+static inline size_t round_up(size_t n, size_t a)
+{
+    return (n + a - 1) & ~(a - 1);
+}
+
+static inline size_t round_down(size_t n, size_t a)
+{
+    return n & ~(a - 1);
+}
+
+/* ------------------------------------------------------------------ */
+/* Block records: slabs that live as long as the manager.              */
+
+static ga_block_t *block_new(ga_bm_t *bm)
+{
+    if (!bm->spare_blocks) {
+        if (bm->nslabs == bm->cap_slabs) {
+            unsigned cap = bm->cap_slabs ? bm->cap_slabs * 2 : 16;
+            void **s = realloc(bm->slabs, cap * sizeof *s);
+            if (!s)
+                return NULL;
+            bm->slabs = s;
+            bm->cap_slabs = cap;
+        }
+        ga_block_t *slab = calloc(SLAB_BLOCKS, sizeof *slab);
+        if (!slab)
+            return NULL;
+        bm->slabs[bm->nslabs++] = slab;
+        for (unsigned i = 0; i < SLAB_BLOCKS; i++) {
+            slab[i].next = bm->spare_blocks;
+            bm->spare_blocks = &slab[i];
+        }
+    }
+    ga_block_t *b = bm->spare_blocks;
+    bm->spare_blocks = b->next;
+    memset(b, 0, sizeof *b);
+    return b;
+}
+
+static void block_delete(ga_bm_t *bm, ga_block_t *b)
+{
+    b->state = 0;
+    b->addr = 0;
+    b->next = bm->spare_blocks;
+    bm->spare_blocks = b;
+}
+
+/* ------------------------------------------------------------------ */
+/* Events: pooled, created on demand.                                  */
+
+static gpuarena_status_t event_get(ga_bm_t *bm, ga_event_t *ev)
+{
+    if (bm->nspare_events) {
+        *ev = bm->spare_events[--bm->nspare_events];
+        return GPUARENA_SUCCESS;
+    }
+    return bm->prov->ops->event_create(bm->prov, ev);
+}
+
+static void event_put(ga_bm_t *bm, ga_event_t ev)
+{
+    if (bm->nspare_events == bm->cap_spare_events) {
+        unsigned cap = bm->cap_spare_events ? bm->cap_spare_events * 2 : 16;
+        ga_event_t *e = realloc(bm->spare_events, cap * sizeof *e);
+        if (!e) {
+            bm->prov->ops->event_destroy(bm->prov, ev);
+            return;
+        }
+        bm->spare_events = e;
+        bm->cap_spare_events = cap;
+    }
+    bm->spare_events[bm->nspare_events++] = ev;
+}
+
+static gpuarena_status_t event_record(ga_bm_t *bm, ga_stream_t s, ga_event_t *out)
+{
+    ga_event_t ev;
+    gpuarena_status_t st = event_get(bm, &ev);
+    if (st != GPUARENA_SUCCESS)
+        return st;
+    st = bm->prov->ops->event_record(bm->prov, ev, s.handle);
+    if (st != GPUARENA_SUCCESS) {
+        event_put(bm, ev);
+        return st;
+    }
+    bm->c.events++;
+    *out = ev;
+    return GPUARENA_SUCCESS;
+}
+
+/* ------------------------------------------------------------------ */
+/* Pools.                                                              */
+
+static ga_pool_t *pool_find(ga_bm_t *bm, uint64_t id)
+{
+    for (unsigned i = 0; i < bm->npools; i++)
+        if (bm->pools[i]->stream.id == id)
+            return bm->pools[i];
+    return NULL;
+}
+
+static ga_pool_t *pool_get(ga_bm_t *bm, ga_stream_t s)
+{
+    if (!bm->events)
+        return &bm->any;
+    ga_pool_t *p = pool_find(bm, s.id);
+    if (p) {
+        p->stream.handle = s.handle; /* the newest handle of this stream */
+        return p;
+    }
+    if (bm->npools == bm->cap_pools) {
+        unsigned cap = bm->cap_pools ? bm->cap_pools * 2 : 8;
+        ga_pool_t **n = realloc(bm->pools, cap * sizeof *n);
+        if (!n)
+            return NULL;
+        bm->pools = n;
+        bm->cap_pools = cap;
+    }
+    p = calloc(1, sizeof *p);
+    if (!p)
+        return NULL;
+    p->stream = s;
+    bm->pools[bm->npools++] = p;
+    return p;
+}
+
+static bool is_stream_pool(const ga_bm_t *bm, const ga_pool_t *p)
+{
+    return p != &bm->any && p != &bm->holes;
+}
+
+static void age_unlink(ga_pool_t *p, ga_block_t *b)
+{
+    if (b->aprev)
+        b->aprev->anext = b->anext;
+    else
+        p->age_head = b->anext;
+    if (b->anext)
+        b->anext->aprev = b->aprev;
+    else
+        p->age_tail = b->aprev;
+    b->aprev = b->anext = NULL;
+}
+
+static void age_append(ga_pool_t *p, ga_block_t *b)
+{
+    b->anext = NULL;
+    b->aprev = p->age_tail;
+    if (p->age_tail)
+        p->age_tail->anext = b;
+    else
+        p->age_head = b;
+    p->age_tail = b;
+}
+
+/* Take B out of its pool's index (it stays in the segment's list). */
+static void pool_take(ga_bm_t *bm, ga_block_t *b)
+{
+    ga_pool_t *p = b->pool;
+    ga_fit_remove(&p->fit[b->cls], b);
+    if (is_stream_pool(bm, p))
+        age_unlink(p, b);
+    b->pool = NULL;
+}
+
+/* Put B into pool P as it is (no merging). */
+static void pool_put(ga_bm_t *bm, ga_pool_t *p, ga_block_t *b)
+{
+    b->pool = p;
+    b->state = p == &bm->holes ? BLOCK_HOLE : BLOCK_FREE;
+    ga_fit_insert(&p->fit[b->cls], b);
+    if (is_stream_pool(bm, p))
+        age_append(p, b);
+}
+
+/* May a free neighbour in pool Q join a block going into pool P?  Blocks
+ * of ANY are safe for every stream, so a stream pool takes them in: the
+ * larger block is worth more to its stream than the pieces to the others,
+ * and the next sweep gives it back to ANY. */
+static inline bool joins(const ga_bm_t *bm, const ga_pool_t *q, const ga_pool_t *p)
+{
+    return q == p || (q == &bm->any && p != &bm->holes);
+}
+
+/* Merge free block B (in no pool) with its neighbours of pool P, put the
+ * result in P and return it.  In a stream pool the merged block takes the
+ * newest stamp, so the age list stays in stamp order. */
+static ga_block_t *coalesce_into(ga_bm_t *bm, ga_pool_t *p, ga_block_t *b, uint64_t stamp)
+{
+    ga_block_t *n = b->next;
+    if (n && n->pool && joins(bm, n->pool, p)) {
+        if (n->stamp > stamp)
+            stamp = n->stamp;
+        pool_take(bm, n);
+        b->size += n->size;
+        b->next = n->next;
+        if (n->next)
+            n->next->prev = b;
+        else
+            b->seg->last = b;
+        block_delete(bm, n);
+    }
+    ga_block_t *v = b->prev;
+    if (v && v->pool && joins(bm, v->pool, p)) {
+        if (v->stamp > stamp)
+            stamp = v->stamp;
+        pool_take(bm, v);
+        v->size += b->size;
+        v->next = b->next;
+        if (b->next)
+            b->next->prev = v;
+        else
+            v->seg->last = v;
+        block_delete(bm, b);
+        b = v;
+    }
+    b->stamp = stamp;
+    pool_put(bm, p, b);
+    return b;
+}
+
+/* Give free block B (in no pool) to pool P: stream pools stamp it. */
+static ga_block_t *free_into(ga_bm_t *bm, ga_pool_t *p, ga_block_t *b)
+{
+    uint64_t stamp = is_stream_pool(bm, p) ? ++p->seq : 0;
+    return coalesce_into(bm, p, b, stamp);
+}
+
+/* Split B (in no pool) at SIZE; the tail is a new block of the same state,
+ * returned (NULL when out of records: then B stays whole). */
+static ga_block_t *split(ga_bm_t *bm, ga_block_t *b, size_t size)
+{
+    ga_block_t *t = block_new(bm);
+    if (!t)
+        return NULL;
+    t->addr = b->addr + size;
+    t->size = b->size - size;
+    t->seg = b->seg;
+    t->cls = b->cls;
+    t->state = b->state;
+    t->stamp = b->stamp;
+    t->prev = b;
+    t->next = b->next;
+    if (b->next)
+        b->next->prev = t;
+    else
+        b->seg->last = t;
+    b->next = t;
+    b->size = size;
+    return t;
+}
+
+/* ------------------------------------------------------------------ */
+/* Statistics.                                                         */
+
+static void peak_max(_Atomic uint64_t *peak, uint64_t v)
+{
+    uint64_t p = atomic_load_explicit(peak, memory_order_relaxed);
+    while (v > p && !atomic_compare_exchange_weak_explicit(peak, &p, v, memory_order_relaxed,
+                                                           memory_order_relaxed))
+        ;
+}
+
+uint64_t ga_bm_user_requested(ga_bm_t *bm)
+{
+    int64_t req, inuse;
+    uint64_t a, f, h;
+    ga_tcache_deltas(bm, &req, &inuse, &a, &f, &h);
+    return (uint64_t)((int64_t)bm->c.requested + bm->c.req_adjust + req);
+}
+
+uint64_t ga_bm_user_in_use(ga_bm_t *bm)
+{
+    int64_t req, inuse;
+    uint64_t a, f, h;
+    ga_tcache_deltas(bm, &req, &inuse, &a, &f, &h);
+    return (uint64_t)((int64_t)bm->c.in_use + bm->c.inuse_adjust + inuse);
+}
+
+void ga_bm_update_peaks(ga_bm_t *bm)
+{
+    int64_t req, inuse;
+    uint64_t a, f, h;
+    ga_tcache_deltas(bm, &req, &inuse, &a, &f, &h);
+    uint64_t r = (uint64_t)((int64_t)bm->c.requested + bm->c.req_adjust + req);
+    uint64_t u = (uint64_t)((int64_t)bm->c.in_use + bm->c.inuse_adjust + inuse);
+    atomic_store_explicit(&bm->base_req, (int64_t)bm->c.requested + bm->c.req_adjust,
+                          memory_order_relaxed);
+    atomic_store_explicit(&bm->base_inuse, (int64_t)bm->c.in_use + bm->c.inuse_adjust,
+                          memory_order_relaxed);
+    peak_max(&bm->peak.requested, r);
+    peak_max(&bm->peak.in_use, u);
+    peak_max(&bm->peak.reserved, bm->c.reserved);
+    peak_max(&bm->peak.cached, bm->c.reserved - u);
+}
+
+/* ------------------------------------------------------------------ */
+/* Segments.                                                           */
+
+static void seg_link(ga_bm_t *bm, ga_segment_t *g)
+{
+    g->prev = NULL;
+    g->next = bm->segs;
+    if (bm->segs)
+        bm->segs->prev = g;
+    bm->segs = g;
+    bm->c.segments++;
+}
+
+static void seg_unlink(ga_bm_t *bm, ga_segment_t *g)
+{
+    if (g->prev)
+        g->prev->next = g->next;
+    else
+        bm->segs = g->next;
+    if (g->next)
+        g->next->prev = g->prev;
+    bm->c.segments--;
+}
+
+/* A new fixed segment of SIZE bytes, as one free block in ANY. */
+static gpuarena_status_t seg_map(ga_bm_t *bm, int cls, size_t size, ga_block_t **out)
+{
+    ga_segment_t *g = calloc(1, sizeof *g);
+    ga_block_t *b = block_new(bm);
+    if (!g || !b) {
+        free(g);
+        if (b)
+            block_delete(bm, b);
+        return ga_error(GPUARENA_ERR_HOST_MEMORY, "no memory for a segment record");
+    }
+    void *base;
+    gpuarena_status_t st = bm->prov->ops->map(bm->prov, size, &base);
+    if (st != GPUARENA_SUCCESS) {
+        free(g);
+        block_delete(bm, b);
+        return st;
+    }
+    g->base = (uintptr_t)base;
+    g->size = g->mapped = size;
+    g->cls = (uint8_t)cls;
+    g->first = g->last = b;
+    seg_link(bm, g);
+    b->addr = g->base;
+    b->size = size;
+    b->seg = g;
+    b->cls = (uint8_t)cls;
+    bm->c.reserved += size;
+    bm->c.maps++;
+    pool_put(bm, &bm->any, b);
+    *out = b;
+    return GPUARENA_SUCCESS;
+}
+
+static gpuarena_status_t seg_unmap(ga_bm_t *bm, ga_segment_t *g)
+{
+    gpuarena_status_t st = bm->prov->ops->unmap(bm->prov, (void *)g->base, g->size);
+    if (st != GPUARENA_SUCCESS)
+        return st;
+    bm->c.reserved -= g->size;
+    bm->c.unmaps++;
+    seg_unlink(bm, g);
+    free(g);
+    return GPUARENA_SUCCESS;
+}
+
+/* The growable segment of class CLS, reserved on first use. */
+static gpuarena_status_t seg_growable(ga_bm_t *bm, int cls, ga_segment_t **out)
+{
+    if (bm->grow[cls]) {
+        *out = bm->grow[cls];
+        return GPUARENA_SUCCESS;
+    }
+    ga_segment_t *g = calloc(1, sizeof *g);
+    ga_block_t *h = block_new(bm);
+    if (!g || !h) {
+        free(g);
+        if (h)
+            block_delete(bm, h);
+        return ga_error(GPUARENA_ERR_HOST_MEMORY, "no memory for a segment record");
+    }
+    void *base;
+    size_t va = bm->prov->va_size;
+    gpuarena_status_t st = bm->prov->ops->reserve(bm->prov, va, &base);
+    if (st != GPUARENA_SUCCESS) {
+        free(g);
+        block_delete(bm, h);
+        return st;
+    }
+    g->base = (uintptr_t)base;
+    g->size = va;
+    g->growable = true;
+    g->cls = (uint8_t)cls;
+    g->first = g->last = h;
+    seg_link(bm, g);
+    h->addr = g->base;
+    h->size = va;
+    h->seg = g;
+    h->cls = (uint8_t)cls;
+    pool_put(bm, &bm->holes, h);
+    bm->grow[cls] = g;
+    *out = g;
+    return GPUARENA_SUCCESS;
+}
+
+/* Commit [addr, addr+len) of hole H (granule aligned, inside H) and return
+ * the new free block, in no pool.  The rest of H stays a hole. */
+static gpuarena_status_t commit_hole(ga_bm_t *bm, ga_block_t *h, uintptr_t addr, size_t len,
+                                     ga_block_t **out)
+{
+    /* Records first, so that a failure leaves the hole as it was. */
+    ga_block_t *r1 = block_new(bm), *r2 = block_new(bm);
+    if (!r1 || !r2) {
+        if (r1)
+            block_delete(bm, r1);
+        if (r2)
+            block_delete(bm, r2);
+        return ga_error(GPUARENA_ERR_HOST_MEMORY, "no memory for block records");
+    }
+    gpuarena_status_t st = bm->prov->ops->commit(bm->prov, (void *)addr, len);
+    if (st != GPUARENA_SUCCESS) {
+        block_delete(bm, r1);
+        block_delete(bm, r2);
+        return st;
+    }
+    block_delete(bm, r1);
+    block_delete(bm, r2);
+    pool_take(bm, h);
+    ga_block_t *b = h;
+    if (addr > h->addr) {
+        b = split(bm, h, addr - h->addr); /* cannot fail: records were there */
+        pool_put(bm, &bm->holes, h);
+    }
+    if (b->size > len) {
+        ga_block_t *t = split(bm, b, len);
+        pool_put(bm, &bm->holes, t);
+    }
+    b->state = BLOCK_FREE;
+    b->seg->mapped += len;
+    bm->c.reserved += len;
+    bm->c.maps++;
+    *out = b;
+    return GPUARENA_SUCCESS;
+}
+
+/* Decommit the whole granules inside free block B (in ANY) and turn them
+ * into a hole; return the bytes released. */
+static size_t release_growable(ga_bm_t *bm, ga_block_t *b)
+{
+    size_t g = bm->prov->granule;
+    uintptr_t lo = round_up(b->addr, g), hi = round_down(b->addr + b->size, g);
+    if (hi <= lo)
+        return 0;
+    /* Records for the two splits, taken before anything changes. */
+    ga_block_t *r1 = block_new(bm), *r2 = block_new(bm);
+    if (!r1 || !r2) {
+        if (r1)
+            block_delete(bm, r1);
+        if (r2)
+            block_delete(bm, r2);
+        return 0;
+    }
+    if (bm->prov->ops->decommit(bm->prov, (void *)lo, hi - lo) != GPUARENA_SUCCESS) {
+        block_delete(bm, r1);
+        block_delete(bm, r2);
+        return 0;
+    }
+    block_delete(bm, r1);
+    block_delete(bm, r2);
+    pool_take(bm, b);
+    ga_block_t *h = b;
+    if (lo > b->addr) {
+        h = split(bm, b, lo - b->addr);
+        pool_put(bm, &bm->any, b);
+    }
+    if (h->addr + h->size > hi) {
+        ga_block_t *t = split(bm, h, hi - h->addr);
+        pool_put(bm, &bm->any, t);
+    }
+    h->state = BLOCK_HOLE;
+    h->seg->mapped -= hi - lo;
+    bm->c.reserved -= hi - lo;
+    bm->c.unmaps++;
+    coalesce_into(bm, &bm->holes, h, 0);
+    return hi - lo;
+}
+
+/* Return free memory of the ANY pool to the provider until WANT bytes
+ * are released or nothing more can be; the largest blocks go first. */
+static size_t release_bytes(ga_bm_t *bm, size_t want)
+{
+    size_t done = 0;
+    for (int cls = 0; cls < CLASS_COUNT && done < want; cls++) {
+        ga_fit_t *f = &bm->any.fit[cls];
+        for (int fl = FIT_FL - 1; fl >= 0 && done < want; fl--) {
+            if (!(f->fl_map & (1ull << fl)))
+                continue;
+            for (int sl = FIT_SL - 1; sl >= 0 && done < want; sl--) {
+                ga_block_t *b = f->heads[fl][sl];
+                while (b && done < want) {
+                    ga_block_t *nx = b->fnext;
+                    if (b->seg->growable) {
+                        done += release_growable(bm, b);
+                    } else if (!b->prev && !b->next) {
+                        size_t sz = b->size;
+                        ga_segment_t *g = b->seg;
+                        pool_take(bm, b);
+                        if (seg_unmap(bm, g) == GPUARENA_SUCCESS) {
+                            block_delete(bm, b);
+                            done += sz;
+                        } else {
+                            pool_put(bm, &bm->any, b);
+                        }
+                    }
+                    b = nx;
+                }
+            }
+        }
+    }
+    if (done)
+        bm->c.trims++;
+    return done;
+}
+
+/* ------------------------------------------------------------------ */
+/* Stream-ordered release: sweeps and pending frees.                   */
+
+/* Move the blocks a completed sweep covers from P to ANY. */
+static void sweep_finish(ga_bm_t *bm, ga_pool_t *p)
+{
+    while (p->age_head && p->age_head->stamp <= p->sweep_seq) {
+        ga_block_t *b = p->age_head;
+        pool_take(bm, b);
+        coalesce_into(bm, &bm->any, b, 0);
+    }
+    event_put(bm, p->sweep);
+    p->sweep = NULL;
+}
+
+/* Record a sweep event on every stream pool with uncovered free blocks. */
+static void sweep_start_all(ga_bm_t *bm)
+{
+    for (unsigned i = 0; i < bm->npools; i++) {
+        ga_pool_t *p = bm->pools[i];
+        if (p->sweep || p->dead || !p->age_tail || p->age_tail->stamp <= p->sweep_seq)
+            continue;
+        if (event_record(bm, p->stream, &p->sweep) != GPUARENA_SUCCESS) {
+            p->sweep = NULL;
+            p->dead = true; /* the stream is gone; trim and OOM sync instead */
+            continue;
+        }
+        p->sweep_seq = p->seq;
+    }
+}
+
+/* Query outstanding events; act on the completed ones.  With SYNC, wait
+ * for them (the out-of-memory path and trim only). */
+static void poll_events(ga_bm_t *bm, bool sync)
+{
+    if (!bm->events)
+        return;
+    const ga_provider_ops_t *ops = bm->prov->ops;
+    for (unsigned i = 0; i < bm->npools; i++) {
+        ga_pool_t *p = bm->pools[i];
+        if (!p->sweep)
+            continue;
+        gpuarena_status_t st =
+            sync ? ops->event_sync(bm->prov, p->sweep) : ops->event_query(bm->prov, p->sweep);
+        if (st == GPUARENA_SUCCESS)
+            sweep_finish(bm, p);
+    }
+    for (ga_waiter_t **pw = &bm->waiters; *pw;) {
+        ga_waiter_t *w = *pw;
+        gpuarena_status_t st =
+            sync ? ops->event_sync(bm->prov, w->ev) : ops->event_query(bm->prov, w->ev);
+        if (st != GPUARENA_SUCCESS) {
+            pw = &w->next;
+            continue;
+        }
+        *pw = w->next;
+        event_put(bm, w->ev);
+        ga_block_t *b = w->block;
+        free(w);
+        if (--b->pending == 0) {
+            bm->pending_blocks--;
+            ga_pool_t *p = b->pool;
+            b->pool = NULL;
+            free_into(bm, p, b);
+        }
+    }
+}
+
+/* Everything freed so far becomes reusable by every stream (blocking). */
+static void drain_all(ga_bm_t *bm)
+{
+    if (!bm->events)
+        return;
+    poll_events(bm, true); /* sweeps already under way cover older frees */
+    sweep_start_all(bm);
+    poll_events(bm, true);
+    /* Pools whose stream could not record: their frees are old; a dead
+     * stream has no new work, so synchronising on the others suffices. */
+    for (unsigned i = 0; i < bm->npools; i++) {
+        ga_pool_t *p = bm->pools[i];
+        if (p->dead && p->age_head) {
+            p->sweep_seq = p->seq;
+            ga_event_t ev;
+            if (event_get(bm, &ev) == GPUARENA_SUCCESS) {
+                p->sweep = ev;
+                sweep_finish(bm, p);
+            }
+        }
+    }
+}
+
+/* ------------------------------------------------------------------ */
+/* Allocation.                                                         */
+
+static ga_block_t *find_free(ga_bm_t *bm, int cls, size_t rs, ga_stream_t s)
+{
+    size_t limit = bm->set.max_split && rs <= bm->set.max_split ? bm->set.max_split : 0;
+    ga_pool_t *p = bm->events ? pool_find(bm, s.id) : NULL;
+    ga_block_t *a = p ? ga_fit_find(&p->fit[cls], rs, limit) : NULL;
+    ga_block_t *b = ga_fit_find(&bm->any.fit[cls], rs, limit);
+    if (a && (!b || a->size <= b->size))
+        return a;
+    return b;
+}
+
+/* cross_stream = wait: the best fit in another stream's pool. */
+static ga_block_t *find_other(ga_bm_t *bm, int cls, size_t rs, ga_stream_t s)
+{
+    size_t limit = bm->set.max_split && rs <= bm->set.max_split ? bm->set.max_split : 0;
+    ga_block_t *best = NULL;
+    for (unsigned i = 0; i < bm->npools; i++) {
+        ga_pool_t *p = bm->pools[i];
+        if (p->stream.id == s.id || p->dead)
+            continue;
+        ga_block_t *b = ga_fit_find(&p->fit[cls], rs, limit);
+        if (b && (!best || b->size < best->size))
+            best = b;
+    }
+    return best;
+}
+
+/* Map memory for RS bytes of class CLS usable by S; the block returned is
+ * in a pool and large enough. */
+static gpuarena_status_t grow(ga_bm_t *bm, int cls, size_t rs, ga_stream_t s, ga_block_t **out)
+{
+    ga_provider_t *pv = bm->prov;
+    bool growable = pv->growable && bm->set.expandable;
+    size_t gran = pv->granule;
+
+    /* Fixed segments: whole free segments that could not serve this
+     * request are given back before a new one is taken, as far as cached
+     * memory exceeds the threshold.  Growable segments never do this: a
+     * hole punched in the middle would cost the contiguity that lets a
+     * later large block reuse the space; they return memory on trim, on
+     * max_cached and when the provider runs out. */
+    uint64_t cached = bm->c.reserved - bm->c.in_use;
+    if (!growable && cached > bm->set.release_threshold) {
+        size_t excess = cached - bm->set.release_threshold;
+        release_bytes(bm, rs < excess ? rs : excess);
+    }
+
+    if (!growable) {
+        size_t size;
+        if (cls == CLASS_SMALL)
+            size = bm->set.small_segment;
+        else if (rs <= bm->set.large_segment / 2)
+            size = bm->set.large_segment;
+        else
+            size = round_up(rs, gran);
+        if (size < rs)
+            size = round_up(rs, gran);
+        return seg_map(bm, cls, round_up(size, gran), out);
+    }
+
+    ga_segment_t *g = NULL;
+    gpuarena_status_t st = seg_growable(bm, cls, &g);
+    if (st != GPUARENA_SUCCESS)
+        return st;
+    /* Candidates: the best-fitting hole on its own, and a hole right after
+     * a free block S may use (extending that block maps less). */
+    ga_pool_t *own = pool_find(bm, s.id);
+    ga_block_t *h = ga_fit_find(&bm->holes.fit[cls], round_up(rs, gran), 0);
+    size_t cost = h ? round_up(rs, gran) : SIZE_MAX;
+    ga_block_t *eh = NULL;
+    size_t ecost = SIZE_MAX;
+    /* Only the last hole is tried for extension: it is where the segment
+     * grows; interior holes are found by fit above. */
+    ga_block_t *b = g->last;
+    if (b->state == BLOCK_HOLE && b->prev && b->prev->state == BLOCK_FREE &&
+        (b->prev->pool == &bm->any || (own && b->prev->pool == own)) && b->prev->size < rs) {
+        size_t c = round_up(rs - b->prev->size, gran);
+        if (c <= b->size) {
+            eh = b;
+            ecost = c;
+        }
+    }
+    if (eh && ecost <= cost) {
+        ga_block_t *nb;
+        st = commit_hole(bm, eh, eh->addr, ecost, &nb);
+        if (st != GPUARENA_SUCCESS)
+            return st;
+        ga_pool_t *p = nb->prev->pool; /* the block extended */
+        *out = coalesce_into(bm, p, nb, is_stream_pool(bm, p) ? ++p->seq : 0);
+        return GPUARENA_SUCCESS;
+    }
+    if (!h)
+        return ga_error(GPUARENA_ERR_OUT_OF_MEMORY,
+                        "the address range of the growable segment (%zu bytes) is full", g->size);
+    ga_block_t *nb;
+    st = commit_hole(bm, h, h->addr, cost, &nb);
+    if (st != GPUARENA_SUCCESS)
+        return st;
+    *out = coalesce_into(bm, &bm->any, nb, 0);
+    return GPUARENA_SUCCESS;
+}
+
+/* Carve RS bytes from free block B for stream S and make it live. */
+static gpuarena_status_t take_block(ga_bm_t *bm, ga_block_t *b, size_t rs, size_t size,
+                                    ga_stream_t s, void **ptr)
+{
+    ga_pool_t *p = b->pool;
+    bool keep_whole = bm->set.max_split && b->size > bm->set.max_split;
+    ga_block_t *t = NULL;
+    ga_fit_remove(&p->fit[b->cls], b);
+    /* A remainder smaller than the rounding could serve nothing. */
+    if (!keep_whole && b->size - rs >= bm->round)
+        t = split(bm, b, rs);
+    if (t) {
+        /* The tail takes B's place in the pool, stamp and age order. */
+        t->pool = p;
+        ga_fit_insert(&p->fit[t->cls], t);
+        if (is_stream_pool(bm, p)) {
+            t->aprev = b->aprev;
+            t->anext = b->anext;
+            if (b->aprev)
+                b->aprev->anext = t;
+            else
+                p->age_head = t;
+            if (b->anext)
+                b->anext->aprev = t;
+            else
+                p->age_tail = t;
+            b->aprev = b->anext = NULL;
+        }
+    } else if (is_stream_pool(bm, p)) {
+        age_unlink(p, b);
+    }
+    b->pool = NULL;
+    gpuarena_status_t st = ga_lmap_insert(&bm->live, b);
+    if (st != GPUARENA_SUCCESS) {
+        coalesce_into(bm, p, b, b->stamp);
+        return ga_error(st, "no memory for the live-block map");
+    }
+    b->state = BLOCK_LIVE;
+    b->requested = b->requested_bm = size;
+    b->stream = s;
+    b->uses = NULL;
+    atomic_store_explicit(&b->cached, 0, memory_order_relaxed);
+    bm->c.requested += size;
+    bm->c.in_use += b->size;
+    bm->c.allocs++;
+    bm->c.live++;
+    *ptr = (void *)b->addr;
+    return GPUARENA_SUCCESS;
+}
+
+static gpuarena_status_t out_of_memory(ga_bm_t *bm, size_t size, gpuarena_status_t st)
+{
+    bm->c.oom_failures++;
+    bm->c.last_oom = size;
+    uint64_t dev_free = 0;
+    if (bm->prov->ops->mem_free && bm->prov->ops->mem_free(bm->prov, &dev_free) == GPUARENA_SUCCESS)
+        bm->c.device_free = dev_free;
+    if (st != GPUARENA_ERR_OUT_OF_MEMORY)
+        return st;
+    return ga_error(GPUARENA_ERR_OUT_OF_MEMORY,
+                    "%s: out of memory allocating %zu bytes: %" PRIu64 " in use, %" PRIu64
+                    " reserved, %" PRIu64 " cached, %" PRIu64 " free on the device",
+                    bm->prov->ops->name, size, ga_bm_user_in_use(bm), bm->c.reserved,
+                    bm->c.reserved - ga_bm_user_in_use(bm), dev_free);
+}
+
+static gpuarena_status_t alloc_locked(ga_bm_t *bm, size_t rs, size_t size, ga_stream_t s,
+                                      void **ptr)
+{
+    int cls = rs <= bm->set.small_max ? CLASS_SMALL : CLASS_LARGE;
+    ga_block_t *b = find_free(bm, cls, rs, s);
+    if (b) {
+        bm->c.hits++;
+        return take_block(bm, b, rs, size, s, ptr);
+    }
+    if (bm->events && bm->set.cross_stream != GA_CROSS_NEVER) {
+        poll_events(bm, false);
+        if (bm->set.cross_stream == GA_CROSS_EVENT)
+            sweep_start_all(bm);
+        b = find_free(bm, cls, rs, s);
+        if (!b && bm->set.cross_stream == GA_CROSS_WAIT) {
+            b = find_other(bm, cls, rs, s);
+            if (b) {
+                ga_event_t ev;
+                gpuarena_status_t st = event_record(bm, b->pool->stream, &ev);
+                if (st == GPUARENA_SUCCESS) {
+                    st = bm->prov->ops->stream_wait(bm->prov, s.handle, ev);
+                    event_put(bm, ev);
+                }
+                if (st != GPUARENA_SUCCESS)
+                    b = NULL;
+                else
+                    bm->c.waits++;
+            }
+        }
+        if (b) {
+            bm->c.hits++;
+            return take_block(bm, b, rs, size, s, ptr);
+        }
+    }
+    bm->c.misses++;
+    gpuarena_status_t st = grow(bm, cls, rs, s, &b);
+    if (st == GPUARENA_ERR_OUT_OF_MEMORY) {
+        /* Release everything cached, waiting for pending frees, and retry
+         * once: the only path that blocks the host. */
+        bm->c.oom_retries++;
+        ga_tcache_flush_all(bm);
+        drain_all(bm);
+        release_bytes(bm, SIZE_MAX);
+        b = find_free(bm, cls, rs, s);
+        st = b ? GPUARENA_SUCCESS : grow(bm, cls, rs, s, &b);
+    }
+    if (st != GPUARENA_SUCCESS)
+        return out_of_memory(bm, size, st);
+    return take_block(bm, b, rs, size, s, ptr);
+}
+
+gpuarena_status_t ga_bm_alloc(ga_bm_t *bm, size_t size, ga_stream_t s, void **ptr)
+{
+    if (size > MAX_REQUEST)
+        return ga_error(GPUARENA_ERR_SIZE_OVERFLOW, "a request of %zu bytes is too large", size);
+    size_t rs = round_up(size, bm->round);
+    if (bm->set.thread_cache && rs <= bm->set.thread_cache_max &&
+        ga_tcache_alloc(bm, rs, size, s, ptr)) {
+        if (bm->set.zero && bm->prov->ops->memzero)
+            return bm->prov->ops->memzero(bm->prov, *ptr, size, s.handle);
+        return GPUARENA_SUCCESS;
+    }
+    pthread_mutex_lock(&bm->lock);
+    gpuarena_status_t st = alloc_locked(bm, rs, size, s, ptr);
+    if (st == GPUARENA_SUCCESS)
+        ga_bm_update_peaks(bm);
+    pthread_mutex_unlock(&bm->lock);
+    if (st == GPUARENA_SUCCESS && bm->set.zero && bm->prov->ops->memzero) {
+        st = bm->prov->ops->memzero(bm->prov, *ptr, size, s.handle);
+        if (st != GPUARENA_SUCCESS) {
+            (void)ga_bm_free(bm, *ptr, s);
+            *ptr = NULL;
+        }
+    }
+    if (st == GPUARENA_SUCCESS && bm->prov->ops->on_alloc) {
+        st = bm->prov->ops->on_alloc(bm->prov, *ptr, size, s.handle);
+        if (st != GPUARENA_SUCCESS) {
+            (void)ga_bm_free(bm, *ptr, s);
+            *ptr = NULL;
+        }
+    }
+    return st;
+}
+
+/* ------------------------------------------------------------------ */
+/* Free and record_stream.                                             */
+
+/* Why PTR is not a live block: double free, interior or foreign pointer.
+ * The manager's lock held. */
+static gpuarena_status_t bad_pointer(ga_bm_t *bm, uintptr_t a, const char *what)
+{
+    for (ga_segment_t *g = bm->segs; g; g = g->next) {
+        if (a < g->base || a >= g->base + g->size)
+            continue;
+        for (ga_block_t *b = g->first; b; b = b->next) {
+            if (a < b->addr || a >= b->addr + b->size)
+                continue;
+            if (b->addr == a && b->state != BLOCK_HOLE)
+                return ga_error(GPUARENA_ERR_DOUBLE_FREE, "%s: %p was already freed", what,
+                                (void *)a);
+            return ga_error(b->state == BLOCK_LIVE ? GPUARENA_ERR_INTERIOR_POINTER
+                                                   : GPUARENA_ERR_INVALID_POINTER,
+                            "%s: %p points inside a block starting at %p", what, (void *)a,
+                            (void *)b->addr);
+        }
+    }
+    return ga_error(GPUARENA_ERR_INVALID_POINTER, "%s: %p was not handed out by this arena", what,
+                    (void *)a);
+}
+
+void ga_bm_free_locked(ga_bm_t *bm, ga_block_t *b, ga_stream_t s)
+{
+    bm->c.requested -= b->requested_bm;
+    bm->c.req_adjust += (int64_t)b->requested_bm - (int64_t)b->requested;
+    bm->c.in_use -= b->size;
+    bm->c.frees++;
+    bm->c.live--;
+    ga_lmap_remove(&bm->live, b->addr);
+    ga_pool_t *p = pool_get(bm, s);
+    if (!p)
+        p = &bm->any; /* no memory for a pool record: be conservative below */
+    ga_uses_t *u = b->uses;
+    b->uses = NULL;
+    unsigned n = 0;
+    if (u && bm->events) {
+        for (unsigned i = 0; i < u->count; i++) {
+            if (u->s[i].id == s.id)
+                continue;
+            ga_waiter_t *w = malloc(sizeof *w);
+            if (!w || event_record(bm, u->s[i], &w->ev) != GPUARENA_SUCCESS) {
+                /* Cannot watch this use: wait for it here rather than
+                 * hand the block out early. */
+                free(w);
+                continue;
+            }
+            w->block = b;
+            w->next = bm->waiters;
+            bm->waiters = w;
+            n++;
+        }
+    }
+    free(u);
+    if (p == &bm->any && bm->events) {
+        /* Only reached without a pool record: make the free complete. */
+        ga_event_t ev;
+        if (event_record(bm, s, &ev) == GPUARENA_SUCCESS) {
+            bm->prov->ops->event_sync(bm->prov, ev);
+            event_put(bm, ev);
+        }
+    }
+    if (n) {
+        b->state = BLOCK_PENDING;
+        b->pending = n;
+        b->pool = p;
+        bm->pending_blocks++;
+        return;
+    }
+    free_into(bm, p, b);
+}
+
+/* After a free: honour max_cached. */
+static void enforce_cap(ga_bm_t *bm)
+{
+    uint64_t cached = bm->c.reserved - bm->c.in_use;
+    if (cached <= bm->set.max_cached)
+        return;
+    poll_events(bm, false);
+    release_bytes(bm, cached - bm->set.max_cached);
+}
+
+gpuarena_status_t ga_bm_free(ga_bm_t *bm, void *ptr, ga_stream_t s)
+{
+    uintptr_t a = (uintptr_t)ptr;
+    ga_block_t *b = ga_lmap_find(&bm->live, a);
+    if (b && b->addr == a && b->state == BLOCK_LIVE) {
+        if (atomic_load_explicit(&b->cached, memory_order_relaxed))
+            return ga_error(GPUARENA_ERR_DOUBLE_FREE, "gpuarena_free: %p was already freed", ptr);
+        if (bm->set.thread_cache && ga_tcache_free(bm, b, s))
+            return GPUARENA_SUCCESS;
+    }
+    pthread_mutex_lock(&bm->lock);
+    gpuarena_status_t st = GPUARENA_SUCCESS;
+    b = ga_lmap_find(&bm->live, a);
+    if (!b || b->addr != a || b->state != BLOCK_LIVE) {
+        st = bad_pointer(bm, a, "gpuarena_free");
+    } else if (atomic_load_explicit(&b->cached, memory_order_relaxed)) {
+        st = ga_error(GPUARENA_ERR_DOUBLE_FREE, "gpuarena_free: %p was already freed", ptr);
+    } else {
+        ga_bm_free_locked(bm, b, s);
+        if (bm->waiters)
+            poll_events(bm, false);
+        enforce_cap(bm);
+        ga_bm_update_peaks(bm);
+    }
+    pthread_mutex_unlock(&bm->lock);
+    return st;
+}
+
+gpuarena_status_t ga_bm_record_stream(ga_bm_t *bm, void *ptr, ga_stream_t s)
+{
+    uintptr_t a = (uintptr_t)ptr;
+    pthread_mutex_lock(&bm->lock);
+    gpuarena_status_t st = GPUARENA_SUCCESS;
+    ga_block_t *b = ga_lmap_find(&bm->live, a);
+    if (!b || b->addr != a || b->state != BLOCK_LIVE) {
+        st = bad_pointer(bm, a, "gpuarena_record_stream");
+    } else if (atomic_load_explicit(&b->cached, memory_order_relaxed)) {
+        st = ga_error(GPUARENA_ERR_DOUBLE_FREE, "gpuarena_record_stream: %p was freed", ptr);
+    } else if (s.id != b->stream.id && bm->events) {
+        ga_uses_t *u = b->uses;
+        bool known = false;
+        for (unsigned i = 0; u && i < u->count; i++)
+            known |= u->s[i].id == s.id;
+        if (!known) {
+            if (!u || u->count == u->cap) {
+                unsigned cap = u ? u->cap * 2 : 2;
+                ga_uses_t *n = realloc(u, sizeof *n + cap * sizeof n->s[0]);
+                if (!n) {
+                    st = ga_error(GPUARENA_ERR_HOST_MEMORY, "no memory to record a stream");
+                    goto out;
+                }
+                if (!u)
+                    n->count = 0;
+                n->cap = cap;
+                b->uses = u = n;
+            }
+            u->s[u->count++] = s;
+        }
+    }
+out:
+    pthread_mutex_unlock(&bm->lock);
+    return st;
+}
+
+gpuarena_status_t ga_bm_lookup(ga_bm_t *bm, const void *ptr, size_t *requested)
+{
+    uintptr_t a = (uintptr_t)ptr;
+    pthread_mutex_lock(&bm->lock);
+    gpuarena_status_t st = GPUARENA_SUCCESS;
+    ga_block_t *b = ga_lmap_find(&bm->live, a);
+    if (!b || b->addr != a || b->state != BLOCK_LIVE ||
+        atomic_load_explicit(&b->cached, memory_order_relaxed))
+        st = bad_pointer(bm, a, "lookup");
+    else
+        *requested = b->requested;
+    pthread_mutex_unlock(&bm->lock);
+    return st;
+}
+
+/* ------------------------------------------------------------------ */
+/* Trim, statistics, life cycle.                                       */
+
+gpuarena_status_t ga_bm_trim(ga_bm_t *bm, size_t keep)
+{
+    pthread_mutex_lock(&bm->lock);
+    ga_tcache_flush_all(bm);
+    drain_all(bm);
+    uint64_t cached = bm->c.reserved - bm->c.in_use;
+    if (cached > keep)
+        release_bytes(bm, cached - keep);
+    bm->c.trims++;
+    ga_bm_update_peaks(bm);
+    pthread_mutex_unlock(&bm->lock);
+    return GPUARENA_SUCCESS;
+}
+
+void ga_bm_stats(ga_bm_t *bm, gpuarena_stats_t *st)
+{
+    memset(st, 0, sizeof *st);
+    pthread_mutex_lock(&bm->lock);
+    int64_t req, inuse;
+    uint64_t allocs, frees, hits;
+    ga_tcache_deltas(bm, &req, &inuse, &allocs, &frees, &hits);
+    st->requested = (uint64_t)((int64_t)bm->c.requested + bm->c.req_adjust + req);
+    st->in_use = (uint64_t)((int64_t)bm->c.in_use + bm->c.inuse_adjust + inuse);
+    st->reserved = bm->c.reserved;
+    st->cached = st->reserved - st->in_use;
+    st->requested_peak = atomic_load(&bm->peak.requested);
+    st->in_use_peak = atomic_load(&bm->peak.in_use);
+    st->reserved_peak = atomic_load(&bm->peak.reserved);
+    st->cached_peak = atomic_load(&bm->peak.cached);
+    st->allocs = bm->c.allocs + allocs;
+    st->frees = bm->c.frees + frees;
+    st->cache_hits = bm->c.hits + hits;
+    st->cache_misses = bm->c.misses;
+    st->provider_maps = bm->c.maps;
+    st->provider_unmaps = bm->c.unmaps;
+    st->cross_stream_waits = bm->c.waits;
+    st->oom_retries = bm->c.oom_retries;
+    st->oom_failures = bm->c.oom_failures;
+    st->last_oom_request = bm->c.last_oom;
+    st->device_free = bm->c.device_free;
+    st->segments = bm->c.segments;
+    st->live_blocks = bm->c.allocs + allocs - bm->c.frees - frees;
+    st->pending_frees = bm->pending_blocks;
+    st->events_recorded = bm->c.events;
+    st->trims = bm->c.trims;
+    uint64_t nfree = bm->any.fit[0].count + bm->any.fit[1].count;
+    for (unsigned i = 0; i < bm->npools; i++)
+        nfree += bm->pools[i]->fit[0].count + bm->pools[i]->fit[1].count;
+    st->free_blocks = nfree;
+    pthread_mutex_unlock(&bm->lock);
+}
+
+void ga_bm_reset_peaks(ga_bm_t *bm)
+{
+    pthread_mutex_lock(&bm->lock);
+    int64_t req, inuse;
+    uint64_t a, f, h;
+    ga_tcache_deltas(bm, &req, &inuse, &a, &f, &h);
+    uint64_t u = (uint64_t)((int64_t)bm->c.in_use + bm->c.inuse_adjust + inuse);
+    atomic_store(&bm->peak.requested,
+                 (uint64_t)((int64_t)bm->c.requested + bm->c.req_adjust + req));
+    atomic_store(&bm->peak.in_use, u);
+    atomic_store(&bm->peak.reserved, bm->c.reserved);
+    atomic_store(&bm->peak.cached, bm->c.reserved - u);
+    pthread_mutex_unlock(&bm->lock);
+}
+
+uint64_t ga_bm_live_blocks(ga_bm_t *bm)
+{
+    gpuarena_stats_t st;
+    ga_bm_stats(bm, &st);
+    return st.live_blocks;
+}
 
 gpuarena_status_t ga_bm_create(ga_provider_t *prov, const ga_settings_t *s, ga_bm_t **out)
 {
-    (void)prov, (void)s;
-    *out = calloc(1, sizeof **out);
-    return *out ? GPUARENA_SUCCESS : GPUARENA_ERR_HOST_MEMORY;
+    if (!s->round || (s->round & (s->round - 1)))
+        return ga_error(GPUARENA_ERR_CONFIG, "round must be a power of two, not %zu", s->round);
+    if (prov->granule & (prov->granule - 1))
+        return ga_error(GPUARENA_ERR_CONFIG, "the granule must be a power of two, not %zu",
+                        prov->granule);
+    ga_bm_t *bm = calloc(1, sizeof *bm);
+    if (!bm)
+        return ga_error(GPUARENA_ERR_HOST_MEMORY, "no memory for a block manager");
+    if (ga_lmap_init(&bm->live) != GPUARENA_SUCCESS) {
+        free(bm);
+        return ga_error(GPUARENA_ERR_HOST_MEMORY, "no memory for a block manager");
+    }
+    pthread_mutex_init(&bm->lock, NULL);
+    pthread_mutex_init(&bm->tc_lock, NULL);
+    bm->prov = prov;
+    bm->set = *s;
+    bm->round = s->round;
+    bm->events = ga_provider_has_events(prov);
+    bm->any.stream.id = GA_STREAM_ANY;
+    bm->holes.stream.id = GA_STREAM_ANY;
+    *out = bm;
+    return GPUARENA_SUCCESS;
 }
+
 void ga_bm_destroy(ga_bm_t *bm)
 {
+    if (!bm)
+        return;
+    ga_tcache_detach_all(bm);
+    pthread_mutex_lock(&bm->lock);
+    drain_all(bm);
+    for (ga_waiter_t *w = bm->waiters, *n; w; w = n) {
+        n = w->next;
+        event_put(bm, w->ev);
+        free(w);
+    }
+    const ga_provider_ops_t *ops = bm->prov->ops;
+    for (ga_segment_t *g = bm->segs, *n; g; g = n) {
+        n = g->next;
+        if (g->growable) {
+            /* Decommit each run of mapped blocks (runs are granule
+             * aligned: only holes separate them). */
+            for (ga_block_t *b = g->first; b;) {
+                if (b->state == BLOCK_HOLE) {
+                    b = b->next;
+                    continue;
+                }
+                uintptr_t lo = b->addr;
+                while (b && b->state != BLOCK_HOLE)
+                    b = b->next;
+                uintptr_t hi = b ? b->addr : g->base + g->size;
+                ops->decommit(bm->prov, (void *)lo, hi - lo);
+            }
+            ops->release(bm->prov, (void *)g->base, g->size);
+        } else {
+            ops->unmap(bm->prov, (void *)g->base, g->size);
+        }
+        for (ga_block_t *b = g->first; b; b = b->next)
+            free(b->uses);
+        free(g);
+    }
+    for (unsigned i = 0; i < bm->npools; i++) {
+        if (bm->pools[i]->sweep)
+            ops->event_destroy(bm->prov, bm->pools[i]->sweep);
+        free(bm->pools[i]);
+    }
+    free(bm->pools);
+    for (unsigned i = 0; i < bm->nspare_events; i++)
+        ops->event_destroy(bm->prov, bm->spare_events[i]);
+    free(bm->spare_events);
+    for (unsigned i = 0; i < bm->nslabs; i++)
+        free(bm->slabs[i]);
+    free(bm->slabs);
+    ga_lmap_destroy(&bm->live);
+    pthread_mutex_unlock(&bm->lock);
+    pthread_mutex_destroy(&bm->lock);
+    pthread_mutex_destroy(&bm->tc_lock);
     free(bm);
-}
-gpuarena_status_t ga_bm_alloc(ga_bm_t *bm, size_t size, ga_stream_t s, void **ptr)
-{
-    (void)bm, (void)size, (void)s, (void)ptr;
-    return GPUARENA_ERR_NOT_SUPPORTED;
-}
-gpuarena_status_t ga_bm_free(ga_bm_t *bm, void *ptr, ga_stream_t s)
-{
-    (void)bm, (void)ptr, (void)s;
-    return GPUARENA_ERR_NOT_SUPPORTED;
-}
-gpuarena_status_t ga_bm_record_stream(ga_bm_t *bm, void *ptr, ga_stream_t s)
-{
-    (void)bm, (void)ptr, (void)s;
-    return GPUARENA_ERR_NOT_SUPPORTED;
-}
-gpuarena_status_t ga_bm_lookup(ga_bm_t *bm, const void *ptr, size_t *requested)
-{
-    (void)bm, (void)ptr, (void)requested;
-    return GPUARENA_ERR_NOT_SUPPORTED;
-}
-gpuarena_status_t ga_bm_trim(ga_bm_t *bm, size_t keep)
-{
-    (void)bm, (void)keep;
-    return GPUARENA_SUCCESS;
-}
-void ga_bm_stats(ga_bm_t *bm, gpuarena_stats_t *st)
-{
-    (void)bm, (void)st;
-}
-void ga_bm_reset_peaks(ga_bm_t *bm)
-{
-    (void)bm;
-}
-gpuarena_status_t ga_bm_check(ga_bm_t *bm)
-{
-    (void)bm;
-    return GPUARENA_SUCCESS;
-}
-uint64_t ga_bm_live_blocks(ga_bm_t *bm)
-{
-    (void)bm;
-    return 0;
 }

@@ -22,7 +22,7 @@ void ga_config_defaults(gpuarena_kind_t kind, ga_settings_t *s)
     s->max_split = 0;
     s->expandable = true;
     s->granule = 0;
-    s->release_threshold = SIZE_MAX;
+    s->release_threshold = 0;
     s->max_cached = SIZE_MAX;
     s->cross_stream = GA_CROSS_EVENT;
     s->thread_cache = true;

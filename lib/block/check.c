@@ -1,0 +1,177 @@
+/*
+ * check.c - the invariant checker behind gpuarena_check(): everything the
+ * block manager believes about its segments, blocks, pools and totals,
+ * verified from scratch.  Tests run it after every step; gpuarena-replay
+ * --check after every event.
+ */
+#include "block/internal.h"
+
+#include "errors.h"
+
+#include <inttypes.h>
+
+#define FAIL(...) return ga_error(GPUARENA_ERR_CORRUPT, "check: " __VA_ARGS__)
+
+typedef struct tally {
+    uint64_t live, requested, in_use, pending, mapped, fixed_segs, granules, segs;
+} tally_t;
+
+static gpuarena_status_t check_segment(ga_bm_t *bm, ga_segment_t *g, tally_t *t)
+{
+    size_t gran = bm->prov->granule;
+    uintptr_t at = g->base;
+    size_t mapped = 0;
+    const ga_block_t *prev = NULL;
+    if (!g->first || g->first->prev)
+        FAIL("segment %p has a bad first block", (void *)g->base);
+    for (const ga_block_t *b = g->first; b; prev = b, b = b->next) {
+        if (b->addr != at)
+            FAIL("block %p should start at %p: blocks overlap or leave a gap", (void *)b->addr,
+                 (void *)at);
+        if (!b->size)
+            FAIL("block %p is empty", (void *)b->addr);
+        if (b->seg != g || b->cls != g->cls || b->prev != prev)
+            FAIL("block %p has bad links", (void *)b->addr);
+        at += b->size;
+        switch (b->state) {
+        case BLOCK_LIVE:
+            if (b->pool)
+                FAIL("live block %p is in a pool", (void *)b->addr);
+            if (ga_lmap_find(&bm->live, b->addr) != b)
+                FAIL("live block %p is missing from the live map", (void *)b->addr);
+            t->live++;
+            t->requested += b->requested_bm;
+            t->in_use += b->size;
+            mapped += b->size;
+            break;
+        case BLOCK_FREE:
+            if (!b->pool || b->pool == &bm->holes)
+                FAIL("free block %p is in no pool", (void *)b->addr);
+            if (prev && prev->state == BLOCK_FREE && prev->pool == b->pool)
+                FAIL("free blocks %p and %p of one pool were not merged", (void *)prev->addr,
+                     (void *)b->addr);
+            mapped += b->size;
+            break;
+        case BLOCK_PENDING:
+            if (!b->pending || !b->pool)
+                FAIL("pending block %p waits on nothing", (void *)b->addr);
+            t->pending++;
+            mapped += b->size;
+            break;
+        case BLOCK_HOLE:
+            if (!g->growable || b->pool != &bm->holes)
+                FAIL("hole %p outside a growable segment or its pool", (void *)b->addr);
+            if ((b->addr | b->size) & (gran - 1))
+                FAIL("hole %p is not granule aligned", (void *)b->addr);
+            if (prev && prev->state == BLOCK_HOLE)
+                FAIL("holes %p and %p were not merged", (void *)prev->addr, (void *)b->addr);
+            break;
+        default:
+            FAIL("block %p has state %u", (void *)b->addr, b->state);
+        }
+    }
+    if (at != g->base + g->size)
+        FAIL("segment %p: blocks end at %p, not at its end", (void *)g->base, (void *)at);
+    if (g->last != prev)
+        FAIL("segment %p: wrong last block", (void *)g->base);
+    if (mapped != g->mapped || (!g->growable && mapped != g->size))
+        FAIL("segment %p: %zu bytes mapped, blocks say %zu", (void *)g->base, g->mapped, mapped);
+    t->mapped += mapped;
+    t->segs++;
+    if (g->growable)
+        t->granules += mapped / gran;
+    else
+        t->fixed_segs++;
+    return GPUARENA_SUCCESS;
+}
+
+static gpuarena_status_t check_pool(ga_bm_t *bm, ga_pool_t *p, uint64_t *listed)
+{
+    bool stream_pool = p != &bm->any && p != &bm->holes;
+    uint64_t n = 0;
+    for (int cls = 0; cls < CLASS_COUNT; cls++) {
+        ga_fit_t *f = &p->fit[cls];
+        uint64_t count = 0, bytes = 0;
+        for (unsigned fl = 0; fl < FIT_FL; fl++) {
+            for (unsigned sl = 0; sl < FIT_SL; sl++) {
+                const ga_block_t *h = f->heads[fl][sl];
+                bool bit = (f->fl_map >> fl & 1) && (f->sl_map[fl] >> sl & 1);
+                if (bit != (h != NULL))
+                    FAIL("fit bitmap disagrees with list %u/%u", fl, sl);
+                for (const ga_block_t *b = h; b; b = b->fnext) {
+                    unsigned bf, bs;
+                    ga_fit_index(b->size, &bf, &bs);
+                    if (bf != fl || bs != sl || b->pool != p || b->cls != cls)
+                        FAIL("block %p is in the wrong free list", (void *)b->addr);
+                    if (b->state != (p == &bm->holes ? BLOCK_HOLE : BLOCK_FREE))
+                        FAIL("block %p in a free list has state %u", (void *)b->addr, b->state);
+                    count++;
+                    bytes += b->size;
+                }
+            }
+        }
+        if (count != f->count || bytes != f->bytes)
+            FAIL("fit totals disagree with the lists");
+        n += count;
+    }
+    if (stream_pool) {
+        uint64_t aged = 0, stamp = 0;
+        for (const ga_block_t *b = p->age_head; b; b = b->anext) {
+            if (b->pool != p || b->state != BLOCK_FREE)
+                FAIL("age list holds block %p not free in its pool", (void *)b->addr);
+            if (b->stamp < stamp)
+                FAIL("age list out of order at %p", (void *)b->addr);
+            stamp = b->stamp;
+            aged++;
+        }
+        if (aged != n)
+            FAIL("age list holds %" PRIu64 " blocks, the pool %" PRIu64, aged, n);
+    }
+    *listed += n;
+    return GPUARENA_SUCCESS;
+}
+
+gpuarena_status_t ga_bm_check(ga_bm_t *bm)
+{
+    pthread_mutex_lock(&bm->lock);
+    tally_t t = {0};
+    gpuarena_status_t st = GPUARENA_SUCCESS;
+    uint64_t free_blocks = 0, listed = 0;
+    for (ga_segment_t *g = bm->segs; g && st == GPUARENA_SUCCESS; g = g->next) {
+        st = check_segment(bm, g, &t);
+        for (const ga_block_t *b = g->first; b; b = b->next)
+            free_blocks += b->state == BLOCK_FREE || b->state == BLOCK_HOLE;
+    }
+    if (st == GPUARENA_SUCCESS)
+        st = check_pool(bm, &bm->any, &listed);
+    if (st == GPUARENA_SUCCESS)
+        st = check_pool(bm, &bm->holes, &listed);
+    for (unsigned i = 0; i < bm->npools && st == GPUARENA_SUCCESS; i++)
+        st = check_pool(bm, bm->pools[i], &listed);
+    if (st != GPUARENA_SUCCESS)
+        goto out;
+    st = GPUARENA_ERR_CORRUPT;
+    if (listed != free_blocks)
+        ga_error(st, "check: %" PRIu64 " free blocks, %" PRIu64 " in free lists", free_blocks,
+                 listed);
+    else if (t.live != bm->live.count || t.live != bm->c.live)
+        ga_error(st, "check: %" PRIu64 " live blocks, the map holds %zu, the totals %" PRIu64,
+                 t.live, bm->live.count, bm->c.live);
+    else if (t.requested != bm->c.requested || t.in_use != bm->c.in_use)
+        ga_error(st, "check: requested/in use totals disagree with the blocks");
+    else if (t.mapped != bm->c.reserved)
+        ga_error(st, "check: %" PRIu64 " bytes mapped, reserved says %" PRIu64, t.mapped,
+                 bm->c.reserved);
+    else if (t.pending != bm->pending_blocks)
+        ga_error(st, "check: pending blocks disagree");
+    else if (t.segs != bm->c.segments)
+        ga_error(st, "check: segment count disagrees");
+    else if (bm->prov->live_maps != t.fixed_segs + t.granules)
+        ga_error(st, "check: the provider holds %" PRIu64 " mappings, the segments %" PRIu64,
+                 bm->prov->live_maps, t.fixed_segs + t.granules);
+    else
+        st = GPUARENA_SUCCESS;
+out:
+    pthread_mutex_unlock(&bm->lock);
+    return st;
+}

@@ -1,0 +1,102 @@
+/*
+ * fit.c - the free-block index of a pool: a two-level segregated fit.
+ *
+ * Sizes map to a list by their power of two (first level) and the next
+ * FIT_SL_BITS bits below it (second level), so each list holds blocks
+ * within 1/16 of each other.  Two bitmaps say which lists are non-empty, so
+ * finding a list with blocks large enough is two bit scans, whatever the
+ * number of free blocks.  Within the request's own list (where blocks may
+ * be smaller than the request) and the first larger list, a few entries
+ * are compared for the best fit: this keeps the fragmentation of a
+ * best-fit allocator at the cost of a bounded scan.
+ */
+#include "block/internal.h"
+
+/* Entries compared per list before settling for the best seen. */
+#define FIT_SCAN 16
+
+void ga_fit_index(size_t size, unsigned *fl, unsigned *sl)
+{
+    if (size < FIT_SL) {
+        *fl = 0;
+        *sl = (unsigned)size;
+        return;
+    }
+    unsigned f = 63u - (unsigned)__builtin_clzll((unsigned long long)size);
+    *fl = f - FIT_SL_BITS + 1;
+    *sl = (unsigned)(size >> (f - FIT_SL_BITS)) & (FIT_SL - 1);
+}
+
+void ga_fit_insert(ga_fit_t *f, ga_block_t *b)
+{
+    unsigned fl, sl;
+    ga_fit_index(b->size, &fl, &sl);
+    ga_block_t *h = f->heads[fl][sl];
+    b->fprev = NULL;
+    b->fnext = h;
+    if (h)
+        h->fprev = b;
+    f->heads[fl][sl] = b;
+    f->sl_map[fl] |= 1u << sl;
+    f->fl_map |= 1ull << fl;
+    f->count++;
+    f->bytes += b->size;
+}
+
+void ga_fit_remove(ga_fit_t *f, ga_block_t *b)
+{
+    unsigned fl, sl;
+    ga_fit_index(b->size, &fl, &sl);
+    if (b->fprev)
+        b->fprev->fnext = b->fnext;
+    else
+        f->heads[fl][sl] = b->fnext;
+    if (b->fnext)
+        b->fnext->fprev = b->fprev;
+    if (!f->heads[fl][sl]) {
+        f->sl_map[fl] &= ~(1u << sl);
+        if (!f->sl_map[fl])
+            f->fl_map &= ~(1ull << fl);
+    }
+    b->fprev = b->fnext = NULL;
+    f->count--;
+    f->bytes -= b->size;
+}
+
+/* Smallest block of at least SIZE among the first FIT_SCAN of a list. */
+static ga_block_t *best_in(ga_block_t *b, size_t size, size_t limit)
+{
+    ga_block_t *best = NULL;
+    for (unsigned n = 0; b && n < FIT_SCAN; b = b->fnext, n++) {
+        if (b->size < size || (limit && b->size > limit))
+            continue;
+        if (!best || b->size < best->size) {
+            best = b;
+            if (b->size == size)
+                break;
+        }
+    }
+    return best;
+}
+
+ga_block_t *ga_fit_find(ga_fit_t *f, size_t size, size_t limit)
+{
+    unsigned fl, sl;
+    ga_fit_index(size, &fl, &sl);
+    if (!f->fl_map)
+        return NULL;
+    ga_block_t *b = best_in(f->heads[fl][sl], size, limit);
+    if (b)
+        return b;
+    /* Every block of a higher list is large enough. */
+    uint32_t sl_bits = sl + 1 < FIT_SL ? f->sl_map[fl] & (~0u << (sl + 1)) : 0;
+    if (!sl_bits) {
+        uint64_t fl_bits = fl + 1 < FIT_FL ? f->fl_map & (~0ull << (fl + 1)) : 0;
+        if (!fl_bits)
+            return NULL;
+        fl = (unsigned)__builtin_ctzll(fl_bits);
+        sl_bits = f->sl_map[fl];
+    }
+    sl = (unsigned)__builtin_ctz(sl_bits);
+    return best_in(f->heads[fl][sl], size, limit);
+}

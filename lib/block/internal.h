@@ -1,0 +1,204 @@
+/*
+ * internal.h - the data structures shared by the files of the block
+ * manager (block.c, fit.c, livemap.c, tcache.c, check.c).  Nothing outside
+ * lib/block/ includes it.
+ *
+ * A segment is a region taken from the provider: a fixed one (map/unmap)
+ * or a growable one (an address reservation whose granules are committed
+ * and decommitted).  Blocks tile each segment exactly, in address order:
+ *
+ *   LIVE     handed out (to the user, or held by a thread cache)
+ *   FREE     reusable, in the free index of one pool
+ *   PENDING  freed, waiting for events of other streams (record_stream)
+ *   HOLE     growable segments only: address space with nothing mapped
+ *
+ * A pool is the set of free blocks that one stream may reuse at once: the
+ * blocks freed on that stream and not yet known to be finished on the GPU.
+ * The ANY pool holds blocks every stream may reuse (the free point has
+ * completed, or the provider has no events: host memory).  HOLE blocks are
+ * kept in a pool of their own so that address space can be found by fit.
+ */
+#ifndef GA_BLOCK_INTERNAL_H
+#define GA_BLOCK_INTERNAL_H
+
+#include "block/block.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum { BLOCK_LIVE = 1, BLOCK_FREE = 2, BLOCK_PENDING = 3, BLOCK_HOLE = 4 };
+
+/* Size classes: small requests and large ones live in separate segments
+ * so that long-lived large blocks never pin a page of small ones. */
+enum { CLASS_SMALL = 0, CLASS_LARGE = 1, CLASS_COUNT = 2 };
+
+typedef struct ga_segment ga_segment_t;
+typedef struct ga_pool ga_pool_t;
+
+/* Streams that a live block is also used by (record_stream). */
+typedef struct ga_uses {
+    unsigned count, cap;
+    ga_stream_t s[];
+} ga_uses_t;
+
+typedef struct ga_block {
+    uintptr_t addr;
+    size_t size;
+    struct ga_block *prev, *next;   /* address neighbours in the segment */
+    struct ga_block *fprev, *fnext; /* free index list (FREE, HOLE) */
+    struct ga_block *aprev, *anext; /* age list of a stream pool (FREE) */
+    ga_segment_t *seg;
+    ga_pool_t *pool;     /* FREE/HOLE: the pool it is in; PENDING: the pool it goes to */
+    size_t requested;    /* LIVE: the user's size (the owner thread's while cached) */
+    size_t requested_bm; /* LIVE: size as counted in the manager's totals */
+    ga_stream_t stream;  /* LIVE: allocation stream */
+    ga_uses_t *uses;     /* LIVE: record_stream streams, NULL if none */
+    uint64_t stamp;      /* FREE in a stream pool: free sequence number */
+    unsigned pending;    /* PENDING: events still outstanding */
+    uint8_t state;
+    uint8_t cls;            /* CLASS_SMALL or CLASS_LARGE */
+    _Atomic uint8_t cached; /* LIVE: held by a thread cache */
+} ga_block_t;
+
+struct ga_segment {
+    uintptr_t base;
+    size_t size;   /* fixed: mapped bytes; growable: reserved address range */
+    size_t mapped; /* bytes mapped now */
+    bool growable;
+    uint8_t cls;
+    ga_block_t *first, *last; /* lowest and highest block */
+    ga_segment_t *prev, *next;
+};
+
+/* Two-level segregated fit index (fit.c).  First level: the power of two
+ * of the size; second level: FIT_SL equal parts of it.  Bitmaps find the
+ * next non-empty list in O(1). */
+#define FIT_SL_BITS 4
+#define FIT_SL      (1u << FIT_SL_BITS)
+#define FIT_FL      64
+
+typedef struct ga_fit {
+    uint64_t fl_map;
+    uint32_t sl_map[FIT_FL];
+    ga_block_t *heads[FIT_FL][FIT_SL];
+    uint64_t count;
+    uint64_t bytes;
+} ga_fit_t;
+
+void ga_fit_insert(ga_fit_t *f, ga_block_t *b);
+void ga_fit_remove(ga_fit_t *f, ga_block_t *b);
+/* The best-fitting block of at least SIZE bytes and at most LIMIT bytes
+ * (0: no limit), or NULL. */
+ga_block_t *ga_fit_find(ga_fit_t *f, size_t size, size_t limit);
+/* The list a block of SIZE bytes goes to (for the checker). */
+void ga_fit_index(size_t size, unsigned *fl, unsigned *sl);
+
+struct ga_pool {
+    ga_stream_t stream; /* GA_STREAM_ANY for the ANY and HOLE pools */
+    ga_fit_t fit[CLASS_COUNT];
+    ga_block_t *age_head, *age_tail; /* stream pools: free blocks, oldest first */
+    uint64_t seq;                    /* stamp of the last free into this pool */
+    ga_event_t sweep;                /* event recorded to release blocks to ANY */
+    uint64_t sweep_seq;              /* blocks stamped up to this are covered by it */
+    bool dead;                       /* recording on the stream failed */
+};
+
+/* Live map (livemap.c): address -> live block, readable without the lock
+ * (thread caches free through it) and written under the manager's lock. */
+typedef struct ga_lmap_table {
+    size_t mask;
+    _Atomic uintptr_t *keys;
+    ga_block_t *_Atomic *vals;
+    struct ga_lmap_table *retired; /* older tables, freed at destroy */
+} ga_lmap_table_t;
+
+typedef struct ga_lmap {
+    ga_lmap_table_t *_Atomic table;
+    _Atomic uint64_t version; /* odd while rehashing in place */
+    size_t used;              /* keys in use, tombstones included */
+    size_t count;             /* live entries */
+} ga_lmap_t;
+
+gpuarena_status_t ga_lmap_init(ga_lmap_t *m);
+void ga_lmap_destroy(ga_lmap_t *m);
+gpuarena_status_t ga_lmap_insert(ga_lmap_t *m, ga_block_t *b);
+void ga_lmap_remove(ga_lmap_t *m, uintptr_t addr);
+ga_block_t *ga_lmap_find(ga_lmap_t *m, uintptr_t addr);
+
+/* A recorded event waiting to release a PENDING block. */
+typedef struct ga_waiter {
+    ga_event_t ev;
+    ga_block_t *block;
+    struct ga_waiter *next;
+} ga_waiter_t;
+
+/* Counters in the manager's view: a block held by a thread cache counts as
+ * live here; the thread caches keep the corrections (tcache.c). */
+typedef struct ga_counts {
+    uint64_t requested, in_use, reserved;
+    uint64_t allocs, frees, hits, misses;
+    uint64_t maps, unmaps, waits, oom_retries, oom_failures, last_oom, device_free;
+    uint64_t events, trims, segments, live;
+    int64_t req_adjust; /* user-view corrections (see tcache.c) */
+    int64_t inuse_adjust;
+} ga_counts_t;
+
+typedef struct ga_peaks {
+    _Atomic uint64_t requested, in_use, reserved, cached;
+} ga_peaks_t;
+
+typedef struct ga_tcache ga_tcache_t;
+
+struct ga_bm {
+    pthread_mutex_t lock;
+    ga_provider_t *prov;
+    ga_settings_t set;
+    size_t round;
+    bool events; /* the provider has events: frees are stream-ordered */
+
+    ga_segment_t *segs;              /* every segment */
+    ga_segment_t *grow[CLASS_COUNT]; /* the growable segment of each class */
+    ga_pool_t any, holes;
+    ga_pool_t **pools; /* stream pools */
+    unsigned npools, cap_pools;
+
+    ga_lmap_t live;
+    ga_block_t *spare_blocks; /* recycled block records */
+    void **slabs;             /* block record slabs, freed at destroy */
+    unsigned nslabs, cap_slabs;
+    ga_event_t *spare_events;
+    unsigned nspare_events, cap_spare_events;
+    ga_waiter_t *waiters; /* events of PENDING blocks */
+    uint64_t pending_blocks;
+
+    ga_counts_t c;
+    ga_peaks_t peak;
+    /* c.requested + c.req_adjust and the same for in_use, published for
+     * the thread caches' peak checks. */
+    _Atomic int64_t base_req, base_inuse;
+
+    pthread_mutex_t tc_lock; /* guards the list below */
+    ga_tcache_t *tcaches;    /* thread caches of this manager */
+};
+
+/* block.c, for tcache.c and check.c (the manager's lock held). */
+void ga_bm_free_locked(ga_bm_t *bm, ga_block_t *b, ga_stream_t s);
+void ga_bm_update_peaks(ga_bm_t *bm);
+uint64_t ga_bm_user_requested(ga_bm_t *bm);
+uint64_t ga_bm_user_in_use(ga_bm_t *bm);
+
+/* tcache.c */
+bool ga_tcache_alloc(ga_bm_t *bm, size_t rounded, size_t size, ga_stream_t s, void **ptr);
+bool ga_tcache_free(ga_bm_t *bm, ga_block_t *b, ga_stream_t s);
+/* Return every cached block of BM to it (the manager's lock held). */
+void ga_tcache_flush_all(ga_bm_t *bm);
+/* Sum of the corrections of every cache of BM. */
+void ga_tcache_deltas(ga_bm_t *bm, int64_t *req, int64_t *inuse, uint64_t *allocs, uint64_t *frees,
+                      uint64_t *hits);
+/* Detach every cache from BM before it is destroyed. */
+void ga_tcache_detach_all(ga_bm_t *bm);
+
+#endif /* GA_BLOCK_INTERNAL_H */

@@ -1,0 +1,212 @@
+/*
+ * livemap.c - the map from the address of a live block to its record.
+ *
+ * Every free needs it, and the thread caches free without taking the
+ * manager's lock, so it is read lock-free while only the lock holder writes
+ * it: open addressing with linear probing, atomic slots, and tombstones for
+ * removals.  Growing publishes a table twice the size; the old one is kept
+ * until the manager is destroyed (all of them together are at most the
+ * size of the last), so a reader that loaded it still reads valid memory.
+ * Clearing tombstones rehashes in place inside a sequence lock: a reader
+ * that overlapped it sees the version change and looks again.  Block
+ * records are never freed while the manager lives, so a stale pointer from
+ * a slot always points at a block record, which the caller checks.
+ */
+#include "block/internal.h"
+
+#include <stdlib.h>
+
+#define EMPTY ((uintptr_t)0)
+#define TOMB  ((uintptr_t)1)
+
+static size_t hash(uintptr_t a, size_t mask)
+{
+    /* Block addresses are multiples of the rounding; mix the high bits. */
+    uint64_t h = (uint64_t)a * 0x9E3779B97F4A7C15ull;
+    return (size_t)(h >> 20) & mask;
+}
+
+static ga_lmap_table_t *table_new(size_t slots)
+{
+    ga_lmap_table_t *t = calloc(1, sizeof *t);
+    if (!t)
+        return NULL;
+    t->mask = slots - 1;
+    t->keys = calloc(slots, sizeof *t->keys);
+    t->vals = calloc(slots, sizeof *t->vals);
+    if (!t->keys || !t->vals) {
+        free(t->keys);
+        free(t->vals);
+        free(t);
+        return NULL;
+    }
+    return t;
+}
+
+gpuarena_status_t ga_lmap_init(ga_lmap_t *m)
+{
+    m->used = m->count = 0;
+    atomic_store(&m->version, 0);
+    ga_lmap_table_t *t = table_new(1024);
+    if (!t)
+        return GPUARENA_ERR_HOST_MEMORY;
+    atomic_store(&m->table, t);
+    return GPUARENA_SUCCESS;
+}
+
+void ga_lmap_destroy(ga_lmap_t *m)
+{
+    ga_lmap_table_t *t = atomic_load(&m->table);
+    while (t) {
+        ga_lmap_table_t *r = t->retired;
+        free(t->keys);
+        free(t->vals);
+        free(t);
+        t = r;
+    }
+    atomic_store(&m->table, NULL);
+}
+
+static void put(ga_lmap_table_t *t, uintptr_t a, ga_block_t *b)
+{
+    size_t i = hash(a, t->mask);
+    for (;;) {
+        uintptr_t k = atomic_load_explicit(&t->keys[i], memory_order_relaxed);
+        if (k == EMPTY || k == TOMB) {
+            atomic_store_explicit(&t->vals[i], b, memory_order_relaxed);
+            atomic_store_explicit(&t->keys[i], a, memory_order_release);
+            return;
+        }
+        i = (i + 1) & t->mask;
+    }
+}
+
+/* Rehash in place to drop tombstones, inside the sequence lock. */
+static gpuarena_status_t clean(ga_lmap_t *m, ga_lmap_table_t *t)
+{
+    uintptr_t *keys = malloc((m->count + 1) * sizeof *keys);
+    ga_block_t **vals = malloc((m->count + 1) * sizeof *vals);
+    if (!keys || !vals) {
+        free(keys);
+        free(vals);
+        return GPUARENA_ERR_HOST_MEMORY;
+    }
+    size_t n = 0;
+    for (size_t i = 0; i <= t->mask; i++) {
+        uintptr_t k = atomic_load_explicit(&t->keys[i], memory_order_relaxed);
+        ga_block_t *b = atomic_load_explicit(&t->vals[i], memory_order_relaxed);
+        if (k != EMPTY && k != TOMB && b) {
+            keys[n] = k;
+            vals[n++] = b;
+        }
+    }
+    atomic_fetch_add_explicit(&m->version, 1, memory_order_acq_rel);
+    atomic_thread_fence(memory_order_release);
+    for (size_t i = 0; i <= t->mask; i++) {
+        atomic_store_explicit(&t->keys[i], EMPTY, memory_order_relaxed);
+        atomic_store_explicit(&t->vals[i], NULL, memory_order_relaxed);
+    }
+    for (size_t i = 0; i < n; i++)
+        put(t, keys[i], vals[i]);
+    atomic_fetch_add_explicit(&m->version, 1, memory_order_release);
+    m->used = n;
+    free(keys);
+    free(vals);
+    return GPUARENA_SUCCESS;
+}
+
+static gpuarena_status_t grow(ga_lmap_t *m)
+{
+    ga_lmap_table_t *old = atomic_load_explicit(&m->table, memory_order_relaxed);
+    size_t slots = old->mask + 1;
+    if (m->count * 4 < slots)
+        return clean(m, old); /* mostly tombstones: same size will do */
+    slots *= 2;
+    ga_lmap_table_t *t = table_new(slots);
+    if (!t)
+        return GPUARENA_ERR_HOST_MEMORY;
+    for (size_t i = 0; i <= old->mask; i++) {
+        uintptr_t k = atomic_load_explicit(&old->keys[i], memory_order_relaxed);
+        ga_block_t *b = atomic_load_explicit(&old->vals[i], memory_order_relaxed);
+        if (k != EMPTY && k != TOMB && b)
+            put(t, k, b);
+    }
+    t->retired = old;
+    atomic_store_explicit(&m->table, t, memory_order_release);
+    m->used = m->count;
+    return GPUARENA_SUCCESS;
+}
+
+gpuarena_status_t ga_lmap_insert(ga_lmap_t *m, ga_block_t *b)
+{
+    ga_lmap_table_t *t = atomic_load_explicit(&m->table, memory_order_relaxed);
+    if ((m->used + 1) * 2 > t->mask + 1) {
+        gpuarena_status_t st = grow(m);
+        if (st != GPUARENA_SUCCESS)
+            return st;
+        t = atomic_load_explicit(&m->table, memory_order_relaxed);
+    }
+    /* Reuse a tombstone on the probe path only if the key is absent. */
+    size_t i = hash(b->addr, t->mask);
+    for (;;) {
+        uintptr_t k = atomic_load_explicit(&t->keys[i], memory_order_relaxed);
+        if (k == EMPTY) {
+            m->used++;
+            break;
+        }
+        if (k == TOMB)
+            break;
+        i = (i + 1) & t->mask;
+    }
+    atomic_store_explicit(&t->vals[i], b, memory_order_relaxed);
+    atomic_store_explicit(&t->keys[i], b->addr, memory_order_release);
+    m->count++;
+    return GPUARENA_SUCCESS;
+}
+
+void ga_lmap_remove(ga_lmap_t *m, uintptr_t a)
+{
+    ga_lmap_table_t *t = atomic_load_explicit(&m->table, memory_order_relaxed);
+    size_t i = hash(a, t->mask);
+    for (;;) {
+        uintptr_t k = atomic_load_explicit(&t->keys[i], memory_order_relaxed);
+        if (k == EMPTY)
+            return;
+        if (k == a) {
+            atomic_store_explicit(&t->vals[i], NULL, memory_order_relaxed);
+            atomic_store_explicit(&t->keys[i], TOMB, memory_order_release);
+            m->count--;
+            return;
+        }
+        i = (i + 1) & t->mask;
+    }
+}
+
+static ga_block_t *probe(ga_lmap_table_t *t, uintptr_t a)
+{
+    size_t i = hash(a, t->mask);
+    for (size_t n = 0; n <= t->mask; n++) {
+        uintptr_t k = atomic_load_explicit(&t->keys[i], memory_order_acquire);
+        if (k == EMPTY)
+            return NULL;
+        if (k == a)
+            return atomic_load_explicit(&t->vals[i], memory_order_relaxed);
+        i = (i + 1) & t->mask;
+    }
+    return NULL;
+}
+
+ga_block_t *ga_lmap_find(ga_lmap_t *m, uintptr_t a)
+{
+    if (a == EMPTY || a == TOMB)
+        return NULL;
+    for (;;) {
+        uint64_t v = atomic_load_explicit(&m->version, memory_order_acquire);
+        if (v & 1)
+            continue; /* a rehash is under way: it is short */
+        ga_block_t *b = probe(atomic_load_explicit(&m->table, memory_order_acquire), a);
+        atomic_thread_fence(memory_order_acquire);
+        if (atomic_load_explicit(&m->version, memory_order_relaxed) == v)
+            return b;
+    }
+}

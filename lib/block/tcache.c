@@ -1,0 +1,286 @@
+/*
+ * tcache.c - per-thread caches of recently freed small blocks.
+ *
+ * The common pattern of a caching allocator, free then allocate the same
+ * size on the same stream, should take no shared lock.  Each thread keeps,
+ * per (manager, stream), a small direct-mapped table of exact sizes, each
+ * slot a stack of blocks freed on that stream.  Reuse on the same stream
+ * is what stream order allows at once, so no event is involved.  Blocks
+ * with record_stream uses never enter a cache.
+ *
+ * A cached block stays LIVE in the manager (its address stays in the live
+ * map), so a free finds it without the lock; the cache holds the
+ * difference between the manager's totals and what the user sees
+ * (requested, in use, counts), which the statistics add up.  Peaks seen
+ * from a cache hit use the manager's totals and the calling thread's own
+ * difference: exact with one thread, within the other threads' cached
+ * bytes with several.
+ *
+ * Each cache has a spin lock that its thread takes uncontended; trim, the
+ * out-of-memory path and thread exit take it to flush.  Lock order:
+ * registry lock, manager lock, manager's cache-list lock, cache lock.
+ */
+#include "block/internal.h"
+
+#include <sched.h>
+#include <stdlib.h>
+
+#define TC_SLOTS     32
+#define TC_MAX_COUNT 32
+
+typedef struct tc_slot {
+    size_t size;
+    unsigned n;
+    ga_block_t *b[TC_MAX_COUNT];
+} tc_slot_t;
+
+struct ga_tcache {
+    atomic_flag lock;
+    ga_bm_t *_Atomic bm; /* NULL once the manager is gone */
+    ga_stream_t stream;
+    unsigned count; /* blocks per slot */
+    int64_t req_delta, inuse_delta;
+    uint64_t allocs, frees, hits;
+    ga_tcache_t *bm_prev, *bm_next; /* in the manager's list */
+    ga_tcache_t *t_next;            /* in the thread's list */
+    tc_slot_t slots[TC_SLOTS];
+};
+
+/* Guards the link between caches and managers: thread exit and manager
+ * destruction meet here. */
+static pthread_mutex_t registry = PTHREAD_MUTEX_INITIALIZER;
+static pthread_key_t exit_key;
+static pthread_once_t key_once = PTHREAD_ONCE_INIT;
+
+static _Thread_local ga_tcache_t *tl_list, *tl_last;
+
+static inline void tc_lock(ga_tcache_t *t)
+{
+    while (atomic_flag_test_and_set_explicit(&t->lock, memory_order_acquire))
+        sched_yield();
+}
+
+static inline void tc_unlock(ga_tcache_t *t)
+{
+    atomic_flag_clear_explicit(&t->lock, memory_order_release);
+}
+
+static inline unsigned slot_of(size_t size, size_t round)
+{
+    size_t k = size / round;
+    return (unsigned)((k ^ (k >> 5)) % TC_SLOTS);
+}
+
+/* Give every block of T back to its manager (both locks held). */
+static void flush(ga_tcache_t *t)
+{
+    ga_bm_t *bm = t->bm;
+    for (unsigned i = 0; i < TC_SLOTS; i++) {
+        tc_slot_t *sl = &t->slots[i];
+        while (sl->n) {
+            ga_block_t *b = sl->b[--sl->n];
+            atomic_store_explicit(&b->cached, 0, memory_order_relaxed);
+            /* The user saw it freed already: undo the cache's difference
+             * as the manager counts the free. */
+            t->req_delta += (int64_t)b->requested;
+            t->inuse_delta += (int64_t)b->size;
+            t->frees--; /* the manager counts this free itself */
+            ga_bm_free_locked(bm, b, t->stream);
+        }
+    }
+}
+
+/* Fold T's counters into its manager and unlink it (all locks held). */
+static void retire(ga_tcache_t *t)
+{
+    ga_bm_t *bm = t->bm;
+    flush(t);
+    bm->c.req_adjust += t->req_delta;
+    bm->c.inuse_adjust += t->inuse_delta;
+    bm->c.allocs += t->allocs;
+    bm->c.frees += t->frees;
+    bm->c.hits += t->hits;
+    t->req_delta = t->inuse_delta = 0;
+    t->allocs = t->frees = t->hits = 0;
+    if (t->bm_prev)
+        t->bm_prev->bm_next = t->bm_next;
+    else
+        bm->tcaches = t->bm_next;
+    if (t->bm_next)
+        t->bm_next->bm_prev = t->bm_prev;
+    t->bm = NULL;
+}
+
+static void thread_exit(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&registry);
+    for (ga_tcache_t *t = tl_list, *n; t; t = n) {
+        n = t->t_next;
+        ga_bm_t *bm = t->bm;
+        if (bm) {
+            pthread_mutex_lock(&bm->lock);
+            pthread_mutex_lock(&bm->tc_lock);
+            tc_lock(t);
+            retire(t);
+            tc_unlock(t);
+            pthread_mutex_unlock(&bm->tc_lock);
+            pthread_mutex_unlock(&bm->lock);
+        }
+        free(t);
+    }
+    tl_list = tl_last = NULL;
+    pthread_mutex_unlock(&registry);
+}
+
+static void make_key(void)
+{
+    pthread_key_create(&exit_key, thread_exit);
+}
+
+static inline ga_tcache_t *find(ga_bm_t *bm, uint64_t id)
+{
+    ga_tcache_t *t = tl_last;
+    if (t && t->bm == bm && t->stream.id == id)
+        return t;
+    for (t = tl_list; t; t = t->t_next) {
+        if (t->bm == bm && t->stream.id == id) {
+            tl_last = t;
+            return t;
+        }
+    }
+    return NULL;
+}
+
+static ga_tcache_t *create(ga_bm_t *bm, ga_stream_t s)
+{
+    pthread_once(&key_once, make_key);
+    ga_tcache_t *t = calloc(1, sizeof *t);
+    if (!t)
+        return NULL;
+    atomic_flag_clear(&t->lock);
+    t->bm = bm;
+    t->stream = s;
+    t->count =
+        bm->set.thread_cache_count < TC_MAX_COUNT ? bm->set.thread_cache_count : TC_MAX_COUNT;
+    pthread_mutex_lock(&registry);
+    pthread_mutex_lock(&bm->tc_lock);
+    t->bm_next = bm->tcaches;
+    if (bm->tcaches)
+        bm->tcaches->bm_prev = t;
+    bm->tcaches = t;
+    pthread_mutex_unlock(&bm->tc_lock);
+    t->t_next = tl_list;
+    tl_list = t;
+    pthread_mutex_unlock(&registry);
+    /* Any non-NULL value makes the destructor run at thread exit. */
+    pthread_setspecific(exit_key, t);
+    tl_last = t;
+    return t;
+}
+
+bool ga_tcache_alloc(ga_bm_t *bm, size_t rounded, size_t size, ga_stream_t s, void **ptr)
+{
+    ga_tcache_t *t = find(bm, s.id);
+    if (!t)
+        return false;
+    tc_lock(t);
+    if (t->bm != bm) {
+        tc_unlock(t);
+        return false;
+    }
+    tc_slot_t *sl = &t->slots[slot_of(rounded, bm->round)];
+    if (!sl->n || sl->size != rounded) {
+        tc_unlock(t);
+        return false;
+    }
+    ga_block_t *b = sl->b[--sl->n];
+    atomic_store_explicit(&b->cached, 0, memory_order_relaxed);
+    b->requested = size;
+    t->req_delta += (int64_t)size;
+    t->inuse_delta += (int64_t)b->size;
+    t->allocs++;
+    t->hits++;
+    int64_t mine_req = t->req_delta, mine_use = t->inuse_delta;
+    tc_unlock(t);
+    /* Peaks as this thread sees them (see the top of the file). */
+    uint64_t r = (uint64_t)(atomic_load_explicit(&bm->base_req, memory_order_relaxed) + mine_req);
+    uint64_t u = (uint64_t)(atomic_load_explicit(&bm->base_inuse, memory_order_relaxed) + mine_use);
+    if (r > atomic_load_explicit(&bm->peak.requested, memory_order_relaxed) ||
+        u > atomic_load_explicit(&bm->peak.in_use, memory_order_relaxed)) {
+        pthread_mutex_lock(&bm->lock);
+        ga_bm_update_peaks(bm);
+        pthread_mutex_unlock(&bm->lock);
+    }
+    *ptr = (void *)b->addr;
+    return true;
+}
+
+bool ga_tcache_free(ga_bm_t *bm, ga_block_t *b, ga_stream_t s)
+{
+    if (b->size > bm->set.thread_cache_max || b->uses)
+        return false;
+    ga_tcache_t *t = find(bm, s.id);
+    if (!t && !(t = create(bm, s)))
+        return false;
+    tc_lock(t);
+    tc_slot_t *sl = &t->slots[slot_of(b->size, bm->round)];
+    if (t->bm != bm || (sl->n && sl->size != b->size) || sl->n >= t->count) {
+        tc_unlock(t);
+        return false;
+    }
+    sl->size = b->size;
+    sl->b[sl->n++] = b;
+    atomic_store_explicit(&b->cached, 1, memory_order_relaxed);
+    t->req_delta -= (int64_t)b->requested;
+    t->inuse_delta -= (int64_t)b->size;
+    t->frees++;
+    t->stream.handle = s.handle;
+    tc_unlock(t);
+    return true;
+}
+
+void ga_tcache_flush_all(ga_bm_t *bm)
+{
+    pthread_mutex_lock(&bm->tc_lock);
+    for (ga_tcache_t *t = bm->tcaches; t; t = t->bm_next) {
+        tc_lock(t);
+        flush(t);
+        tc_unlock(t);
+    }
+    pthread_mutex_unlock(&bm->tc_lock);
+}
+
+void ga_tcache_deltas(ga_bm_t *bm, int64_t *req, int64_t *inuse, uint64_t *allocs, uint64_t *frees,
+                      uint64_t *hits)
+{
+    *req = *inuse = 0;
+    *allocs = *frees = *hits = 0;
+    pthread_mutex_lock(&bm->tc_lock);
+    for (ga_tcache_t *t = bm->tcaches; t; t = t->bm_next) {
+        tc_lock(t);
+        *req += t->req_delta;
+        *inuse += t->inuse_delta;
+        *allocs += t->allocs;
+        *frees += t->frees;
+        *hits += t->hits;
+        tc_unlock(t);
+    }
+    pthread_mutex_unlock(&bm->tc_lock);
+}
+
+void ga_tcache_detach_all(ga_bm_t *bm)
+{
+    pthread_mutex_lock(&registry);
+    pthread_mutex_lock(&bm->lock);
+    pthread_mutex_lock(&bm->tc_lock);
+    while (bm->tcaches) {
+        ga_tcache_t *t = bm->tcaches;
+        tc_lock(t);
+        retire(t);
+        tc_unlock(t);
+    }
+    pthread_mutex_unlock(&bm->tc_lock);
+    pthread_mutex_unlock(&bm->lock);
+    pthread_mutex_unlock(&registry);
+}
