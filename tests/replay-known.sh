@@ -33,7 +33,7 @@ grep -q 'peak requested *3.338 MiB' $out || fail "human table"
 expect_rc 0 "$replay" --runs 1 --compare 'first:;second:' --plot replay-known.svg "$known"
 grep -q 'first *second' $out || fail "--compare columns"
 grep -q '^<svg' replay-known.svg || fail "--plot wrote no SVG"
-grep -q 'peak requested 3.338 MiB (event 6)' replay-known.svg || fail "no peak in the SVG"
+grep -q 'requested: peak 3.338 MiB at event 6' replay-known.svg || fail "no peak in the SVG"
 grep -q 'reserved (second)' replay-known.svg || fail "no second group in the SVG"
 
 # Version 2: one table per arena.

@@ -402,11 +402,12 @@ static void print_json(const result_t *rs, size_t n)
 /* ---- SVG plot ----------------------------------------------------------- */
 
 #define SVG_W      960
-#define SVG_PANEL  360
+#define SVG_PLOT_H 270 /* height of the plot area of a panel */
 #define SVG_LEFT   90
 #define SVG_RIGHT  30
-#define SVG_TOP    50
-#define SVG_BOTTOM 50
+#define SVG_TOP    40
+#define SVG_AXIS   44 /* x tick labels and axis title below the plot */
+#define SVG_ROW    17 /* one legend line */
 #define SVG_POINTS 1200
 
 static const char *const colors[] = {"#d62728", "#1f77b4", "#2ca02c", "#9467bd",
@@ -461,26 +462,50 @@ static void svg_line(FILE *f, const uint64_t *v, size_t n, double x0, double w, 
     fprintf(f, "\"/>\n");
 }
 
-static void svg_peak(FILE *f, const uint64_t *v, size_t n, double x0, double w, double y0, double h,
-                     double ymax, const char *color, const char *what, int row)
+/* Index of the largest value (the first, on ties). */
+static size_t argmax(const uint64_t *v, size_t n)
 {
     size_t ip = 0;
     for (size_t i = 1; i < n; i++)
         if (v[i] > v[ip])
             ip = i;
+    return ip;
+}
+
+/* A circle on the peak and a dashed line down to the x axis. */
+static void svg_peak(FILE *f, const uint64_t *v, size_t n, double x0, double w, double y0, double h,
+                     double ymax, const char *color)
+{
+    size_t ip = argmax(v, n);
     double x = x0 + (n > 1 ? w * (double)ip / (double)(n - 1) : 0);
     double y = y0 + h - h * (double)v[ip] / ymax;
-    char b[32];
     fprintf(f,
-            "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4\" fill=\"none\" stroke=\"%s\" "
+            "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" "
+            "stroke-dasharray=\"3,3\"/>\n"
+            "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"5\" fill=\"none\" stroke=\"%s\" "
             "stroke-width=\"2\"/>\n",
-            x, y, color);
-    bool left = x > x0 + w * 0.6;
-    fprintf(f,
-            "<text x=\"%.1f\" y=\"%.1f\" fill=\"%s\" font-size=\"12\" text-anchor=\"%s\">"
-            "peak %s %s (event %zu)</text>\n",
-            left ? x - 8 : x + 8, y - 6 - 14.0 * row, color, left ? "end" : "start", what,
-            human(v[ip], b), ip);
+            x, y, x, y0 + h, color, x, y, color);
+}
+
+/* Round tick step: 1, 2 or 5 times a power of ten, in units of 1024^k. */
+static void nice_ticks(uint64_t ymax, double *step, double *unit, const char **uname)
+{
+    static const char *const names[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+    int k = 0;
+    double u = 1;
+    while (k < 5 && (double)ymax / u >= 1024) {
+        u *= 1024;
+        k++;
+    }
+    double raw = (double)ymax / u / 4, p = 1;
+    while (p * 10 <= raw)
+        p *= 10;
+    while (p > raw && p > 1e-3)
+        p /= 10;
+    double m = raw / p;
+    *step = (m <= 1 ? 1 : m <= 2 ? 2 : m <= 5 ? 5 : 10) * p * u;
+    *unit = u;
+    *uname = names[k];
 }
 
 static int write_plot(const char *path, const result_t *rs, size_t nres, size_t ngroups)
@@ -492,31 +517,37 @@ static int write_plot(const char *path, const result_t *rs, size_t nres, size_t 
         return EXIT_OUTPUT;
     }
     size_t npanels = nres / ngroups;
+    size_t panel = SVG_TOP + SVG_PLOT_H + SVG_AXIS + SVG_ROW * (ngroups + 1) + 20;
     fprintf(f,
             "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
             "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%zu\" "
             "viewBox=\"0 0 %d %zu\" font-family=\"sans-serif\">\n"
             "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n",
-            SVG_W, npanels * SVG_PANEL, SVG_W, npanels * SVG_PANEL);
+            SVG_W, npanels * panel, SVG_W, npanels * panel);
     for (size_t p = 0; p < npanels; p++) {
         const result_t *g0 = &rs[p * ngroups];
         double x0 = SVG_LEFT, w = SVG_W - SVG_LEFT - SVG_RIGHT;
-        double y0 = (double)(p * SVG_PANEL) + SVG_TOP, h = SVG_PANEL - SVG_TOP - SVG_BOTTOM;
+        double y0 = (double)(p * panel) + SVG_TOP, h = SVG_PLOT_H;
         size_t n = g0->sr.n;
         uint64_t ymax = 1;
-        for (size_t g = 0; g < ngroups; g++)
-            for (size_t i = 0; i < rs[p * ngroups + g].sr.n; i++) {
-                const series_t *s = &rs[p * ngroups + g].sr;
-                if (s->reserved[i] > ymax)
-                    ymax = s->reserved[i];
-                if (s->requested[i] > ymax)
-                    ymax = s->requested[i];
+        for (size_t g = 0; g < ngroups; g++) {
+            const series_t *sr = &rs[p * ngroups + g].sr;
+            for (size_t i = 0; i < sr->n; i++) {
+                if (sr->reserved[i] > ymax)
+                    ymax = sr->reserved[i];
+                if (sr->requested[i] > ymax)
+                    ymax = sr->requested[i];
             }
-        double ym = (double)ymax * 1.15;
+        }
+        double step, unit;
+        const char *uname;
+        nice_ticks(ymax, &step, &unit, &uname);
+        int nticks = (int)((double)ymax / step) + 1;
+        double ym = step * nticks;
         char lab[64], b[32];
         const char *al = arena_label(g0->trace, g0->ta, lab);
         fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"15\" font-weight=\"bold\">", x0,
-                y0 - 22);
+                y0 - 16);
         xml_text(f, g0->trace->name);
         if (*al) {
             fputs(" [", f);
@@ -525,16 +556,15 @@ static int write_plot(const char *path, const result_t *rs, size_t nres, size_t 
         }
         fprintf(f, " (%s arena)</text>\n", kind_name(opt_kind));
         /* Axes and ticks. */
-        fprintf(f,
-                "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" "
-                "stroke=\"#888\"/>\n",
-                x0, y0, w, h);
-        for (int k = 0; k <= 4; k++) {
-            double yy = y0 + h - h * k / 4.0;
+        for (int k = 0; k <= nticks; k++) {
+            double yy = y0 + h - h * k / (double)nticks;
             fprintf(f,
-                    "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>\n"
-                    "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" text-anchor=\"end\">%s</text>\n",
-                    x0, yy, x0 + w, yy, x0 - 6, yy + 4, human((uint64_t)(ym * k / 4.0), b));
+                    "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#e4e4e4\"/>\n"
+                    "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" text-anchor=\"end\">%g %s"
+                    "</text>\n",
+                    x0, yy, x0 + w, yy, x0 - 6, yy + 4, step * k / unit, k ? uname : "");
+        }
+        for (int k = 0; k <= 4; k++) {
             double xx = x0 + w * k / 4.0;
             fprintf(f,
                     "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" text-anchor=\"middle\">%zu"
@@ -542,51 +572,58 @@ static int write_plot(const char *path, const result_t *rs, size_t nres, size_t 
                     xx, y0 + h + 16, n > 1 ? (size_t)((double)(n - 1) * k / 4.0) : (size_t)0);
         }
         fprintf(f,
+                "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" "
+                "stroke=\"#888\"/>\n"
                 "<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\" text-anchor=\"middle\">event"
                 "</text>\n",
-                x0 + w / 2, y0 + h + 34);
-        /* Lines: requested once (it is the same for every group), then the
-         * reserved bytes of each group. */
+                x0, y0, w, h, x0 + w / 2, y0 + h + 32);
         if (!g0->ok || n == 0) {
             fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"14\">replay failed</text>\n",
                     x0 + 20, y0 + 30);
             continue;
         }
+        /* Reserved bytes of each group, then requested on top (the same
+         * for every group), then the peaks. */
         for (size_t g = 0; g < ngroups; g++) {
             const result_t *r = &rs[p * ngroups + g];
             if (r->ok && r->sr.n)
                 svg_line(f, r->sr.reserved, r->sr.n, x0, w, y0, h, ym, colors[g % 8], 1.5);
         }
         svg_line(f, g0->sr.requested, n, x0, w, y0, h, ym, "#222", 1.0);
-        svg_peak(f, g0->sr.requested, n, x0, w, y0, h, ym, "#222", "requested", 0);
         for (size_t g = 0; g < ngroups; g++) {
             const result_t *r = &rs[p * ngroups + g];
-            if (!r->ok || !r->sr.n)
-                continue;
-            char what[96];
-            snprintf(what, sizeof what, "reserved%s%.60s", ngroups > 1 ? " " : "",
-                     ngroups > 1 ? r->group->label : "");
-            svg_peak(f, r->sr.reserved, r->sr.n, x0, w, y0, h, ym, colors[g % 8], what, (int)g + 1);
+            if (r->ok && r->sr.n)
+                svg_peak(f, r->sr.reserved, r->sr.n, x0, w, y0, h, ym, colors[g % 8]);
         }
-        /* Legend. */
-        double lx = x0 + 10, ly = y0 + 16;
+        svg_peak(f, g0->sr.requested, n, x0, w, y0, h, ym, "#222");
+        /* Legend below the axis, with the peaks in words. */
+        double lx = x0, ly = y0 + h + SVG_AXIS + 6;
+        size_t ip = argmax(g0->sr.requested, n);
         fprintf(f,
-                "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#222\"/>"
-                "<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\">requested</text>\n",
-                lx, ly, lx + 20, ly, lx + 26, ly + 4);
+                "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#222\" "
+                "stroke-width=\"2\"/><text x=\"%.1f\" y=\"%.1f\" font-size=\"12\">requested: "
+                "peak %s at event %zu</text>\n",
+                lx, ly, lx + 24, ly, lx + 30, ly + 4, human(g0->sr.requested[ip], b), ip);
         for (size_t g = 0; g < ngroups; g++) {
             const result_t *r = &rs[p * ngroups + g];
-            ly += 16;
+            ly += SVG_ROW;
             fprintf(f,
                     "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" "
                     "stroke-width=\"2\"/><text x=\"%.1f\" y=\"%.1f\" font-size=\"12\">reserved",
-                    lx, ly, lx + 20, ly, colors[g % 8], lx + 26, ly + 4);
+                    lx, ly, lx + 24, ly, colors[g % 8], lx + 30, ly + 4);
             if (*r->group->label) {
                 fputs(" (", f);
                 xml_text(f, r->group->label);
                 fputs(")", f);
             }
-            fprintf(f, ", peak/requested %.3f</text>\n", r->ok ? ratio(r) : 0.0);
+            if (r->ok && r->sr.n) {
+                size_t jp = argmax(r->sr.reserved, r->sr.n);
+                fprintf(f, ": peak %s at event %zu, %.3f times the peak requested",
+                        human(r->sr.reserved[jp], b), jp, ratio(r));
+            } else {
+                fputs(": replay failed", f);
+            }
+            fputs("</text>\n", f);
         }
     }
     fprintf(f, "</svg>\n");
