@@ -7,7 +7,7 @@ srcdir=${srcdir:-.}
 replay=../tools/gpuarena-replay
 status=0
 for t in "$srcdir"/data/*.trace "$srcdir"/data/replay/*.trace; do
-    if ! "$replay" --check --runs 1 "$t" > replay-data.out 2>&1; then
+    if ! timeout 300 "$replay" --check --runs 1 "$t" > replay-data.out 2>&1; then
         echo "FAIL: gpuarena-replay --check $t"
         cat replay-data.out
         status=1
