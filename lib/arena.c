@@ -75,7 +75,13 @@ void ga_arena_destroy(gpuarena_t *a)
 gpuarena_status_t ga_arena_stream(gpuarena_t *a, gpuarena_stream_t handle, ga_stream_t *s)
 {
     s->handle = handle;
-    return a->prov->ops->stream_id(a->prov, handle, &s->id);
+    const ga_provider_ops_t *ops = a->prov->ops;
+    gpuarena_status_t st = ops->stream_id(a->prov, handle, &s->id);
+    /* A stream under graph capture is refused before anything changes:
+     * the arena cannot query or record events in a capture. */
+    if (st == GPUARENA_SUCCESS && ops->stream_check)
+        st = ops->stream_check(a->prov, handle);
+    return st;
 }
 
 void ga_arena_foreach(void (*fn)(gpuarena_t *a, void *arg), void *arg)

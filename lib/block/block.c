@@ -12,12 +12,17 @@
  *   may take it at once (stream order makes that safe); no event is
  *   recorded on this path.
  * - Another stream T may take it only once the GPU has passed the free.
- *   When T misses, the manager records one event per stream pool (a
- *   "sweep") covering every free made into it so far; when a sweep's event
- *   has completed, the blocks it covers move to the ANY pool, which every
+ *   When T misses, every stream pool with uncovered frees is marked as
+ *   wanted; the next free into such a pool records one event (a "sweep")
+ *   covering every free made into it so far.  When a sweep's event has
+ *   completed, the blocks it covers move to the ANY pool, which every
  *   stream may use.  With cross_stream = wait, T instead takes the best
- *   fit from another stream's pool at once and is made to wait on an event
- *   recorded on that stream (the host never waits).
+ *   fit covered by another pool's outstanding sweep at once and is made to
+ *   wait on that event (the host never waits).
+ * - A stream handle is used only during the call that names it: the
+ *   program may destroy the stream right after.  So events are recorded on
+ *   the stream being freed on, never later on a stream remembered; trim
+ *   and the out-of-memory path catch up with sync_all.
  * - record_stream adds streams to a live block; its free records one event
  *   on each of them and the block stays PENDING until all have completed.
  * - A provider without events (host memory) completes every free at once:
@@ -224,9 +229,11 @@ static void pool_put(ga_bm_t *bm, ga_pool_t *p, ga_block_t *b)
  * of ANY are safe for every stream, so a stream pool takes them in: the
  * larger block is worth more to its stream than the pieces to the others,
  * and the next sweep gives it back to ANY. */
-static inline bool joins(const ga_bm_t *bm, const ga_pool_t *q, const ga_pool_t *p)
+static inline bool joins(const ga_bm_t *bm, const ga_block_t *n, const ga_pool_t *p)
 {
-    return q == p || (q == &bm->any && p != &bm->holes);
+    if (n->state != BLOCK_FREE && n->state != BLOCK_HOLE)
+        return false; /* live, or pending (its pool is where it will go) */
+    return n->pool == p || (n->pool == &bm->any && p != &bm->holes);
 }
 
 /* Merge free block B (in no pool) with its neighbours of pool P, put the
@@ -234,8 +241,9 @@ static inline bool joins(const ga_bm_t *bm, const ga_pool_t *q, const ga_pool_t 
  * newest stamp, so the age list stays in stamp order. */
 static ga_block_t *coalesce_into(ga_bm_t *bm, ga_pool_t *p, ga_block_t *b, uint64_t stamp)
 {
-    ga_block_t *n = b->next;
-    if (n && n->pool && joins(bm, n->pool, p)) {
+    /* Loops: an ANY neighbour taken in may have a neighbour of P. */
+    ga_block_t *n;
+    while ((n = b->next) && joins(bm, n, p)) {
         if (n->stamp > stamp)
             stamp = n->stamp;
         pool_take(bm, n);
@@ -247,8 +255,8 @@ static ga_block_t *coalesce_into(ga_bm_t *bm, ga_pool_t *p, ga_block_t *b, uint6
             b->seg->last = b;
         block_delete(bm, n);
     }
-    ga_block_t *v = b->prev;
-    if (v && v->pool && joins(bm, v->pool, p)) {
+    ga_block_t *v;
+    while ((v = b->prev) && joins(bm, v, p)) {
         if (v->stamp > stamp)
             stamp = v->stamp;
         pool_take(bm, v);
@@ -434,6 +442,7 @@ static gpuarena_status_t seg_growable(ga_bm_t *bm, int cls, ga_segment_t **out)
         block_delete(bm, h);
         return st;
     }
+    va = bm->prov->va_size; /* the provider may have had less */
     g->base = (uintptr_t)base;
     g->size = va;
     g->growable = true;
@@ -584,20 +593,31 @@ static void sweep_finish(ga_bm_t *bm, ga_pool_t *p)
     p->sweep = NULL;
 }
 
-/* Record a sweep event on every stream pool with uncovered free blocks. */
-static void sweep_start_all(ga_bm_t *bm)
+/* Another stream missed: ask every stream pool with uncovered free blocks
+ * for a sweep at its next free. */
+static void sweep_request_all(ga_bm_t *bm)
 {
     for (unsigned i = 0; i < bm->npools; i++) {
         ga_pool_t *p = bm->pools[i];
-        if (p->sweep || p->dead || !p->age_tail || p->age_tail->stamp <= p->sweep_seq)
-            continue;
-        if (event_record(bm, p->stream, &p->sweep) != GPUARENA_SUCCESS) {
-            p->sweep = NULL;
-            p->dead = true; /* the stream is gone; trim and OOM sync instead */
-            continue;
-        }
-        p->sweep_seq = p->seq;
+        if (!p->sweep && p->age_tail && p->age_tail->stamp > p->sweep_seq)
+            p->wanted = true;
     }
+}
+
+/* After a free into P on S (a live handle): finish a completed sweep and
+ * record a wanted one. */
+static void sweep_on_free(ga_bm_t *bm, ga_pool_t *p, ga_stream_t s)
+{
+    if (p->sweep && bm->prov->ops->event_query(bm->prov, p->sweep) == GPUARENA_SUCCESS)
+        sweep_finish(bm, p);
+    if (!p->wanted || p->sweep)
+        return;
+    if (event_record(bm, s, &p->sweep) != GPUARENA_SUCCESS) {
+        p->sweep = NULL;
+        return; /* trim and the out-of-memory path catch up */
+    }
+    p->sweep_seq = p->seq;
+    p->wanted = false;
 }
 
 /* Query outstanding events; act on the completed ones.  With SYNC, wait
@@ -642,21 +662,25 @@ static void drain_all(ga_bm_t *bm)
 {
     if (!bm->events)
         return;
-    poll_events(bm, true); /* sweeps already under way cover older frees */
-    sweep_start_all(bm);
-    poll_events(bm, true);
-    /* Pools whose stream could not record: their frees are old; a dead
-     * stream has no new work, so synchronising on the others suffices. */
-    for (unsigned i = 0; i < bm->npools; i++) {
-        ga_pool_t *p = bm->pools[i];
-        if (p->dead && p->age_head) {
-            p->sweep_seq = p->seq;
-            ga_event_t ev;
-            if (event_get(bm, &ev) == GPUARENA_SUCCESS) {
-                p->sweep = ev;
-                sweep_finish(bm, p);
+    const ga_provider_ops_t *ops = bm->prov->ops;
+    if (ops->sync_all) {
+        if (ops->sync_all(bm->prov) != GPUARENA_SUCCESS)
+            return;             /* the device is in error: keep every block where it is */
+        poll_events(bm, false); /* all complete now */
+        for (unsigned i = 0; i < bm->npools; i++) {
+            ga_pool_t *p = bm->pools[i];
+            if (!p->age_head)
+                continue;
+            if (!p->sweep && event_get(bm, &p->sweep) != GPUARENA_SUCCESS) {
+                p->sweep = NULL;
+                continue;
             }
+            p->sweep_seq = p->seq;
+            p->wanted = false;
+            sweep_finish(bm, p);
         }
+    } else {
+        poll_events(bm, true);
     }
 }
 
@@ -674,18 +698,27 @@ static ga_block_t *find_free(ga_bm_t *bm, int cls, size_t rs, ga_stream_t s)
     return b;
 }
 
-/* cross_stream = wait: the best fit in another stream's pool. */
-static ga_block_t *find_other(ga_bm_t *bm, int cls, size_t rs, ga_stream_t s)
+/* cross_stream = wait: the best fit in another stream's pool that an
+ * outstanding sweep covers (its event can be waited on); *POOL gets it. */
+static ga_block_t *find_other(ga_bm_t *bm, int cls, size_t rs, ga_stream_t s, ga_pool_t **pool)
 {
     size_t limit = bm->set.max_split && rs <= bm->set.max_split ? bm->set.max_split : 0;
     ga_block_t *best = NULL;
     for (unsigned i = 0; i < bm->npools; i++) {
         ga_pool_t *p = bm->pools[i];
-        if (p->stream.id == s.id || p->dead)
+        if (p->stream.id == s.id)
             continue;
         ga_block_t *b = ga_fit_find(&p->fit[cls], rs, limit);
-        if (b && (!best || b->size < best->size))
+        if (!b)
+            continue;
+        if (!p->sweep || b->stamp > p->sweep_seq) {
+            p->wanted = true; /* covered next time */
+            continue;
+        }
+        if (!best || b->size < best->size) {
             best = b;
+            *pool = p;
+        }
     }
     return best;
 }
@@ -842,24 +875,19 @@ static gpuarena_status_t alloc_locked(ga_bm_t *bm, size_t rs, size_t size, ga_st
     }
     if (bm->events && bm->set.cross_stream != GA_CROSS_NEVER) {
         poll_events(bm, false);
-        if (bm->set.cross_stream == GA_CROSS_EVENT)
-            sweep_start_all(bm);
         b = find_free(bm, cls, rs, s);
         if (!b && bm->set.cross_stream == GA_CROSS_WAIT) {
-            b = find_other(bm, cls, rs, s);
+            ga_pool_t *p = NULL;
+            b = find_other(bm, cls, rs, s, &p);
             if (b) {
-                ga_event_t ev;
-                gpuarena_status_t st = event_record(bm, b->pool->stream, &ev);
-                if (st == GPUARENA_SUCCESS) {
-                    st = bm->prov->ops->stream_wait(bm->prov, s.handle, ev);
-                    event_put(bm, ev);
-                }
-                if (st != GPUARENA_SUCCESS)
-                    b = NULL;
-                else
+                if (bm->prov->ops->stream_wait(bm->prov, s.handle, p->sweep) == GPUARENA_SUCCESS)
                     bm->c.waits++;
+                else
+                    b = NULL;
             }
         }
+        if (!b)
+            sweep_request_all(bm);
         if (b) {
             bm->c.hits++;
             return take_block(bm, b, rs, size, s, ptr);
@@ -973,13 +1001,10 @@ void ga_bm_free_locked(ga_bm_t *bm, ga_block_t *b, ga_stream_t s)
         }
     }
     free(u);
-    if (p == &bm->any && bm->events) {
-        /* Only reached without a pool record: make the free complete. */
-        ga_event_t ev;
-        if (event_record(bm, s, &ev) == GPUARENA_SUCCESS) {
-            bm->prov->ops->event_sync(bm->prov, ev);
-            event_put(bm, ev);
-        }
+    if (p == &bm->any && bm->events && bm->prov->ops->sync_all) {
+        /* Only reached without memory for a pool record: make the free
+         * complete before the block goes where every stream may take it. */
+        bm->prov->ops->sync_all(bm->prov);
     }
     if (n) {
         b->state = BLOCK_PENDING;
@@ -1020,6 +1045,9 @@ gpuarena_status_t ga_bm_free(ga_bm_t *bm, void *ptr, ga_stream_t s)
         st = ga_error(GPUARENA_ERR_DOUBLE_FREE, "gpuarena_free: %p was already freed", ptr);
     } else {
         ga_bm_free_locked(bm, b, s);
+        ga_pool_t *p = bm->events ? pool_find(bm, s.id) : NULL;
+        if (p)
+            sweep_on_free(bm, p, s);
         if (bm->waiters)
             poll_events(bm, false);
         enforce_cap(bm);

@@ -48,8 +48,8 @@ static gpuarena_status_t check_segment(ga_bm_t *bm, ga_segment_t *g, tally_t *t)
             if (!b->pool || b->pool == &bm->holes)
                 FAIL("free block %p is in no pool", (void *)b->addr);
             if (prev && prev->state == BLOCK_FREE && prev->pool == b->pool)
-                FAIL("free blocks %p and %p of one pool were not merged", (void *)prev->addr,
-                     (void *)b->addr);
+                FAIL("free blocks %p and %p of one pool (stream %" PRIu64 ") were not merged",
+                     (void *)prev->addr, (void *)b->addr, b->pool->stream.id);
             mapped += b->size;
             break;
         case BLOCK_PENDING:
@@ -111,7 +111,12 @@ static gpuarena_status_t check_pool(ga_bm_t *bm, ga_pool_t *p, uint64_t *listed)
             }
         }
         if (count != f->count || bytes != f->bytes)
-            FAIL("fit totals disagree with the lists");
+            FAIL("fit totals disagree with the lists of the %s pool, class %d: %" PRIu64
+                 " blocks of %" PRIu64 " bytes listed, totals say %" PRIu64 " of %" PRIu64,
+                 p == &bm->any     ? "ANY"
+                 : p == &bm->holes ? "hole"
+                                   : "stream",
+                 cls, count, bytes, f->count, f->bytes);
         n += count;
     }
     if (stream_pool) {

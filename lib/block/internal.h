@@ -103,7 +103,7 @@ struct ga_pool {
     uint64_t seq;                    /* stamp of the last free into this pool */
     ga_event_t sweep;                /* event recorded to release blocks to ANY */
     uint64_t sweep_seq;              /* blocks stamped up to this are covered by it */
-    bool dead;                       /* recording on the stream failed */
+    bool wanted;                     /* another stream missed: record at the next free */
 };
 
 /* Live map (livemap.c): address -> live block, readable without the lock

@@ -197,6 +197,7 @@ bool ga_tcache_alloc(ga_bm_t *bm, size_t rounded, size_t size, ga_stream_t s, vo
     ga_block_t *b = sl->b[--sl->n];
     atomic_store_explicit(&b->cached, 0, memory_order_relaxed);
     b->requested = size;
+    b->stream = s; /* it may have been allocated on another stream before */
     t->req_delta += (int64_t)size;
     t->inuse_delta += (int64_t)b->size;
     t->allocs++;

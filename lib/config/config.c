@@ -1,55 +1,939 @@
-/* config.c - TEMPORARY: defaults only, replaced by the config issue. */
-#include "config/config.h"
+/*
+ * config.c - reading gpuarena.conf(5) with libinih, GPUARENA_OPTIONS and
+ * option strings into a ga_conf_t; the search order; the process's
+ * configuration, read once under a lock, with a sticky failure.
+ *
+ * libinih splits lines into section, key and value.  It tells its handler
+ * neither the line number nor the start of an empty section, so the lines
+ * reach it through our own reader, which counts them, checks section
+ * headers and the shape of each line, and hands libinih the key lines only
+ * (with their indentation removed, so that an indented line is never taken
+ * for a continuation of the previous value).
+ */
+#include <config.h>
 
-#include <stdint.h>
+#include "config/config.h"
+#include "config/suggest.h"
+#include "errors.h"
+
+#include <errno.h>
+#include <ini.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
-static const char *const kind_names[GPUARENA_KIND_COUNT] = {"device", "pinned", "managed", "host",
-                                                            "sim"};
+#ifndef GA_SYSCONFDIR
+#define GA_SYSCONFDIR "/etc"
+#endif
 
-const char *ga_kind_name(gpuarena_kind_t kind)
+/* Messages kept per configuration; later ones are counted, not kept. */
+#define MAX_ERRORS 32
+
+typedef struct origin {
+    unsigned char kind; /* ga_origin_kind_t; GA_ORIGIN_DEFAULT: not set here */
+    int line;           /* GA_ORIGIN_FILE */
+    const char *name;   /* GA_ORIGIN_ENV, GA_ORIGIN_OPTIONS: a static name */
+} origin_t;
+
+typedef struct section {
+    ga_settings_t values; /* only the keys set here are meaningful */
+    origin_t origin[GA_CONFIG_MAX_KEYS];
+} section_t;
+
+struct ga_conf {
+    char *file;              /* file read, or NULL */
+    const char *file_source; /* how it was found */
+    char *searched;          /* paths looked at when none was found */
+    section_t kinds[GPUARENA_KIND_COUNT];
+    section_t *devices[GPUARENA_KIND_COUNT][GA_CONFIG_MAX_DEVICES];
+    char *errors[MAX_ERRORS];
+    size_t nerrors; /* may exceed MAX_ERRORS */
+};
+
+/* ------------------------------------------------------------- messages */
+
+static void conf_error(ga_conf_t *c, const char *fmt, ...) GA_PRINTF(2, 3);
+
+static void conf_error(ga_conf_t *c, const char *fmt, ...)
 {
-    return (unsigned)kind < GPUARENA_KIND_COUNT ? kind_names[kind] : "?";
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    if (c->nerrors < MAX_ERRORS)
+        c->errors[c->nerrors] = strdup(buf); /* NULL without memory: shown as such */
+    c->nerrors++;
 }
 
-void ga_config_defaults(gpuarena_kind_t kind, ga_settings_t *s)
+/* The status for C after a step that may have added messages: the first
+ * message becomes gpuarena_last_error(). */
+static gpuarena_status_t conf_status(const ga_conf_t *c)
 {
-    memset(s, 0, sizeof *s);
-    s->round = 512;
-    s->small_max = 1 << 20;
-    s->small_segment = 2 << 20;
-    s->large_segment = 20 << 20;
-    s->max_split = 0;
-    s->expandable = true;
-    s->granule = 0;
-    s->release_threshold = 0;
-    s->max_cached = SIZE_MAX;
-    s->cross_stream = GA_CROSS_EVENT;
-    s->thread_cache = true;
-    s->thread_cache_max = 256 << 10;
-    s->thread_cache_count = 8;
-    s->sim_event_delay = 4;
-    s->numa = kind == GPUARENA_PINNED ? GA_NUMA_NEAREST : GA_NUMA_LOCAL;
-    s->prefetch = GA_PREFETCH_NONE;
-    s->prefetch_headroom = 256 << 20;
+    if (c->nerrors == 0)
+        return GPUARENA_SUCCESS;
+    return ga_error(GPUARENA_ERR_CONFIG, "%s", ga_conf_error(c, 0));
 }
 
-gpuarena_status_t ga_config_init(const char *path)
+size_t ga_conf_error_count(const ga_conf_t *c)
 {
-    (void)path;
-    return GPUARENA_SUCCESS;
+    return c->nerrors < MAX_ERRORS ? c->nerrors : MAX_ERRORS;
 }
 
-gpuarena_status_t ga_config_settings(gpuarena_kind_t kind, int device, ga_settings_t *out)
+size_t ga_conf_total_errors(const ga_conf_t *c)
 {
-    (void)device;
+    return c->nerrors;
+}
+
+const char *ga_conf_error(const ga_conf_t *c, size_t index)
+{
+    if (index >= ga_conf_error_count(c))
+        return NULL;
+    return c->errors[index] ? c->errors[index] : "(no memory for the message)";
+}
+
+/* ------------------------------------------------------- the conf object */
+
+ga_conf_t *ga_conf_new(void)
+{
+    ga_conf_t *c = calloc(1, sizeof *c);
+    if (!c)
+        return NULL;
+    for (int k = 0; k < GPUARENA_KIND_COUNT; k++)
+        ga_config_defaults((gpuarena_kind_t)k, &c->kinds[k].values);
+    return c;
+}
+
+void ga_conf_free(ga_conf_t *c)
+{
+    if (!c)
+        return;
+    for (int k = 0; k < GPUARENA_KIND_COUNT; k++)
+        for (int d = 0; d < GA_CONFIG_MAX_DEVICES; d++)
+            free(c->devices[k][d]);
+    for (size_t i = 0; i < ga_conf_error_count(c); i++)
+        free(c->errors[i]);
+    free(c->file);
+    free(c->searched);
+    free(c);
+}
+
+const char *ga_conf_file(const ga_conf_t *c)
+{
+    return c->file;
+}
+
+const char *ga_conf_file_source(const ga_conf_t *c)
+{
+    return c->file_source;
+}
+
+const char *ga_conf_searched(const ga_conf_t *c)
+{
+    return c->searched;
+}
+
+static bool has_device_sections(gpuarena_kind_t kind)
+{
+    return kind == GPUARENA_DEVICE || kind == GPUARENA_PINNED || kind == GPUARENA_MANAGED;
+}
+
+bool ga_conf_has_device(const ga_conf_t *c, gpuarena_kind_t kind, int device)
+{
+    return (unsigned)kind < GPUARENA_KIND_COUNT && device >= 0 && device < GA_CONFIG_MAX_DEVICES &&
+           c->devices[kind][device] != NULL;
+}
+
+static section_t *section_of(ga_conf_t *c, gpuarena_kind_t kind, int device)
+{
+    if (device < 0)
+        return &c->kinds[kind];
+    if (!c->devices[kind][device]) {
+        section_t *s = calloc(1, sizeof *s);
+        if (!s)
+            return NULL;
+        ga_config_defaults(kind, &s->values);
+        c->devices[kind][device] = s;
+    }
+    return c->devices[kind][device];
+}
+
+static void overlay(ga_settings_t *out, const section_t *s)
+{
+    for (size_t i = 0; i < ga_config_key_count(); i++)
+        if (s->origin[i].kind != GA_ORIGIN_DEFAULT)
+            ga_key_copy(ga_config_key(i), out, &s->values);
+}
+
+void ga_conf_settings(const ga_conf_t *c, gpuarena_kind_t kind, int device, ga_settings_t *out)
+{
     ga_config_defaults(kind, out);
+    if ((unsigned)kind >= GPUARENA_KIND_COUNT)
+        return;
+    overlay(out, &c->kinds[kind]);
+    if (ga_conf_has_device(c, kind, device))
+        overlay(out, c->devices[kind][device]);
+}
+
+static void format_origin(const ga_conf_t *c, const origin_t *o, char *buf, size_t size)
+{
+    switch (o->kind) {
+    case GA_ORIGIN_FILE:
+        snprintf(buf, size, "%s:%d", c->file ? c->file : "?", o->line);
+        break;
+    case GA_ORIGIN_ENV:
+    case GA_ORIGIN_OPTIONS:
+        snprintf(buf, size, "%s", o->name);
+        break;
+    default:
+        snprintf(buf, size, "default");
+        break;
+    }
+}
+
+static const origin_t *effective_origin(const ga_conf_t *c, gpuarena_kind_t kind, int device,
+                                        size_t index)
+{
+    static const origin_t none = {GA_ORIGIN_DEFAULT, 0, NULL};
+    if (ga_conf_has_device(c, kind, device) &&
+        c->devices[kind][device]->origin[index].kind != GA_ORIGIN_DEFAULT)
+        return &c->devices[kind][device]->origin[index];
+    if ((unsigned)kind < GPUARENA_KIND_COUNT &&
+        c->kinds[kind].origin[index].kind != GA_ORIGIN_DEFAULT)
+        return &c->kinds[kind].origin[index];
+    return &none;
+}
+
+void ga_conf_value(const ga_conf_t *c, gpuarena_kind_t kind, int device, const ga_key_t *k,
+                   char *value, size_t value_size, char *origin, size_t origin_size)
+{
+    ga_settings_t s;
+    ga_conf_settings(c, kind, device, &s);
+    ga_key_format(k, &s, value, value_size);
+    format_origin(c, effective_origin(c, kind, device, ga_config_key_index(k)), origin,
+                  origin_size);
+}
+
+/* ------------------------------------------------------- sections, keys */
+
+static const char *const section_names[] = {"device", "pinned", "managed", "host", "sim"};
+
+/* Parse a section name "KIND" or "KIND.N" (N for device, pinned, managed).
+ * On failure a message "section '...': ..." goes to C under WHERE. */
+static bool parse_section(ga_conf_t *c, const char *where, const char *name, size_t len,
+                          gpuarena_kind_t *kind, int *device)
+{
+    char text[64];
+    if (len >= sizeof text) {
+        conf_error(c, "%s: section '%.40s...': unknown section", where, name);
+        return false;
+    }
+    memcpy(text, name, len);
+    text[len] = '\0';
+    char *dot = strchr(text, '.');
+    if (dot)
+        *dot = '\0';
+    int k = -1;
+    for (int i = 0; i < GPUARENA_KIND_COUNT; i++)
+        if (strcmp(text, section_names[i]) == 0)
+            k = i;
+    if (k < 0) {
+        const char *guess = ga_suggest(text, section_names, GPUARENA_KIND_COUNT);
+        if (dot)
+            *dot = '.';
+        if (guess)
+            conf_error(c, "%s: section '%s': unknown section (did you mean '%s%s'?)", where, text,
+                       guess, dot ? dot : "");
+        else
+            conf_error(c,
+                       "%s: section '%s': unknown section (expected device, pinned, managed, "
+                       "host or sim, optionally followed by .DEVICE)",
+                       where, text);
+        return false;
+    }
+    int dev = -1;
+    if (dot) {
+        *dot = '.';
+        uint64_t v;
+        int r = ga_parse_uint(dot + 1, GA_CONFIG_MAX_DEVICES - 1, &v);
+        if (!has_device_sections((gpuarena_kind_t)k)) {
+            conf_error(c, "%s: section '%s': %s arenas have no device; use [%s]", where, text,
+                       section_names[k], section_names[k]);
+            return false;
+        }
+        if (r != GA_PARSE_OK) {
+            conf_error(c, "%s: section '%s': bad device number: expected an integer from 0 to %d",
+                       where, text, GA_CONFIG_MAX_DEVICES - 1);
+            return false;
+        }
+        dev = (int)v;
+    }
+    *kind = (gpuarena_kind_t)k;
+    *device = dev;
+    return true;
+}
+
+/* Set KEY = VALUE in section (KIND, DEVICE), named SECNAME in messages. */
+static void set_key(ga_conf_t *c, const char *where, gpuarena_kind_t kind, int device,
+                    const char *secname, const char *key, const char *value, origin_t o)
+{
+    const ga_key_t *k = ga_config_find_key(key);
+    if (!k) {
+        const char *names[GA_CONFIG_MAX_KEYS];
+        size_t n = ga_config_key_count();
+        for (size_t i = 0; i < n; i++)
+            names[i] = ga_config_key(i)->name;
+        const char *guess = ga_suggest(key, names, n);
+        if (guess)
+            conf_error(c, "%s: key '%s.%.64s': unknown key (did you mean '%s'?)", where, secname,
+                       key, guess);
+        else
+            conf_error(c, "%s: key '%s.%.64s': unknown key (see gpuarena.conf(5))", where, secname,
+                       key);
+        return;
+    }
+    if (!ga_key_applies(k, kind)) {
+        char list[80] = "";
+        for (int i = 0; i < GPUARENA_KIND_COUNT; i++) {
+            if (!ga_key_applies(k, (gpuarena_kind_t)i))
+                continue;
+            size_t used = strlen(list);
+            snprintf(list + used, sizeof list - used, "%s[%s]", used ? ", " : "", section_names[i]);
+        }
+        conf_error(c, "%s: key '%s.%s': not a key of [%s] arenas (it belongs in %s)", where,
+                   secname, key, section_names[kind], list);
+        return;
+    }
+    if (*value == '\0') {
+        conf_error(c, "%s: key '%s.%s': empty value: expected %s", where, secname, key, k->range);
+        return;
+    }
+    section_t *s = section_of(c, kind, device);
+    if (!s) {
+        conf_error(c, "%s: key '%s.%s': no memory", where, secname, key);
+        return;
+    }
+    size_t idx = ga_config_key_index(k);
+    if (o.kind == GA_ORIGIN_FILE && s->origin[idx].kind == GA_ORIGIN_FILE) {
+        conf_error(c, "%s: key '%s.%s': set twice (first on line %d)", where, secname, key,
+                   s->origin[idx].line);
+        return;
+    }
+    ga_settings_t tmp = s->values;
+    char why[256];
+    if (ga_key_parse(k, value, &tmp, why, sizeof why) != GA_PARSE_OK) {
+        conf_error(c, "%s: key '%s.%s': bad value '%.64s': %s", where, secname, key, value, why);
+        return;
+    }
+    ga_key_copy(k, &s->values, &tmp);
+    s->origin[idx] = o;
+}
+
+/* ---------------------------------------------------------- file parsing */
+
+enum { SEC_NONE, SEC_OK, SEC_BAD };
+
+typedef struct reader {
+    ga_conf_t *c;
+    const char *p, *end;
+    int line;
+    int sec_state;
+    gpuarena_kind_t kind;
+    int device;
+    char secname[64];
+    char where[512 - 64];
+} reader_t;
+
+static bool is_space(char ch)
+{
+    return ch == ' ' || ch == '\t' || ch == '\r' || ch == '\f' || ch == '\v';
+}
+
+static void set_where(reader_t *r)
+{
+    snprintf(r->where, sizeof r->where, "%s:%d", r->c->file, r->line);
+}
+
+/* A key line must have '=' or ':' before any inline ';' comment, as
+ * libinih wants. */
+static bool has_separator(const char *s, size_t len)
+{
+    bool was_space = false;
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] == '=' || s[i] == ':')
+            return true;
+        if (was_space && s[i] == ';')
+            return false;
+        was_space = is_space(s[i]);
+    }
+    return false;
+}
+
+static void section_line(reader_t *r, const char *s, size_t len)
+{
+    const char *close = memchr(s, ']', len);
+    r->sec_state = SEC_BAD;
+    if (!close) {
+        conf_error(r->c, "%s: syntax error: section header without ']'", r->where);
+        return;
+    }
+    const char *rest = close + 1;
+    while (rest < s + len && is_space(*rest))
+        rest++;
+    if (rest < s + len && *rest != '#' && *rest != ';') {
+        conf_error(r->c, "%s: syntax error: text after ']'", r->where);
+        return;
+    }
+    const char *name = s + 1;
+    size_t n = (size_t)(close - name);
+    while (n && is_space(*name))
+        name++, n--;
+    while (n && is_space(name[n - 1]))
+        n--;
+    if (n == 0) {
+        conf_error(r->c, "%s: syntax error: empty section name", r->where);
+        return;
+    }
+    if (parse_section(r->c, r->where, name, n, &r->kind, &r->device)) {
+        memcpy(r->secname, name, n); /* n < 64: parse_section checked */
+        r->secname[n] = '\0';
+        r->sec_state = SEC_OK;
+    }
+}
+
+/* libinih's reader: one line per call, or NULL at the end. */
+static char *read_line(char *str, int num, void *stream)
+{
+    reader_t *r = stream;
+    if (r->p >= r->end)
+        return NULL;
+    const char *s = r->p;
+    const char *nl = memchr(s, '\n', (size_t)(r->end - s));
+    size_t len = (size_t)((nl ? nl : r->end) - s);
+    r->p = nl ? nl + 1 : r->end;
+    r->line++;
+    set_where(r);
+    str[0] = '\n';
+    str[1] = '\0';
+    if (r->line == 1 && len >= 3 && memcmp(s, "\xEF\xBB\xBF", 3) == 0)
+        s += 3, len -= 3;
+    if (memchr(s, '\0', len)) {
+        conf_error(r->c, "%s: syntax error: the line holds a NUL byte", r->where);
+        return str;
+    }
+    while (len && is_space(*s))
+        s++, len--;
+    while (len && is_space(s[len - 1]))
+        len--;
+    int limit = num - 3 < GA_CONFIG_MAX_LINE ? num - 3 : GA_CONFIG_MAX_LINE;
+    if (len > (size_t)(limit > 0 ? limit : 0)) {
+        conf_error(r->c, "%s: syntax error: line longer than %d characters", r->where, limit);
+        return str;
+    }
+    if (len == 0 || *s == '#' || *s == ';')
+        return str;
+    if (*s == '[') {
+        section_line(r, s, len);
+        return str;
+    }
+    if (!has_separator(s, len)) {
+        conf_error(r->c, "%s: syntax error: expected 'key = value', '[section]' or a comment",
+                   r->where);
+        return str;
+    }
+    memcpy(str, s, len);
+    str[len] = '\n';
+    str[len + 1] = '\0';
+    return str;
+}
+
+static int on_key(void *user, const char *section, const char *name, const char *value)
+{
+    reader_t *r = user;
+    (void)section; /* the reader tracks sections itself */
+    if (r->sec_state == SEC_BAD)
+        return 1; /* the header's error is reported */
+    if (r->sec_state == SEC_NONE) {
+        conf_error(r->c,
+                   "%s: key '%.64s': outside any section (put it under [device], [pinned], "
+                   "[managed], [host] or [sim])",
+                   r->where, name);
+        return 1;
+    }
+    if (*name == '\0') {
+        conf_error(r->c, "%s: syntax error: no key before '='", r->where);
+        return 1;
+    }
+    /* '#' after a space starts a comment, as at the start of a line. */
+    char buf[GA_CONFIG_MAX_LINE + 8];
+    snprintf(buf, sizeof buf, "%s", value);
+    for (char *h = buf; *h; h++) {
+        if (*h == '#' && (h == buf || is_space(h[-1]))) {
+            *h = '\0';
+            break;
+        }
+    }
+    size_t n = strlen(buf);
+    while (n && is_space(buf[n - 1]))
+        buf[--n] = '\0';
+    origin_t o = {GA_ORIGIN_FILE, r->line, NULL};
+    set_key(r->c, r->where, r->kind, r->device, r->secname, name, buf, o);
+    return 1;
+}
+
+static gpuarena_status_t parse_buffer(ga_conf_t *c, const char *buf, size_t len)
+{
+    reader_t r;
+    memset(&r, 0, sizeof r);
+    r.c = c;
+    r.p = buf;
+    r.end = buf + len;
+    r.sec_state = SEC_NONE;
+    int e = ini_parse_stream(read_line, &r, on_key, &r);
+    if (e == -2)
+        conf_error(c, "%s: no memory to parse the file", c->file);
+    else if (e != 0 && c->nerrors == 0)
+        conf_error(c, "%s:%d: syntax error", c->file, e);
+    return conf_status(c);
+}
+
+static gpuarena_status_t set_file(ga_conf_t *c, const char *name)
+{
+    char *copy = strdup(name ? name : "(buffer)");
+    if (!copy)
+        return ga_error(GPUARENA_ERR_HOST_MEMORY, "no memory to read the configuration");
+    free(c->file);
+    c->file = copy;
     return GPUARENA_SUCCESS;
+}
+
+gpuarena_status_t ga_config_parse_buffer(ga_conf_t *c, const char *name, const char *buf,
+                                         size_t len)
+{
+    gpuarena_status_t st = set_file(c, name);
+    if (st != GPUARENA_SUCCESS)
+        return st;
+    return parse_buffer(c, buf, len);
+}
+
+/* Read PATH whole into a new buffer.  Returns 0, or an errno value. */
+static int slurp(const char *path, char **out, size_t *out_len)
+{
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return errno;
+    size_t cap = 4096, len = 0;
+    char *buf = malloc(cap);
+    int err = 0;
+    if (!buf)
+        err = ENOMEM;
+    while (!err) {
+        if (len == cap) {
+            if (cap >= GA_CONFIG_MAX_FILE) {
+                err = EFBIG;
+                break;
+            }
+            char *bigger = realloc(buf, cap * 2);
+            if (!bigger) {
+                err = ENOMEM;
+                break;
+            }
+            buf = bigger;
+            cap *= 2;
+        }
+        size_t n = fread(buf + len, 1, cap - len, f);
+        len += n;
+        if (n == 0) {
+            if (ferror(f))
+                err = errno ? errno : EIO;
+            break;
+        }
+    }
+    fclose(f);
+    if (err) {
+        free(buf);
+        return err;
+    }
+    *out = buf;
+    *out_len = len;
+    return 0;
+}
+
+gpuarena_status_t ga_conf_load_file(ga_conf_t *c, const char *path)
+{
+    gpuarena_status_t st = set_file(c, path);
+    if (st != GPUARENA_SUCCESS)
+        return st;
+    char *buf = NULL;
+    size_t len = 0;
+    errno = 0;
+    int err = slurp(path, &buf, &len);
+    if (err == EFBIG) {
+        conf_error(c, "%s: cannot read: larger than %d bytes", path, GA_CONFIG_MAX_FILE);
+        return conf_status(c);
+    }
+    if (err) {
+        conf_error(c, "%s: cannot read: %s", path, strerror(err));
+        return conf_status(c);
+    }
+    st = parse_buffer(c, buf, len);
+    free(buf);
+    return st;
+}
+
+/* --------------------------------------------------------- option strings */
+
+/* Split TEXT into "name=value" items at commas; a piece without '=' joins
+ * the value before it (node lists: "pinned.numa=0,2").  Calls FN for each
+ * item; a message for an item that is not name=value. */
+typedef void item_fn(ga_conf_t *c, const char *origin, char *name, char *value, void *ctx);
+
+static char *trim(char *s)
+{
+    while (is_space(*s) || *s == '\n')
+        s++;
+    size_t n = strlen(s);
+    while (n && (is_space(s[n - 1]) || s[n - 1] == '\n'))
+        s[--n] = '\0';
+    return s;
+}
+
+/* Whether the piece of an option string from P to the next comma continues
+ * the previous item's value: it has no '=' and is not blank. */
+static bool continues(const char *p)
+{
+    size_t n = strcspn(p, ",");
+    bool blank = true;
+    for (size_t i = 0; i < n; i++) {
+        if (p[i] == '=')
+            return false;
+        if (!is_space(p[i]) && p[i] != '\n')
+            blank = false;
+    }
+    return !blank;
+}
+
+static void split_options(ga_conf_t *c, const char *text, const char *origin, item_fn *fn,
+                          void *ctx)
+{
+    char *copy = strdup(text);
+    if (!copy) {
+        conf_error(c, "%s: no memory", origin);
+        return;
+    }
+    char *start = copy;
+    for (char *p = copy;; p++) {
+        if (*p == ',' && continues(p + 1))
+            continue;
+        if (*p != ',' && *p != '\0')
+            continue;
+        bool last = *p == '\0';
+        *p = '\0';
+        char *item = trim(start);
+        if (*item != '\0') { /* ",," and a trailing comma are harmless */
+            char *eq = strchr(item, '=');
+            if (eq) {
+                *eq = '\0';
+                fn(c, origin, trim(item), trim(eq + 1), ctx);
+            } else {
+                conf_error(c, "%s: '%.64s': expected KEY=VALUE", origin, item);
+            }
+        }
+        if (last)
+            break;
+        start = p + 1;
+    }
+    free(copy);
+}
+
+static void env_item(ga_conf_t *c, const char *origin, char *name, char *value, void *ctx)
+{
+    (void)ctx;
+    char *dot = strrchr(name, '.');
+    if (!dot) {
+        conf_error(c, "%s: key '%.64s': no section (write SECTION.KEY, as in device.%.64s)", origin,
+                   name, name);
+        return;
+    }
+    *dot = '\0';
+    gpuarena_kind_t kind;
+    int device;
+    if (!parse_section(c, origin, name, strlen(name), &kind, &device))
+        return;
+    origin_t o = {GA_ORIGIN_ENV, 0, origin};
+    set_key(c, origin, kind, device, name, dot + 1, value, o);
+}
+
+gpuarena_status_t ga_conf_apply_options(ga_conf_t *c, const char *text, const char *origin)
+{
+    if (text)
+        split_options(c, text, origin, env_item, NULL);
+    return conf_status(c);
+}
+
+/* Consistency of one section's effective settings.  A broken rule is
+ * blamed on the key of the two that was set (A if both were). */
+static void check_section(ga_conf_t *c, gpuarena_kind_t kind, int device)
+{
+    ga_settings_t s;
+    const ga_key_t *a, *b;
+    char why[160], where[512], secname[32];
+    ga_conf_settings(c, kind, device, &s);
+    if (ga_settings_consistent(&s, &a, &b))
+        return;
+    const origin_t *oa = effective_origin(c, kind, device, ga_config_key_index(a));
+    const origin_t *ob = effective_origin(c, kind, device, ga_config_key_index(b));
+    const ga_key_t *blame = oa->kind == GA_ORIGIN_DEFAULT && ob->kind != GA_ORIGIN_DEFAULT ? b : a;
+    format_origin(c, blame == a ? oa : ob, where, sizeof where);
+    ga_settings_conflict(&s, blame, a, b, why, sizeof why);
+    if (device >= 0)
+        snprintf(secname, sizeof secname, "%s.%d", ga_kind_name(kind), device);
+    else
+        snprintf(secname, sizeof secname, "%s", ga_kind_name(kind));
+    conf_error(c, "%s: key '%s.%s': %s", where, secname, blame->name, why);
+}
+
+gpuarena_status_t ga_conf_check(ga_conf_t *c)
+{
+    for (int k = 0; k < GPUARENA_KIND_COUNT; k++) {
+        check_section(c, (gpuarena_kind_t)k, -1);
+        for (int d = 0; d < GA_CONFIG_MAX_DEVICES; d++)
+            if (c->devices[k][d])
+                check_section(c, (gpuarena_kind_t)k, d);
+    }
+    return conf_status(c);
+}
+
+/* --------------------------------------------- gpuarena_create() options */
+
+typedef struct apply_ctx {
+    gpuarena_kind_t kind;
+    ga_settings_t *s;
+    bool set[GA_CONFIG_MAX_KEYS]; /* keys the options set */
+} apply_ctx_t;
+
+static void create_item(ga_conf_t *c, const char *origin, char *name, char *value, void *ctx)
+{
+    apply_ctx_t *a = ctx;
+    const ga_key_t *k = ga_config_find_key(name);
+    if (!k || !ga_key_applies(k, a->kind) || *value == '\0') {
+        /* the messages of a file's key, in the kind's section; nothing is set */
+        origin_t o = {GA_ORIGIN_OPTIONS, 0, origin};
+        set_key(c, origin, a->kind, -1, ga_kind_name(a->kind), name, value, o);
+        return;
+    }
+    char why[256];
+    a->set[ga_config_key_index(k)] = true;
+    if (ga_key_parse(k, value, a->s, why, sizeof why) != GA_PARSE_OK)
+        conf_error(c, "%s: key '%s.%s': bad value '%.64s': %s", origin, ga_kind_name(a->kind), name,
+                   value, why);
 }
 
 gpuarena_status_t ga_config_apply(ga_settings_t *s, gpuarena_kind_t kind, const char *options,
                                   const char *origin)
 {
-    (void)s, (void)kind, (void)origin;
-    return options && *options ? GPUARENA_ERR_CONFIG : GPUARENA_SUCCESS;
+    if (!options || !*options)
+        return GPUARENA_SUCCESS;
+    if ((unsigned)kind >= GPUARENA_KIND_COUNT)
+        return ga_error(GPUARENA_ERR_INVALID_ARGUMENT, "unknown arena kind %d", (int)kind);
+    ga_conf_t *c = ga_conf_new();
+    if (!c)
+        return ga_error(GPUARENA_ERR_HOST_MEMORY, "no memory to parse options");
+    ga_settings_t tmp = *s;
+    apply_ctx_t ctx = {kind, &tmp, {false}};
+    const char *name = origin ? origin : "options";
+    split_options(c, options, name, create_item, &ctx);
+    const ga_key_t *a, *b;
+    if (c->nerrors == 0 && !ga_settings_consistent(&tmp, &a, &b)) {
+        char why[160];
+        const ga_key_t *blame =
+            !ctx.set[ga_config_key_index(a)] && ctx.set[ga_config_key_index(b)] ? b : a;
+        ga_settings_conflict(&tmp, blame, a, b, why, sizeof why);
+        conf_error(c, "%s: key '%s.%s': %s", name, ga_kind_name(kind), blame->name, why);
+    }
+    gpuarena_status_t st = conf_status(c);
+    ga_conf_free(c);
+    if (st == GPUARENA_SUCCESS)
+        *s = tmp;
+    return st;
+}
+
+/* --------------------------------------------------- the search order */
+
+static const char *env(const char *name)
+{
+#if defined(__GLIBC__)
+    const char *v = secure_getenv(name);
+#else
+    const char *v = getenv(name);
+#endif
+    return v && *v ? v : NULL;
+}
+
+/* Whether PATH can be opened, or does not exist (ENOENT, ENOTDIR). */
+static bool exists(const char *path)
+{
+    FILE *f = fopen(path, "re");
+    if (f) {
+        fclose(f);
+        return true;
+    }
+    return errno != ENOENT && errno != ENOTDIR; /* unreadable: report it */
+}
+
+static void note_searched(ga_conf_t *c, const char *path)
+{
+    size_t old = c->searched ? strlen(c->searched) : 0;
+    char *s = realloc(c->searched, old + strlen(path) + 3);
+    if (!s)
+        return;
+    snprintf(s + old, strlen(path) + 3, "%s%s", old ? ", " : "", path);
+    c->searched = s;
+}
+
+/* Read the file of the search order into C, if any. */
+static gpuarena_status_t load_searched(ga_conf_t *c, const char *path)
+{
+    if (path) {
+        c->file_source = "gpuarena_init";
+        return ga_conf_load_file(c, path);
+    }
+    const char *v = env("GPUARENA_CONF");
+    if (v) {
+        c->file_source = "GPUARENA_CONF";
+        return ga_conf_load_file(c, v);
+    }
+    char buf[4096];
+    const char *xdg = env("XDG_CONFIG_HOME"), *home = env("HOME");
+    buf[0] = '\0';
+    if (xdg && xdg[0] == '/') {
+        snprintf(buf, sizeof buf, "%s/gpuarena.conf", xdg);
+        c->file_source = "XDG_CONFIG_HOME";
+    } else if (home) {
+        snprintf(buf, sizeof buf, "%s/.config/gpuarena.conf", home);
+        c->file_source = "HOME";
+    }
+    if (buf[0]) {
+        if (exists(buf))
+            return ga_conf_load_file(c, buf);
+        note_searched(c, buf);
+    }
+    snprintf(buf, sizeof buf, "%s/gpuarena.conf", GA_SYSCONFDIR);
+    c->file_source = "sysconfdir";
+    if (exists(buf))
+        return ga_conf_load_file(c, buf);
+    note_searched(c, buf);
+    c->file_source = NULL;
+    return GPUARENA_SUCCESS;
+}
+
+/* ------------------------------------------ the process's configuration */
+
+static pthread_mutex_t config_lock = PTHREAD_MUTEX_INITIALIZER;
+static atomic_int config_state; /* 0: not read, 1: read, 2: failed */
+static ga_conf_t *config_current;
+static gpuarena_status_t config_status;
+static char config_message[512];
+static char *config_path; /* the path given to ga_config_init, if any */
+
+static gpuarena_status_t sticky(void)
+{
+    return ga_error(config_status, "%s", config_message);
+}
+
+static gpuarena_status_t load(const char *path)
+{
+    ga_conf_t *c = ga_conf_new();
+    if (!c)
+        return ga_error(GPUARENA_ERR_HOST_MEMORY, "no memory to read the configuration");
+    gpuarena_status_t st = load_searched(c, path);
+    if (st == GPUARENA_SUCCESS)
+        st = ga_conf_apply_options(c, env("GPUARENA_OPTIONS"), "GPUARENA_OPTIONS");
+    if (st == GPUARENA_SUCCESS)
+        st = ga_conf_check(c);
+    if (st == GPUARENA_SUCCESS) {
+        config_current = c;
+        atomic_store(&config_state, 1);
+        return st;
+    }
+    config_status = st;
+    snprintf(config_message, sizeof config_message, "%s", gpuarena_last_error());
+    ga_conf_free(c);
+    atomic_store(&config_state, 2);
+    return st;
+}
+
+gpuarena_status_t ga_config_init(const char *path)
+{
+    if (path && !*path)
+        return ga_error(GPUARENA_ERR_INVALID_ARGUMENT, "gpuarena_init: empty path");
+    pthread_mutex_lock(&config_lock);
+    gpuarena_status_t st;
+    int state = atomic_load(&config_state);
+    if (state == 0) {
+        free(config_path);
+        config_path = path ? strdup(path) : NULL;
+        st = load(path);
+    } else if (path && (!config_path || strcmp(path, config_path) != 0)) {
+        st = ga_error(GPUARENA_ERR_CONFIG,
+                      "gpuarena_init: %s not read: the configuration was already read; call "
+                      "gpuarena_init() before any other gpuarena function",
+                      path);
+    } else {
+        st = state == 1 ? GPUARENA_SUCCESS : sticky();
+    }
+    pthread_mutex_unlock(&config_lock);
+    return st;
+}
+
+/* The configuration in effect, reading it if nobody has; NULL with *ST
+ * and the message set when reading failed. */
+static const ga_conf_t *current(gpuarena_status_t *st)
+{
+    int state = atomic_load(&config_state);
+    if (state == 0) {
+        *st = ga_config_init(NULL);
+        if (*st != GPUARENA_SUCCESS)
+            return NULL;
+        state = atomic_load(&config_state);
+    }
+    if (state != 1) {
+        pthread_mutex_lock(&config_lock);
+        *st = sticky();
+        pthread_mutex_unlock(&config_lock);
+        return NULL;
+    }
+    *st = GPUARENA_SUCCESS;
+    return config_current;
+}
+
+const ga_conf_t *ga_config_current(void)
+{
+    gpuarena_status_t st;
+    return current(&st);
+}
+
+gpuarena_status_t ga_config_settings(gpuarena_kind_t kind, int device, ga_settings_t *out)
+{
+    gpuarena_status_t st;
+    const ga_conf_t *c = current(&st);
+    if (c)
+        ga_conf_settings(c, kind, device, out);
+    return st;
+}
+
+void ga_config_reset(void)
+{
+    pthread_mutex_lock(&config_lock);
+    ga_conf_free(config_current);
+    config_current = NULL;
+    free(config_path);
+    config_path = NULL;
+    config_message[0] = '\0';
+    config_status = GPUARENA_SUCCESS;
+    atomic_store(&config_state, 0);
+    pthread_mutex_unlock(&config_lock);
 }

@@ -57,12 +57,29 @@ static gpuarena_status_t host_unmap(ga_provider_t *p, void *base, size_t size)
 
 static gpuarena_status_t host_reserve(ga_provider_t *p, size_t size, void **base)
 {
-    (void)p;
-    void *a = mmap(NULL, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (a == MAP_FAILED)
-        return os_error("mmap (reserve)", size);
-    *base = a;
-    return GPUARENA_SUCCESS;
+    /* Address space is not always plentiful (an address-space rlimit,
+     * valgrind): halve the range until it fits, down to 1 GiB, and say
+     * what was had through va_size. */
+    for (;;) {
+        /* mmap aligns to pages only: take a granule more, keep the aligned
+         * part (blocks and holes are granule aligned). */
+        size_t g = p->granule;
+        void *a =
+            mmap(NULL, size + g, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (a != MAP_FAILED) {
+            uintptr_t lo = (uintptr_t)a, al = (lo + g - 1) & ~(uintptr_t)(g - 1);
+            if (al > lo)
+                munmap(a, al - lo);
+            if (al + size < lo + size + g)
+                munmap((void *)(al + size), lo + size + g - (al + size));
+            p->va_size = size;
+            *base = (void *)al;
+            return GPUARENA_SUCCESS;
+        }
+        if ((errno != ENOMEM && errno != EINVAL) || size / 2 < ((size_t)1 << 30))
+            return os_error("mmap (reserve)", size);
+        size /= 2;
+    }
 }
 
 static gpuarena_status_t host_release(ga_provider_t *p, void *base, size_t size)
@@ -151,7 +168,12 @@ gpuarena_status_t ga_host_provider_create(const ga_settings_t *set, ga_provider_
     h->base.granule = set->granule ? set->granule : (size_t)2 << 20;
     if (h->base.granule % page)
         h->base.granule = (h->base.granule + page - 1) / page * page;
-    h->base.va_size = (size_t)1 << 40;
+    /* Twice the machine's memory: more than one arena could ever map. */
+    size_t phys = (size_t)sysconf(_SC_PHYS_PAGES) * page;
+    size_t va = (size_t)1 << 30;
+    while (va < 2 * phys && va < ((size_t)1 << 46))
+        va *= 2;
+    h->base.va_size = va;
     h->base.growable = set->expandable;
     h->base.host_visible = true;
     *out = &h->base;

@@ -41,7 +41,9 @@ typedef struct ga_provider_ops {
     gpuarena_status_t (*unmap)(ga_provider_t *p, void *base, size_t size);
 
     /* Growable segments (optional, all four or none): reserve an address
-     * range, then commit and decommit granule-aligned pieces inside it. */
+     * range, then commit and decommit granule-aligned pieces inside it.
+     * reserve may lower va_size when the full range cannot be had; the
+     * segment then spans the new va_size. */
     gpuarena_status_t (*reserve)(ga_provider_t *p, size_t size, void **base);
     gpuarena_status_t (*release)(ga_provider_t *p, void *base, size_t size);
     gpuarena_status_t (*commit)(ga_provider_t *p, void *addr, size_t size);
@@ -62,6 +64,11 @@ typedef struct ga_provider_ops {
     gpuarena_status_t (*event_sync)(ga_provider_t *p, ga_event_t ev);
     /* Make stream S wait for EV without blocking the host (optional). */
     gpuarena_status_t (*stream_wait)(ga_provider_t *p, gpuarena_stream_t s, ga_event_t ev);
+    /* Wait until all work on every stream is done (with events; trim and
+     * the out-of-memory path only).  The block manager never records on a
+     * stream after the call that named it returns, since the program may
+     * have destroyed it since; this is how it catches up on those. */
+    gpuarena_status_t (*sync_all)(ga_provider_t *p);
 
     /* Optional: zero SIZE bytes at PTR in stream order on S. */
     gpuarena_status_t (*memzero)(ga_provider_t *p, void *ptr, size_t size, gpuarena_stream_t s);

@@ -142,6 +142,12 @@ static gpuarena_status_t sim_event_sync(ga_provider_t *p, ga_event_t ev)
     return GPUARENA_SUCCESS;
 }
 
+static gpuarena_status_t sim_sync_all(ga_provider_t *p)
+{
+    ((sim_t *)p)->clock += (uint64_t)((sim_t *)p)->delay + 1; /* every event recorded is done */
+    return GPUARENA_SUCCESS;
+}
+
 static gpuarena_status_t sim_stream_wait(ga_provider_t *p, gpuarena_stream_t h, ga_event_t ev)
 {
     (void)p, (void)h, (void)ev;
@@ -175,6 +181,7 @@ static const ga_provider_ops_t sim_ops = {
     .event_query = sim_event_query,
     .event_sync = sim_event_sync,
     .stream_wait = sim_stream_wait,
+    .sync_all = sim_sync_all,
     .mem_free = sim_mem_free,
     .destroy = sim_destroy,
 };

@@ -1,17 +1,219 @@
-/* topo.c - TEMPORARY: no binding; replaced by the topology room. */
-#include "topo/topo.h"
+/*
+ * topo.c - loading the topology (hwloc, I/O discovery on), caching it, and
+ * turning a placement policy into a set of NUMA nodes.
+ *
+ * Placement decisions are made on the machine's topology, or on the hwloc
+ * XML file named by GPUARENA_TOPOLOGY (to see what gpuarena would decide
+ * on another machine).  Both are loaded once per process, thread-safely,
+ * and never freed (they live as long as the arenas that use them).
+ */
+#include "config.h"
 
-gpuarena_status_t ga_topo_placement(const ga_settings_t *s, int device, ga_placement_t *out)
+#include "errors.h"
+#include "topo/topo_internal.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+gpuarena_status_t ga_topo_load(const char *path, hwloc_topology_t *out)
 {
-    (void)device;
-    out->policy = s->numa;
-    out->nodes = 0;
-    out->fallback = true;
+    hwloc_topology_t t;
+    if (hwloc_topology_init(&t) != 0)
+        return ga_error(GPUARENA_ERR_HOST_MEMORY, "hwloc_topology_init failed");
+    /* PCI devices are filtered out by default: keep the important ones
+     * (GPUs, bridges leading to them), from the machine or from the file. */
+    hwloc_topology_set_io_types_filter(t, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
+    if (path && hwloc_topology_set_xml(t, path) != 0) {
+        hwloc_topology_destroy(t);
+        return ga_error(GPUARENA_ERR_CONFIG,
+                        "GPUARENA_TOPOLOGY: cannot read the hwloc XML topology file '%s'", path);
+    }
+    if (hwloc_topology_load(t) != 0) {
+        hwloc_topology_destroy(t);
+        return ga_error(path ? GPUARENA_ERR_CONFIG : GPUARENA_ERR_SYSTEM,
+                        "hwloc could not load the topology of %s", path ? path : "this machine");
+    }
+    *out = t;
     return GPUARENA_SUCCESS;
 }
 
-gpuarena_status_t ga_topo_bind(const ga_placement_t *pl, void *addr, size_t size)
+/* One cached topology: loaded at first use, the outcome kept. */
+typedef struct cached {
+    pthread_once_t once;
+    hwloc_topology_t topo;
+    gpuarena_status_t status;
+    char message[512];
+    char path[4096];
+} cached_t;
+
+static cached_t machine = {.once = PTHREAD_ONCE_INIT};
+static cached_t decisions = {.once = PTHREAD_ONCE_INIT};
+
+static void load_cached(cached_t *c, const char *path)
 {
-    (void)pl, (void)addr, (void)size;
+    c->status = ga_topo_load(path, &c->topo);
+    if (c->status != GPUARENA_SUCCESS)
+        snprintf(c->message, sizeof c->message, "%s", gpuarena_last_error());
+}
+
+static void load_machine(void)
+{
+    load_cached(&machine, NULL);
+}
+
+static void load_decisions(void)
+{
+    const char *env = getenv("GPUARENA_TOPOLOGY");
+    if (env && *env) {
+        snprintf(decisions.path, sizeof decisions.path, "%s", env);
+        load_cached(&decisions, decisions.path);
+        return;
+    }
+    pthread_once(&machine.once, load_machine);
+    decisions.topo = machine.topo;
+    decisions.status = machine.status;
+    memcpy(decisions.message, machine.message, sizeof decisions.message);
+}
+
+static gpuarena_status_t get(cached_t *c, void (*fn)(void), hwloc_topology_t *t)
+{
+    pthread_once(&c->once, fn);
+    if (c->status != GPUARENA_SUCCESS)
+        return ga_error(c->status, "%s", c->message);
+    *t = c->topo;
     return GPUARENA_SUCCESS;
+}
+
+gpuarena_status_t ga_topo_machine(hwloc_topology_t *t)
+{
+    return get(&machine, load_machine, t);
+}
+
+gpuarena_status_t ga_topo_decisions(hwloc_topology_t *t, const char **xml)
+{
+    gpuarena_status_t st = get(&decisions, load_decisions, t);
+    if (xml)
+        *xml = decisions.path[0] ? decisions.path : NULL;
+    return st;
+}
+
+uint64_t ga_topo_mask(hwloc_const_nodeset_t nodeset)
+{
+    uint64_t m = 0;
+    unsigned i;
+    hwloc_bitmap_foreach_begin(i, nodeset)
+    {
+        if (i < 64)
+            m |= (uint64_t)1 << i;
+    }
+    hwloc_bitmap_foreach_end();
+    return m;
+}
+
+uint64_t ga_topo_all_nodes(hwloc_topology_t t)
+{
+    return ga_topo_mask(hwloc_topology_get_topology_nodeset(t));
+}
+
+char *ga_topo_nodes_string(uint64_t mask, char *buf, size_t len)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < 64;) {
+        if (!(mask >> i & 1)) {
+            i++;
+            continue;
+        }
+        int j = i;
+        while (j + 1 < 64 && (mask >> (j + 1) & 1))
+            j++;
+        int n = j > i ? snprintf(buf + used, len - used, "%s%d-%d", used ? "," : "", i, j)
+                      : snprintf(buf + used, len - used, "%s%d", used ? "," : "", i);
+        if (n < 0 || (size_t)n >= len - used)
+            break;
+        used += (size_t)n;
+        i = j + 1;
+    }
+    return buf;
+}
+
+/* Check the node list of S against T; *MASK gets it. */
+static gpuarena_status_t node_list(hwloc_topology_t t, const ga_settings_t *s, uint64_t *mask)
+{
+    uint64_t all = ga_topo_all_nodes(t), m = 0;
+    char have[128];
+    for (unsigned i = 0; i < s->numa_count && i < GA_MAX_NODES; i++) {
+        int n = s->numa_nodes[i];
+        if (n < 0 || n >= 64 || !hwloc_get_numanode_obj_by_os_index(t, (unsigned)n) ||
+            !(all >> n & 1))
+            return ga_error(GPUARENA_ERR_CONFIG,
+                            "numa: NUMA node %d does not exist on this machine (its nodes: %s)", n,
+                            ga_topo_nodes_string(all, have, sizeof have));
+        m |= (uint64_t)1 << n;
+    }
+    *mask = m;
+    return GPUARENA_SUCCESS;
+}
+
+gpuarena_status_t ga_topo_resolve(hwloc_topology_t t, const ga_settings_t *s,
+                                  const ga_topo_gpu_t *gpu, ga_placement_t *out)
+{
+    uint64_t list = 0, all = ga_topo_all_nodes(t);
+    gpuarena_status_t st = node_list(t, s, &list);
+    if (st != GPUARENA_SUCCESS)
+        return st;
+    out->fallback = false;
+    switch (s->numa) {
+    case GA_NUMA_NEAREST:
+        if (gpu && gpu->located && gpu->nodes) {
+            out->policy = GA_NUMA_NODES;
+            out->nodes = gpu->nodes;
+            return GPUARENA_SUCCESS;
+        }
+        /* Locality unknown: spread the pages, and say so. */
+        out->policy = GA_NUMA_INTERLEAVE;
+        out->nodes = all;
+        out->fallback = true;
+        return GPUARENA_SUCCESS;
+    case GA_NUMA_NODES:
+        if (!list)
+            return ga_error(GPUARENA_ERR_CONFIG,
+                            "numa: the policy 'nodes' needs a list of NUMA nodes");
+        out->policy = GA_NUMA_NODES;
+        out->nodes = list;
+        return GPUARENA_SUCCESS;
+    case GA_NUMA_INTERLEAVE:
+        out->policy = GA_NUMA_INTERLEAVE;
+        out->nodes = list ? list : all;
+        return GPUARENA_SUCCESS;
+    case GA_NUMA_LOCAL:
+        out->policy = GA_NUMA_LOCAL;
+        out->nodes = 0;
+        return GPUARENA_SUCCESS;
+    }
+    return ga_error(GPUARENA_ERR_CONFIG, "numa: unknown policy %d", (int)s->numa);
+}
+
+gpuarena_status_t ga_topo_placement(const ga_settings_t *s, int device, ga_placement_t *out)
+{
+    hwloc_topology_t t;
+    gpuarena_status_t st = ga_topo_decisions(&t, NULL);
+    if (st != GPUARENA_SUCCESS)
+        return st;
+    ga_topo_gpu_t *gpus = NULL;
+    int n = 0;
+    bool from_driver = false;
+    const ga_topo_gpu_t *gpu = NULL;
+    /* Only the nearest policy needs to know where the GPU is. */
+    if (device >= 0 && s->numa == GA_NUMA_NEAREST &&
+        ga_topo_gpus(t, GA_TOPO_GPUS_AUTO, &gpus, &n, &from_driver) == GPUARENA_SUCCESS) {
+        for (int i = 0; i < n; i++)
+            if (gpus[i].ordinal == device)
+                gpu = &gpus[i];
+    }
+    st = ga_topo_resolve(t, s, gpu, out);
+    free(gpus);
+    return st;
 }

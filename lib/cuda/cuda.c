@@ -1,0 +1,969 @@
+/*
+ * cuda.c - the CUDA room: the only file of gpuarena that includes the
+ * driver's <cuda.h> and calls the driver.
+ *
+ * The driver is opened with dlopen("libcuda.so.1") at first use, once per
+ * process (pthread_once), so that libgpuarena never links libcuda and
+ * works without a driver (host and sim arenas).  The one symbol taken with
+ * dlsym is cuGetProcAddress_v2; every other entry point comes through it,
+ * asked at cudaVersion = the version of the PFN typedef it is cast to.  An
+ * entry point whose version is above the driver's is left NULL rather
+ * than asked at the driver's version: an older driver would hand out an
+ * older signature (cuMemAdvise before 12.2 takes a CUdevice, not a
+ * CUmemLocation), and calling it through the newer type would be wrong.
+ * So cudaVersion is always min(driver version, PFN version) and the two
+ * are equal for every entry point in use.
+ *
+ * The toolkit's stubs/libcuda.so carries the SONAME libcuda.so.1 and
+ * answers CUDA_ERROR_STUB_LIBRARY (34) to everything, cuGetErrorName
+ * included: it counts as "no driver", and the names of results come from
+ * the room's own table.
+ */
+#include "config.h"
+
+#include "cuda/cuda.h"
+#include "errors.h"
+
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+/* Entry points: name, version of the PFN typedef, required for loading. */
+#define GA_CU_ENTRY_POINTS(X)                                                                      \
+    X(cuInit, 2000, 1)                                                                             \
+    X(cuDeviceGetCount, 2000, 1)                                                                   \
+    X(cuDeviceGet, 2000, 1)                                                                        \
+    X(cuDeviceGetName, 2000, 1)                                                                    \
+    X(cuDeviceGetPCIBusId, 4010, 1)                                                                \
+    X(cuDeviceGetAttribute, 2000, 1)                                                               \
+    X(cuDeviceTotalMem, 3020, 1)                                                                   \
+    X(cuDeviceCanAccessPeer, 4000, 1)                                                              \
+    X(cuDevicePrimaryCtxRetain, 7000, 1)                                                           \
+    X(cuDevicePrimaryCtxRelease, 11000, 1)                                                         \
+    X(cuCtxGetCurrent, 4000, 1)                                                                    \
+    X(cuCtxSetCurrent, 4000, 1)                                                                    \
+    X(cuCtxPushCurrent, 4000, 1)                                                                   \
+    X(cuCtxPopCurrent, 4000, 1)                                                                    \
+    X(cuCtxGetId, 12000, 1)                                                                        \
+    X(cuStreamGetId, 12000, 1)                                                                     \
+    X(cuStreamGetCtx, 9020, 1)                                                                     \
+    X(cuStreamIsCapturing, 10000, 1)                                                               \
+    X(cuStreamSynchronize, 2000, 1)                                                                \
+    X(cuCtxSynchronize, 2000, 1)                                                                   \
+    X(cuThreadExchangeStreamCaptureMode, 10010, 1)                                                 \
+    X(cuEventCreate, 2000, 1)                                                                      \
+    X(cuEventDestroy, 4000, 1)                                                                     \
+    X(cuEventRecord, 2000, 1)                                                                      \
+    X(cuEventQuery, 2000, 1)                                                                       \
+    X(cuEventSynchronize, 2000, 1)                                                                 \
+    X(cuStreamWaitEvent, 3020, 1)                                                                  \
+    X(cuMemAlloc, 3020, 1)                                                                         \
+    X(cuMemFree, 3020, 1)                                                                          \
+    X(cuMemGetInfo, 3020, 1)                                                                       \
+    X(cuMemsetD8Async, 3020, 1)                                                                    \
+    X(cuMemcpyHtoD, 3020, 1)                                                                       \
+    X(cuMemcpyDtoH, 3020, 1)                                                                       \
+    X(cuMemGetAllocationGranularity, 10020, 1)                                                     \
+    X(cuMemAddressReserve, 10020, 1)                                                               \
+    X(cuMemAddressFree, 10020, 1)                                                                  \
+    X(cuMemCreate, 10020, 1)                                                                       \
+    X(cuMemRelease, 10020, 1)                                                                      \
+    X(cuMemMap, 10020, 1)                                                                          \
+    X(cuMemUnmap, 10020, 1)                                                                        \
+    X(cuMemSetAccess, 10020, 1)                                                                    \
+    X(cuMemHostRegister, 6050, 1)                                                                  \
+    X(cuMemHostUnregister, 4000, 1)                                                                \
+    X(cuMemAllocManaged, 6000, 1)                                                                  \
+    X(cuMemAdvise, 12020, 0)                                                                       \
+    X(cuMemPrefetchAsync, 12020, 0)                                                                \
+    X(cuStreamCreate, 2000, 0)                                                                     \
+    X(cuStreamDestroy, 4000, 0)                                                                    \
+    X(cuCtxCreate, 3020, 0)                                                                        \
+    X(cuCtxDestroy, 4000, 0)                                                                       \
+    X(cuStreamBeginCapture, 10010, 0)                                                              \
+    X(cuStreamEndCapture, 10000, 0)                                                                \
+    X(cuGraphDestroy, 10000, 0)
+
+#define GA_CU_FIELD(name, ver, req) PFN_##name##_v##ver name;
+static struct {
+    GA_CU_ENTRY_POINTS(GA_CU_FIELD)
+} cu;
+#undef GA_CU_FIELD
+
+static pthread_once_t load_once = PTHREAD_ONCE_INIT;
+static gpuarena_status_t load_status;
+static char load_message[400];
+static char lib_path[256];
+static int driver_version;
+static void *lib;
+
+/* ---------------------------------------------------------------------- */
+/* Names of CUresult codes (cuGetErrorName fails on the stub). */
+
+static const struct {
+    int code;
+    const char *name;
+} result_names[] = {
+    {0, "CUDA_SUCCESS"},
+    {1, "CUDA_ERROR_INVALID_VALUE"},
+    {2, "CUDA_ERROR_OUT_OF_MEMORY"},
+    {3, "CUDA_ERROR_NOT_INITIALIZED"},
+    {4, "CUDA_ERROR_DEINITIALIZED"},
+    {5, "CUDA_ERROR_PROFILER_DISABLED"},
+    {34, "CUDA_ERROR_STUB_LIBRARY"},
+    {35, "CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER"},
+    {46, "CUDA_ERROR_DEVICE_UNAVAILABLE"},
+    {100, "CUDA_ERROR_NO_DEVICE"},
+    {101, "CUDA_ERROR_INVALID_DEVICE"},
+    {102, "CUDA_ERROR_DEVICE_NOT_LICENSED"},
+    {200, "CUDA_ERROR_INVALID_IMAGE"},
+    {201, "CUDA_ERROR_INVALID_CONTEXT"},
+    {202, "CUDA_ERROR_CONTEXT_ALREADY_CURRENT"},
+    {205, "CUDA_ERROR_MAP_FAILED"},
+    {206, "CUDA_ERROR_UNMAP_FAILED"},
+    {208, "CUDA_ERROR_ALREADY_MAPPED"},
+    {209, "CUDA_ERROR_NO_BINARY_FOR_GPU"},
+    {210, "CUDA_ERROR_ALREADY_ACQUIRED"},
+    {211, "CUDA_ERROR_NOT_MAPPED"},
+    {214, "CUDA_ERROR_ECC_UNCORRECTABLE"},
+    {215, "CUDA_ERROR_UNSUPPORTED_LIMIT"},
+    {216, "CUDA_ERROR_CONTEXT_ALREADY_IN_USE"},
+    {217, "CUDA_ERROR_PEER_ACCESS_UNSUPPORTED"},
+    {222, "CUDA_ERROR_UNSUPPORTED_PTX_VERSION"},
+    {225, "CUDA_ERROR_UNSUPPORTED_EXEC_AFFINITY"},
+    {300, "CUDA_ERROR_INVALID_SOURCE"},
+    {301, "CUDA_ERROR_FILE_NOT_FOUND"},
+    {304, "CUDA_ERROR_OPERATING_SYSTEM"},
+    {400, "CUDA_ERROR_INVALID_HANDLE"},
+    {401, "CUDA_ERROR_ILLEGAL_STATE"},
+    {402, "CUDA_ERROR_LOSSY_QUERY"},
+    {500, "CUDA_ERROR_NOT_FOUND"},
+    {600, "CUDA_ERROR_NOT_READY"},
+    {700, "CUDA_ERROR_ILLEGAL_ADDRESS"},
+    {701, "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES"},
+    {702, "CUDA_ERROR_LAUNCH_TIMEOUT"},
+    {704, "CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED"},
+    {705, "CUDA_ERROR_PEER_ACCESS_NOT_ENABLED"},
+    {708, "CUDA_ERROR_PRIMARY_CONTEXT_ACTIVE"},
+    {709, "CUDA_ERROR_CONTEXT_IS_DESTROYED"},
+    {710, "CUDA_ERROR_ASSERT"},
+    {712, "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED"},
+    {713, "CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED"},
+    {714, "CUDA_ERROR_HARDWARE_STACK_ERROR"},
+    {715, "CUDA_ERROR_ILLEGAL_INSTRUCTION"},
+    {716, "CUDA_ERROR_MISALIGNED_ADDRESS"},
+    {719, "CUDA_ERROR_LAUNCH_FAILED"},
+    {800, "CUDA_ERROR_NOT_PERMITTED"},
+    {801, "CUDA_ERROR_NOT_SUPPORTED"},
+    {802, "CUDA_ERROR_SYSTEM_NOT_READY"},
+    {803, "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH"},
+    {804, "CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE"},
+    {900, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED"},
+    {901, "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED"},
+    {902, "CUDA_ERROR_STREAM_CAPTURE_MERGE"},
+    {903, "CUDA_ERROR_STREAM_CAPTURE_UNMATCHED"},
+    {904, "CUDA_ERROR_STREAM_CAPTURE_UNJOINED"},
+    {905, "CUDA_ERROR_STREAM_CAPTURE_ISOLATION"},
+    {906, "CUDA_ERROR_STREAM_CAPTURE_IMPLICIT"},
+    {907, "CUDA_ERROR_CAPTURED_EVENT"},
+    {908, "CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD"},
+    {909, "CUDA_ERROR_TIMEOUT"},
+    {910, "CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE"},
+    {999, "CUDA_ERROR_UNKNOWN"},
+};
+
+const char *ga_cuda_result_name(int code)
+{
+    for (size_t i = 0; i < sizeof result_names / sizeof result_names[0]; i++)
+        if (result_names[i].code == code)
+            return result_names[i].name;
+    return "CUDA_ERROR_(unnamed)";
+}
+
+/* ---------------------------------------------------------------------- */
+/* Mapping CUresult to gpuarena statuses. */
+
+static gpuarena_status_t status_of(CUresult r)
+{
+    switch ((int)r) {
+    case CUDA_SUCCESS:
+        return GPUARENA_SUCCESS;
+    case CUDA_ERROR_STUB_LIBRARY:
+        return GPUARENA_ERR_NO_DRIVER;
+    case CUDA_ERROR_NO_DEVICE:
+        return GPUARENA_ERR_NO_DEVICE;
+    case CUDA_ERROR_INVALID_DEVICE:
+        return GPUARENA_ERR_INVALID_DEVICE;
+    case CUDA_ERROR_OUT_OF_MEMORY:
+        return GPUARENA_ERR_OUT_OF_MEMORY;
+    default:
+        if ((int)r >= 900 && (int)r <= 908)
+            return GPUARENA_ERR_STREAM_CAPTURE;
+        return GPUARENA_ERR_DRIVER;
+    }
+}
+
+/* Fail with the status of R and a message naming CALL and the code. */
+static gpuarena_status_t fail(const char *call, CUresult r)
+{
+    return ga_error(status_of(r), "%s: %s (%d)", call, ga_cuda_result_name((int)r), (int)r);
+}
+
+/* The same for calls that take a stream: a handle or context the driver
+ * does not know is the caller's stream at fault. */
+static gpuarena_status_t stream_fail(const char *call, void *stream, CUresult r)
+{
+    if (r == CUDA_ERROR_INVALID_HANDLE || r == CUDA_ERROR_INVALID_CONTEXT ||
+        r == CUDA_ERROR_CONTEXT_IS_DESTROYED || r == CUDA_ERROR_INVALID_VALUE)
+        return ga_error(GPUARENA_ERR_INVALID_STREAM,
+                        "%s: stream %p is not a valid stream of the arena's device: %s (%d)", call,
+                        stream, ga_cuda_result_name((int)r), (int)r);
+    return ga_error(status_of(r), "%s (stream %p): %s (%d)", call, stream,
+                    ga_cuda_result_name((int)r), (int)r);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Loading. */
+
+static gpuarena_status_t load_fail(gpuarena_status_t st, const char *fmt, ...) GA_PRINTF(2, 3);
+
+static gpuarena_status_t load_fail(gpuarena_status_t st, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(load_message, sizeof load_message, fmt, ap);
+    va_end(ap);
+    return st;
+}
+
+static void load(void)
+{
+    dlerror();
+    lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+        const char *why = dlerror();
+        load_status = load_fail(GPUARENA_ERR_NO_DRIVER,
+                                "cannot load the CUDA driver libcuda.so.1 (%s): the NVIDIA "
+                                "driver is not installed here or not on the library path",
+                                why ? why : "not found");
+        return;
+    }
+    void *sym = dlsym(lib, "cuGetProcAddress_v2");
+    if (!sym) {
+        load_status = load_fail(GPUARENA_ERR_NO_DRIVER,
+                                "libcuda.so.1 has no cuGetProcAddress_v2: the driver is "
+                                "older than CUDA 12.0; install a newer NVIDIA driver");
+        return;
+    }
+    Dl_info info;
+    if (dladdr(sym, &info) && info.dli_fname)
+        snprintf(lib_path, sizeof lib_path, "%s", info.dli_fname);
+
+    PFN_cuGetProcAddress_v12000 gpa;
+    memcpy(&gpa, &sym, sizeof gpa);
+
+    void *p = NULL;
+    CUdriverProcAddressQueryResult q = CU_GET_PROC_ADDRESS_SUCCESS;
+    CUresult r = gpa("cuDriverGetVersion", &p, 2020, CU_GET_PROC_ADDRESS_DEFAULT, &q);
+    int version = 0;
+    if (r == CUDA_SUCCESS && p) {
+        PFN_cuDriverGetVersion_v2020 get_version;
+        memcpy(&get_version, &p, sizeof get_version);
+        r = get_version(&version);
+    } else if (r == CUDA_SUCCESS) {
+        r = CUDA_ERROR_NOT_FOUND;
+    }
+    if (r == CUDA_ERROR_STUB_LIBRARY) {
+        load_status = load_fail(GPUARENA_ERR_NO_DRIVER,
+                                "%s is the CUDA toolkit's stub library, not the driver "
+                                "(CUDA_ERROR_STUB_LIBRARY, %d): remove the toolkit's stubs "
+                                "directory from LD_LIBRARY_PATH or install the NVIDIA driver",
+                                lib_path[0] ? lib_path : "libcuda.so.1", (int)r);
+        return;
+    }
+    if (r != CUDA_SUCCESS) {
+        load_status = load_fail(GPUARENA_ERR_NO_DRIVER,
+                                "cuDriverGetVersion through cuGetProcAddress failed: %s (%d)",
+                                ga_cuda_result_name((int)r), (int)r);
+        return;
+    }
+    if (version < 12000) {
+        load_status = load_fail(GPUARENA_ERR_NO_DRIVER,
+                                "the CUDA driver is too old (version %d): gpuarena needs a "
+                                "CUDA 12.0 driver or newer",
+                                version);
+        return;
+    }
+
+#define GA_CU_GET(name, ver, req)                                                                  \
+    do {                                                                                           \
+        p = NULL;                                                                                  \
+        if (version >= (ver)) {                                                                    \
+            r = gpa(#name, &p, (ver), CU_GET_PROC_ADDRESS_DEFAULT, &q);                            \
+            if (r != CUDA_SUCCESS || q != CU_GET_PROC_ADDRESS_SUCCESS)                             \
+                p = NULL;                                                                          \
+        }                                                                                          \
+        if (!p && (req)) {                                                                         \
+            load_status = load_fail(GPUARENA_ERR_NO_DRIVER,                                        \
+                                    "the CUDA driver lacks %s (version %d): install a newer "      \
+                                    "NVIDIA driver",                                               \
+                                    #name, (ver));                                                 \
+            return;                                                                                \
+        }                                                                                          \
+        memcpy(&cu.name, &p, sizeof p);                                                            \
+    } while (0);
+    GA_CU_ENTRY_POINTS(GA_CU_GET)
+#undef GA_CU_GET
+
+    driver_version = version;
+    r = cu.cuInit(0);
+    if (r == CUDA_ERROR_STUB_LIBRARY) {
+        load_status = load_fail(GPUARENA_ERR_NO_DRIVER,
+                                "cuInit: %s is the CUDA toolkit's stub library "
+                                "(CUDA_ERROR_STUB_LIBRARY, %d), not the driver",
+                                lib_path, (int)r);
+    } else if (r == CUDA_ERROR_NO_DEVICE) {
+        load_status = load_fail(GPUARENA_ERR_NO_DEVICE,
+                                "cuInit: %s (%d): the driver sees no GPU (check "
+                                "CUDA_VISIBLE_DEVICES and nvidia-smi)",
+                                ga_cuda_result_name((int)r), (int)r);
+    } else if (r != CUDA_SUCCESS) {
+        load_status = load_fail(status_of(r) == GPUARENA_ERR_NO_DEVICE ? GPUARENA_ERR_NO_DEVICE
+                                                                       : GPUARENA_ERR_DRIVER,
+                                "cuInit: %s (%d)", ga_cuda_result_name((int)r), (int)r);
+    } else {
+        load_status = GPUARENA_SUCCESS;
+    }
+}
+
+gpuarena_status_t ga_cuda_load(void)
+{
+    pthread_once(&load_once, load);
+    if (load_status != GPUARENA_SUCCESS)
+        return ga_error(load_status, "%s", load_message);
+    return GPUARENA_SUCCESS;
+}
+
+int ga_cuda_driver_version(void)
+{
+    pthread_once(&load_once, load);
+    return driver_version;
+}
+
+const char *ga_cuda_library_path(void)
+{
+    pthread_once(&load_once, load);
+    return lib_path;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Devices. */
+
+gpuarena_status_t ga_cuda_device_count(int *count)
+{
+    gpuarena_status_t st = ga_cuda_load();
+    if (st != GPUARENA_SUCCESS)
+        return st;
+    int n = 0;
+    CUresult r = cu.cuDeviceGetCount(&n);
+    if (r != CUDA_SUCCESS)
+        return fail("cuDeviceGetCount", r);
+    *count = n;
+    return GPUARENA_SUCCESS;
+}
+
+static gpuarena_status_t get_device(int ordinal, CUdevice *dev)
+{
+    int n;
+    gpuarena_status_t st = ga_cuda_device_count(&n);
+    if (st != GPUARENA_SUCCESS)
+        return st;
+    if (n == 0)
+        return ga_error(GPUARENA_ERR_NO_DEVICE, "the CUDA driver sees no GPU (check "
+                                                "CUDA_VISIBLE_DEVICES and nvidia-smi)");
+    if (ordinal < 0 || ordinal >= n)
+        return ga_error(GPUARENA_ERR_INVALID_DEVICE,
+                        "device %d does not exist: the driver sees %d GPU%s (0 to %d)", ordinal, n,
+                        n == 1 ? "" : "s", n - 1);
+    CUresult r = cu.cuDeviceGet(dev, ordinal);
+    if (r != CUDA_SUCCESS)
+        return fail("cuDeviceGet", r);
+    return GPUARENA_SUCCESS;
+}
+
+gpuarena_status_t ga_cuda_device_check(int device)
+{
+    CUdevice d;
+    return get_device(device, &d);
+}
+
+gpuarena_status_t ga_cuda_device_name(int device, char *buf, size_t len)
+{
+    CUdevice d;
+    gpuarena_status_t st = get_device(device, &d);
+    if (st != GPUARENA_SUCCESS)
+        return st;
+    CUresult r = cu.cuDeviceGetName(buf, (int)len, d);
+    return r == CUDA_SUCCESS ? GPUARENA_SUCCESS : fail("cuDeviceGetName", r);
+}
+
+gpuarena_status_t ga_cuda_device_pci_bus_id(int device, char *buf, size_t len)
+{
+    CUdevice d;
+    gpuarena_status_t st = get_device(device, &d);
+    if (st != GPUARENA_SUCCESS)
+        return st;
+    CUresult r = cu.cuDeviceGetPCIBusId(buf, (int)len, d);
+    if (r != CUDA_SUCCESS)
+        return fail("cuDeviceGetPCIBusId", r);
+    /* The driver writes "0000:3B:00.0"; hwloc and sysfs use lower case. */
+    for (char *c = buf; *c; c++)
+        if (*c >= 'A' && *c <= 'F')
+            *c = (char)(*c - 'A' + 'a');
+    return GPUARENA_SUCCESS;
+}
+
+gpuarena_status_t ga_cuda_device_total_mem(int device, size_t *bytes)
+{
+    CUdevice d;
+    gpuarena_status_t st = get_device(device, &d);
+    if (st != GPUARENA_SUCCESS)
+        return st;
+    CUresult r = cu.cuDeviceTotalMem(bytes, d);
+    return r == CUDA_SUCCESS ? GPUARENA_SUCCESS : fail("cuDeviceTotalMem", r);
+}
+
+gpuarena_status_t ga_cuda_device_attr(int device, ga_cuda_attr_t attr, int *value)
+{
+    static const CUdevice_attribute attrs[] = {
+        [GA_CUDA_ATTR_MANAGED_MEMORY] = CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY,
+        [GA_CUDA_ATTR_CONCURRENT_MANAGED_ACCESS] = CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS,
+        [GA_CUDA_ATTR_PAGEABLE_MEMORY_ACCESS] = CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS,
+        [GA_CUDA_ATTR_VMM_SUPPORTED] = CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED,
+        [GA_CUDA_ATTR_HOST_NUMA_VMM_SUPPORTED] =
+            CU_DEVICE_ATTRIBUTE_HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED,
+        [GA_CUDA_ATTR_HOST_NUMA_ID] = CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID,
+        [GA_CUDA_ATTR_HOST_REGISTER_SUPPORTED] = CU_DEVICE_ATTRIBUTE_HOST_REGISTER_SUPPORTED,
+        [GA_CUDA_ATTR_UNIFIED_ADDRESSING] = CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING,
+    };
+    if ((unsigned)attr >= sizeof attrs / sizeof attrs[0])
+        return ga_error(GPUARENA_ERR_INVALID_ARGUMENT, "unknown device attribute %d", (int)attr);
+    CUdevice d;
+    gpuarena_status_t st = get_device(device, &d);
+    if (st != GPUARENA_SUCCESS)
+        return st;
+    CUresult r = cu.cuDeviceGetAttribute(value, attrs[attr], d);
+    if (r == CUDA_ERROR_INVALID_VALUE && attr == GA_CUDA_ATTR_HOST_NUMA_ID) {
+        *value = -1; /* a driver that does not know the attribute */
+        return GPUARENA_SUCCESS;
+    }
+    if (r == CUDA_ERROR_INVALID_VALUE) {
+        *value = 0;
+        return GPUARENA_SUCCESS;
+    }
+    return r == CUDA_SUCCESS ? GPUARENA_SUCCESS : fail("cuDeviceGetAttribute", r);
+}
+
+gpuarena_status_t ga_cuda_can_access_peer(int device, int peer, bool *can)
+{
+    CUdevice d, e;
+    gpuarena_status_t st = get_device(device, &d);
+    if (st == GPUARENA_SUCCESS)
+        st = get_device(peer, &e);
+    if (st != GPUARENA_SUCCESS)
+        return st;
+    int v = 0;
+    CUresult r = cu.cuDeviceCanAccessPeer(&v, d, e);
+    if (r != CUDA_SUCCESS)
+        return fail("cuDeviceCanAccessPeer", r);
+    *can = v != 0;
+    return GPUARENA_SUCCESS;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Contexts. */
+
+gpuarena_status_t ga_cuda_primary_retain(int device, void **ctx)
+{
+    CUdevice d;
+    gpuarena_status_t st = get_device(device, &d);
+    if (st != GPUARENA_SUCCESS)
+        return st;
+    CUcontext c;
+    CUresult r = cu.cuDevicePrimaryCtxRetain(&c, d);
+    if (r != CUDA_SUCCESS)
+        return fail("cuDevicePrimaryCtxRetain", r);
+    *ctx = c;
+    return GPUARENA_SUCCESS;
+}
+
+void ga_cuda_primary_release(int device)
+{
+    CUdevice d;
+    /* At exit the driver may be shut down already: nothing to report. */
+    if (load_status == GPUARENA_SUCCESS && cu.cuDeviceGet(&d, device) == CUDA_SUCCESS)
+        cu.cuDevicePrimaryCtxRelease(d);
+}
+
+gpuarena_status_t ga_cuda_ctx_id(void *ctx, uint64_t *id)
+{
+    unsigned long long v;
+    CUresult r = cu.cuCtxGetId((CUcontext)ctx, &v);
+    if (r != CUDA_SUCCESS)
+        return fail("cuCtxGetId", r);
+    *id = v;
+    return GPUARENA_SUCCESS;
+}
+
+gpuarena_status_t ga_cuda_enter(void *ctx, ga_cuda_scope_t *scope)
+{
+    CUcontext cur = NULL;
+    scope->pushed = false;
+    CUresult r = cu.cuCtxGetCurrent(&cur);
+    if (r != CUDA_SUCCESS)
+        return fail("cuCtxGetCurrent", r);
+    if (cur == (CUcontext)ctx)
+        return GPUARENA_SUCCESS;
+    r = cu.cuCtxPushCurrent((CUcontext)ctx);
+    if (r != CUDA_SUCCESS)
+        return fail("cuCtxPushCurrent", r);
+    scope->pushed = true;
+    return GPUARENA_SUCCESS;
+}
+
+void ga_cuda_leave(ga_cuda_scope_t *scope)
+{
+    if (scope->pushed) {
+        CUcontext c;
+        cu.cuCtxPopCurrent(&c);
+        scope->pushed = false;
+    }
+}
+
+gpuarena_status_t ga_cuda_set_current(void *ctx)
+{
+    CUresult r = cu.cuCtxSetCurrent((CUcontext)ctx);
+    return r == CUDA_SUCCESS ? GPUARENA_SUCCESS : fail("cuCtxSetCurrent", r);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Streams. */
+
+static bool is_default_stream(void *stream)
+{
+    return stream == NULL || stream == GA_CUDA_STREAM_LEGACY || stream == GA_CUDA_STREAM_PER_THREAD;
+}
+
+gpuarena_status_t ga_cuda_stream_id(void *ctx, void *stream, uint64_t *id)
+{
+    CUresult r;
+    if (!is_default_stream(stream)) {
+        CUcontext owner = NULL;
+        r = cu.cuStreamGetCtx((CUstream)stream, &owner);
+        if (r != CUDA_SUCCESS)
+            return stream_fail("cuStreamGetCtx", stream, r);
+        if (owner != (CUcontext)ctx)
+            return ga_error(GPUARENA_ERR_INVALID_STREAM,
+                            "stream %p belongs to another CUDA context or device than the "
+                            "arena's (the device's primary context)",
+                            stream);
+    }
+    unsigned long long v;
+    r = cu.cuStreamGetId((CUstream)stream, &v);
+    if (r != CUDA_SUCCESS)
+        return stream_fail("cuStreamGetId", stream, r);
+    *id = v;
+    return GPUARENA_SUCCESS;
+}
+
+gpuarena_status_t ga_cuda_stream_check(void *stream)
+{
+    CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+    CUresult r = cu.cuStreamIsCapturing((CUstream)stream, &cs);
+    if (r != CUDA_SUCCESS)
+        return stream_fail("cuStreamIsCapturing", stream, r);
+    if (cs != CU_STREAM_CAPTURE_STATUS_NONE)
+        return ga_error(GPUARENA_ERR_STREAM_CAPTURE,
+                        "stream %p is being captured into a CUDA graph (%s): gpuarena does not "
+                        "allocate or free on a capturing stream; allocate before the capture "
+                        "begins",
+                        stream, cs == CU_STREAM_CAPTURE_STATUS_ACTIVE ? "active" : "invalidated");
+    return GPUARENA_SUCCESS;
+}
+
+gpuarena_status_t ga_cuda_ctx_sync(void)
+{
+    CUresult r = cu.cuCtxSynchronize();
+    return r == CUDA_SUCCESS ? GPUARENA_SUCCESS : fail("cuCtxSynchronize", r);
+}
+
+gpuarena_status_t ga_cuda_stream_sync(void *stream)
+{
+    CUresult r = cu.cuStreamSynchronize((CUstream)stream);
+    return r == CUDA_SUCCESS ? GPUARENA_SUCCESS : stream_fail("cuStreamSynchronize", stream, r);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Events. */
+
+gpuarena_status_t ga_cuda_event_create(void **ev)
+{
+    CUevent e;
+    CUresult r = cu.cuEventCreate(&e, CU_EVENT_DISABLE_TIMING);
+    if (r != CUDA_SUCCESS)
+        return fail("cuEventCreate", r);
+    *ev = e;
+    return GPUARENA_SUCCESS;
+}
+
+void ga_cuda_event_destroy(void *ev)
+{
+    if (load_status == GPUARENA_SUCCESS && ev)
+        cu.cuEventDestroy((CUevent)ev);
+}
+
+gpuarena_status_t ga_cuda_event_record(void *ev, void *stream)
+{
+    CUresult r = cu.cuEventRecord((CUevent)ev, (CUstream)stream);
+    return r == CUDA_SUCCESS ? GPUARENA_SUCCESS : stream_fail("cuEventRecord", stream, r);
+}
+
+gpuarena_status_t ga_cuda_event_query(void *ev)
+{
+    CUresult r = cu.cuEventQuery((CUevent)ev);
+    if (r == CUDA_SUCCESS)
+        return GPUARENA_SUCCESS;
+    if (r == CUDA_ERROR_NOT_READY)
+        return GA_CUDA_NOT_READY;
+    return fail("cuEventQuery", r);
+}
+
+gpuarena_status_t ga_cuda_event_sync(void *ev)
+{
+    CUresult r = cu.cuEventSynchronize((CUevent)ev);
+    return r == CUDA_SUCCESS ? GPUARENA_SUCCESS : fail("cuEventSynchronize", r);
+}
+
+gpuarena_status_t ga_cuda_stream_wait_event(void *stream, void *ev)
+{
+    CUresult r = cu.cuStreamWaitEvent((CUstream)stream, (CUevent)ev, 0);
+    return r == CUDA_SUCCESS ? GPUARENA_SUCCESS : stream_fail("cuStreamWaitEvent", stream, r);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Device memory. */
+
+/* cuMemAlloc, cuMemFree, cuMemHostRegister and cuMemAdvise invalidate a
+ * capture that another thread runs in global mode.  gpuarena never calls
+ * them on a capturing stream (stream_check refuses first), and switches
+ * the calling thread to relaxed capture mode around them so that another
+ * thread's capture is not broken by a segment map or unmap. */
+static CUstreamCaptureMode relax(void)
+{
+    CUstreamCaptureMode m = CU_STREAM_CAPTURE_MODE_RELAXED;
+    if (cu.cuThreadExchangeStreamCaptureMode(&m) != CUDA_SUCCESS)
+        m = CU_STREAM_CAPTURE_MODE_RELAXED;
+    return m;
+}
+
+static void unrelax(CUstreamCaptureMode m)
+{
+    if (m != CU_STREAM_CAPTURE_MODE_RELAXED)
+        cu.cuThreadExchangeStreamCaptureMode(&m);
+}
+
+gpuarena_status_t ga_cuda_mem_alloc(size_t size, uint64_t *dptr)
+{
+    CUdeviceptr p;
+    CUstreamCaptureMode m = relax();
+    CUresult r = cu.cuMemAlloc(&p, size);
+    unrelax(m);
+    if (r != CUDA_SUCCESS)
+        return ga_error(status_of(r), "cuMemAlloc of %zu bytes: %s (%d)", size,
+                        ga_cuda_result_name((int)r), (int)r);
+    *dptr = p;
+    return GPUARENA_SUCCESS;
+}
+
+gpuarena_status_t ga_cuda_mem_free(uint64_t dptr)
+{
+    CUstreamCaptureMode m = relax();
+    CUresult r = cu.cuMemFree((CUdeviceptr)dptr);
+    unrelax(m);
+    return r == CUDA_SUCCESS ? GPUARENA_SUCCESS : fail("cuMemFree", r);
+}
+
+gpuarena_status_t ga_cuda_mem_info(size_t *free_bytes, size_t *total_bytes)
+{
+    size_t f = 0, t = 0;
+    CUresult r = cu.cuMemGetInfo(&f, &t);
+    if (r != CUDA_SUCCESS)
+        return fail("cuMemGetInfo", r);
+    if (free_bytes)
+        *free_bytes = f;
+    if (total_bytes)
+        *total_bytes = t;
+    return GPUARENA_SUCCESS;
+}
+
+gpuarena_status_t ga_cuda_memset_d8_async(uint64_t dptr, unsigned char value, size_t size,
+                                          void *stream)
+{
+    CUresult r = cu.cuMemsetD8Async((CUdeviceptr)dptr, value, size, (CUstream)stream);
+    return r == CUDA_SUCCESS ? GPUARENA_SUCCESS : stream_fail("cuMemsetD8Async", stream, r);
+}
+
+gpuarena_status_t ga_cuda_memcpy_htod(uint64_t dst, const void *src, size_t size)
+{
+    CUresult r = cu.cuMemcpyHtoD((CUdeviceptr)dst, src, size);
+    return r == CUDA_SUCCESS ? GPUARENA_SUCCESS : fail("cuMemcpyHtoD", r);
+}
+
+gpuarena_status_t ga_cuda_memcpy_dtoh(void *dst, uint64_t src, size_t size)
+{
+    CUresult r = cu.cuMemcpyDtoH(dst, (CUdeviceptr)src, size);
+    return r == CUDA_SUCCESS ? GPUARENA_SUCCESS : fail("cuMemcpyDtoH", r);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Virtual memory management. */
+
+static void device_prop(CUdevice d, CUmemAllocationProp *prop)
+{
+    memset(prop, 0, sizeof *prop);
+    prop->type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop->requestedHandleTypes = CU_MEM_HANDLE_TYPE_NONE;
+    prop->location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop->location.id = (int)d;
+}
+
+gpuarena_status_t ga_cuda_vmm_granularity(int device, bool recommended, size_t *granule)
+{
+    CUdevice d;
+    gpuarena_status_t st = get_device(device, &d);
+    if (st != GPUARENA_SUCCESS)
+        return st;
+    CUmemAllocationProp prop;
+    device_prop(d, &prop);
+    CUresult r = cu.cuMemGetAllocationGranularity(granule, &prop,
+                                                  recommended ? CU_MEM_ALLOC_GRANULARITY_RECOMMENDED
+                                                              : CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+    return r == CUDA_SUCCESS ? GPUARENA_SUCCESS : fail("cuMemGetAllocationGranularity", r);
+}
+
+gpuarena_status_t ga_cuda_vmm_reserve(size_t size, size_t alignment, uint64_t *va)
+{
+    CUdeviceptr p;
+    CUresult r = cu.cuMemAddressReserve(&p, size, alignment, 0, 0);
+    if (r != CUDA_SUCCESS)
+        return ga_error(status_of(r), "cuMemAddressReserve of %zu bytes: %s (%d)", size,
+                        ga_cuda_result_name((int)r), (int)r);
+    *va = p;
+    return GPUARENA_SUCCESS;
+}
+
+gpuarena_status_t ga_cuda_vmm_free(uint64_t va, size_t size)
+{
+    CUresult r = cu.cuMemAddressFree((CUdeviceptr)va, size);
+    return r == CUDA_SUCCESS ? GPUARENA_SUCCESS : fail("cuMemAddressFree", r);
+}
+
+gpuarena_status_t ga_cuda_vmm_create_map(int device, uint64_t va, size_t size, uint64_t *handle)
+{
+    CUdevice d;
+    CUresult r = cu.cuDeviceGet(&d, device);
+    if (r != CUDA_SUCCESS)
+        return fail("cuDeviceGet", r);
+    CUmemAllocationProp prop;
+    device_prop(d, &prop);
+    CUmemGenericAllocationHandle h;
+    r = cu.cuMemCreate(&h, size, &prop, 0);
+    if (r != CUDA_SUCCESS)
+        return ga_error(status_of(r), "cuMemCreate of %zu bytes on device %d: %s (%d)", size,
+                        device, ga_cuda_result_name((int)r), (int)r);
+    r = cu.cuMemMap((CUdeviceptr)va, size, 0, h, 0);
+    if (r != CUDA_SUCCESS) {
+        cu.cuMemRelease(h);
+        return fail("cuMemMap", r);
+    }
+    *handle = h;
+    return GPUARENA_SUCCESS;
+}
+
+gpuarena_status_t ga_cuda_vmm_set_access(uint64_t va, size_t size, const int *devices, int count)
+{
+    CUmemAccessDesc desc[64];
+    if (count <= 0 || count > 64)
+        return ga_error(GPUARENA_ERR_INVALID_ARGUMENT, "cuMemSetAccess: %d devices", count);
+    for (int i = 0; i < count; i++) {
+        CUdevice d;
+        CUresult r = cu.cuDeviceGet(&d, devices[i]);
+        if (r != CUDA_SUCCESS)
+            return fail("cuDeviceGet", r);
+        desc[i].location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+        desc[i].location.id = (int)d;
+        desc[i].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    }
+    CUresult r = cu.cuMemSetAccess((CUdeviceptr)va, size, desc, (size_t)count);
+    if (r != CUDA_SUCCESS)
+        return ga_error(status_of(r), "cuMemSetAccess of %zu bytes: %s (%d)", size,
+                        ga_cuda_result_name((int)r), (int)r);
+    return GPUARENA_SUCCESS;
+}
+
+gpuarena_status_t ga_cuda_vmm_unmap_release(uint64_t va, size_t size, uint64_t handle)
+{
+    CUresult r = cu.cuMemUnmap((CUdeviceptr)va, size);
+    if (r != CUDA_SUCCESS)
+        return fail("cuMemUnmap", r);
+    r = cu.cuMemRelease((CUmemGenericAllocationHandle)handle);
+    return r == CUDA_SUCCESS ? GPUARENA_SUCCESS : fail("cuMemRelease", r);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Pinned and managed memory. */
+
+gpuarena_status_t ga_cuda_host_register(void *ptr, size_t size, bool device_map)
+{
+    unsigned flags = CU_MEMHOSTREGISTER_PORTABLE | (device_map ? CU_MEMHOSTREGISTER_DEVICEMAP : 0);
+    CUstreamCaptureMode m = relax();
+    CUresult r = cu.cuMemHostRegister(ptr, size, flags);
+    unrelax(m);
+    if (r != CUDA_SUCCESS)
+        return ga_error(status_of(r), "cuMemHostRegister of %zu bytes: %s (%d)", size,
+                        ga_cuda_result_name((int)r), (int)r);
+    return GPUARENA_SUCCESS;
+}
+
+gpuarena_status_t ga_cuda_host_unregister(void *ptr)
+{
+    CUstreamCaptureMode m = relax();
+    CUresult r = cu.cuMemHostUnregister(ptr);
+    unrelax(m);
+    return r == CUDA_SUCCESS ? GPUARENA_SUCCESS : fail("cuMemHostUnregister", r);
+}
+
+gpuarena_status_t ga_cuda_mem_alloc_managed(size_t size, bool attach_global, uint64_t *dptr)
+{
+    CUdeviceptr p;
+    CUstreamCaptureMode m = relax();
+    CUresult r =
+        cu.cuMemAllocManaged(&p, size, attach_global ? CU_MEM_ATTACH_GLOBAL : CU_MEM_ATTACH_HOST);
+    unrelax(m);
+    if (r != CUDA_SUCCESS)
+        return ga_error(status_of(r), "cuMemAllocManaged of %zu bytes: %s (%d)", size,
+                        ga_cuda_result_name((int)r), (int)r);
+    *dptr = p;
+    return GPUARENA_SUCCESS;
+}
+
+static CUmemLocation location_of(int where)
+{
+    CUmemLocation loc;
+    memset(&loc, 0, sizeof loc);
+    if (where == GPUARENA_CPU) {
+        loc.type = CU_MEM_LOCATION_TYPE_HOST;
+        loc.id = 0;
+    } else {
+        loc.type = CU_MEM_LOCATION_TYPE_DEVICE;
+        loc.id = where;
+    }
+    return loc;
+}
+
+gpuarena_status_t ga_cuda_mem_advise(uint64_t dptr, size_t size, ga_cuda_advice_t advice,
+                                     int location)
+{
+    if (!cu.cuMemAdvise)
+        return ga_error(GPUARENA_ERR_NOT_SUPPORTED,
+                        "cuMemAdvise with a location needs a CUDA 12.2 driver or newer");
+    CUstreamCaptureMode m = relax();
+    CUresult r =
+        cu.cuMemAdvise((CUdeviceptr)dptr, size, (CUmem_advise)advice, location_of(location));
+    unrelax(m);
+    return r == CUDA_SUCCESS ? GPUARENA_SUCCESS : fail("cuMemAdvise", r);
+}
+
+gpuarena_status_t ga_cuda_mem_prefetch(uint64_t dptr, size_t size, int location, void *stream)
+{
+    if (!cu.cuMemPrefetchAsync)
+        return ga_error(GPUARENA_ERR_NOT_SUPPORTED,
+                        "cuMemPrefetchAsync with a location needs a CUDA 12.2 driver or newer");
+    CUresult r =
+        cu.cuMemPrefetchAsync((CUdeviceptr)dptr, size, location_of(location), 0, (CUstream)stream);
+    return r == CUDA_SUCCESS ? GPUARENA_SUCCESS : stream_fail("cuMemPrefetchAsync", stream, r);
+}
+
+/* ---------------------------------------------------------------------- */
+/* For tests, tools and benchmarks. */
+
+#define NEED(fn)                                                                                   \
+    do {                                                                                           \
+        gpuarena_status_t st_ = ga_cuda_load();                                                    \
+        if (st_ != GPUARENA_SUCCESS)                                                               \
+            return st_;                                                                            \
+        if (!cu.fn)                                                                                \
+            return ga_error(GPUARENA_ERR_NOT_SUPPORTED, "the CUDA driver lacks " #fn);             \
+    } while (0)
+
+gpuarena_status_t ga_cuda_stream_create(bool non_blocking, void **stream)
+{
+    NEED(cuStreamCreate);
+    CUstream s;
+    CUresult r = cu.cuStreamCreate(&s, non_blocking ? CU_STREAM_NON_BLOCKING : CU_STREAM_DEFAULT);
+    if (r != CUDA_SUCCESS)
+        return fail("cuStreamCreate", r);
+    *stream = s;
+    return GPUARENA_SUCCESS;
+}
+
+gpuarena_status_t ga_cuda_stream_destroy(void *stream)
+{
+    NEED(cuStreamDestroy);
+    CUresult r = cu.cuStreamDestroy((CUstream)stream);
+    return r == CUDA_SUCCESS ? GPUARENA_SUCCESS : stream_fail("cuStreamDestroy", stream, r);
+}
+
+gpuarena_status_t ga_cuda_ctx_create(int device, void **ctx)
+{
+    NEED(cuCtxCreate);
+    CUdevice d;
+    gpuarena_status_t st = get_device(device, &d);
+    if (st != GPUARENA_SUCCESS)
+        return st;
+    CUcontext c, popped;
+    CUresult r = cu.cuCtxCreate(&c, 0, d);
+    if (r != CUDA_SUCCESS)
+        return fail("cuCtxCreate", r);
+    cu.cuCtxPopCurrent(&popped); /* cuCtxCreate made it current */
+    *ctx = c;
+    return GPUARENA_SUCCESS;
+}
+
+gpuarena_status_t ga_cuda_ctx_destroy(void *ctx)
+{
+    NEED(cuCtxDestroy);
+    CUresult r = cu.cuCtxDestroy((CUcontext)ctx);
+    return r == CUDA_SUCCESS ? GPUARENA_SUCCESS : fail("cuCtxDestroy", r);
+}
+
+gpuarena_status_t ga_cuda_capture_begin(void *stream)
+{
+    NEED(cuStreamBeginCapture);
+    CUresult r = cu.cuStreamBeginCapture((CUstream)stream, CU_STREAM_CAPTURE_MODE_GLOBAL);
+    return r == CUDA_SUCCESS ? GPUARENA_SUCCESS : stream_fail("cuStreamBeginCapture", stream, r);
+}
+
+gpuarena_status_t ga_cuda_capture_end(void *stream)
+{
+    NEED(cuStreamEndCapture);
+    CUgraph g = NULL;
+    CUresult r = cu.cuStreamEndCapture((CUstream)stream, &g);
+    if (g && cu.cuGraphDestroy)
+        cu.cuGraphDestroy(g);
+    return r == CUDA_SUCCESS ? GPUARENA_SUCCESS : stream_fail("cuStreamEndCapture", stream, r);
+}

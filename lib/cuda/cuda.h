@@ -1,0 +1,173 @@
+/*
+ * cuda.h - the CUDA room's interface: CUDA-free wrappers of the few driver
+ * calls gpuarena needs.
+ *
+ * lib/cuda/cuda.c is the only file of the project that includes the
+ * driver's <cuda.h> and calls the driver.  It opens libcuda.so.1 at first
+ * use (never linked), takes every entry point through cuGetProcAddress_v2
+ * with the versioned signatures, and turns every CUresult into a gpuarena
+ * status with a message (gpuarena_last_error()) naming the call and the
+ * code.  This header names no CUDA type: contexts, streams and events are
+ * void pointers, device addresses are uint64_t, so that providers and
+ * tools compile without the driver's header.
+ *
+ * Mapping of driver results: STUB_LIBRARY (34) and a missing library are
+ * GPUARENA_ERR_NO_DRIVER; NO_DEVICE (100) GPUARENA_ERR_NO_DEVICE;
+ * INVALID_DEVICE (101) GPUARENA_ERR_INVALID_DEVICE; OUT_OF_MEMORY (2)
+ * GPUARENA_ERR_OUT_OF_MEMORY; stream capture errors (900-908)
+ * GPUARENA_ERR_STREAM_CAPTURE; INVALID_HANDLE (400) and INVALID_CONTEXT
+ * (201) on a stream call GPUARENA_ERR_INVALID_STREAM; anything else
+ * GPUARENA_ERR_DRIVER.
+ */
+#ifndef GA_CUDA_H
+#define GA_CUDA_H
+
+#include "gpuarena.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* The legacy and per-thread default streams (CU_STREAM_LEGACY,
+ * CU_STREAM_PER_THREAD).  NULL also names the legacy default stream. */
+#define GA_CUDA_STREAM_LEGACY     ((void *)0x1)
+#define GA_CUDA_STREAM_PER_THREAD ((void *)0x2)
+
+/* Load the driver and call cuInit(0), once per process (thread-safe).
+ * GPUARENA_SUCCESS, GPUARENA_ERR_NO_DRIVER (no libcuda.so.1, the toolkit's
+ * stub, a driver older than CUDA 12.0), GPUARENA_ERR_NO_DEVICE (cuInit
+ * found no GPU) or GPUARENA_ERR_DRIVER; every call after the first returns
+ * the same status and sets the same message. */
+gpuarena_status_t ga_cuda_load(void);
+
+/* Driver version (1000 * major + 10 * minor), 0 when not loaded. */
+int ga_cuda_driver_version(void);
+
+/* Path of the loaded libcuda, or "" when unknown. */
+const char *ga_cuda_library_path(void);
+
+/* Name of a CUresult code ("CUDA_ERROR_OUT_OF_MEMORY"), from the room's
+ * own table (cuGetErrorName does not work on a stub). */
+const char *ga_cuda_result_name(int code);
+
+/* Number of visible devices.  Loads the driver. */
+gpuarena_status_t ga_cuda_device_count(int *count);
+
+/* Load the driver and check that DEVICE is a visible ordinal: NO_DRIVER,
+ * NO_DEVICE or INVALID_DEVICE otherwise. */
+gpuarena_status_t ga_cuda_device_check(int device);
+
+gpuarena_status_t ga_cuda_device_name(int device, char *buf, size_t len);
+
+/* PCI bus id "dddd:bb:dd.f" (lower case hex). */
+gpuarena_status_t ga_cuda_device_pci_bus_id(int device, char *buf, size_t len);
+
+gpuarena_status_t ga_cuda_device_total_mem(int device, size_t *bytes);
+
+typedef enum ga_cuda_attr {
+    GA_CUDA_ATTR_MANAGED_MEMORY,            /* cuMemAllocManaged works */
+    GA_CUDA_ATTR_CONCURRENT_MANAGED_ACCESS, /* GPU and CPU at once */
+    GA_CUDA_ATTR_PAGEABLE_MEMORY_ACCESS,    /* GPU reads pageable memory */
+    GA_CUDA_ATTR_VMM_SUPPORTED,             /* cuMemCreate / cuMemMap */
+    GA_CUDA_ATTR_HOST_NUMA_VMM_SUPPORTED,   /* cuMemCreate at a HOST_NUMA location */
+    GA_CUDA_ATTR_HOST_NUMA_ID,              /* the GPU's host NUMA node (-1: none) */
+    GA_CUDA_ATTR_HOST_REGISTER_SUPPORTED,   /* cuMemHostRegister */
+    GA_CUDA_ATTR_UNIFIED_ADDRESSING
+} ga_cuda_attr_t;
+
+gpuarena_status_t ga_cuda_device_attr(int device, ga_cuda_attr_t attr, int *value);
+
+/* Can DEVICE access memory of PEER (cuDeviceCanAccessPeer)? */
+gpuarena_status_t ga_cuda_can_access_peer(int device, int peer, bool *can);
+
+/* Primary context: retained once per call of retain, balanced by release.
+ * Never reset. */
+gpuarena_status_t ga_cuda_primary_retain(int device, void **ctx);
+void ga_cuda_primary_release(int device);
+gpuarena_status_t ga_cuda_ctx_id(void *ctx, uint64_t *id);
+
+/* Make CTX current for the calling thread around a piece of work: push it
+ * when another context (or none) is current, and pop it again in leave.
+ * ENTERED records what to undo. */
+typedef struct ga_cuda_scope {
+    bool pushed;
+} ga_cuda_scope_t;
+gpuarena_status_t ga_cuda_enter(void *ctx, ga_cuda_scope_t *scope);
+void ga_cuda_leave(ga_cuda_scope_t *scope);
+/* Set CTX current on the calling thread for good (cuCtxSetCurrent). */
+gpuarena_status_t ga_cuda_set_current(void *ctx);
+
+/* Stream identity: check that STREAM belongs to CTX (NULL and the two
+ * default streams belong to every context: they are taken as CTX's own)
+ * and return its id (cuStreamGetId, unique for the life of the program).
+ * GPUARENA_ERR_INVALID_STREAM when the stream is of another context or
+ * device, or unknown to the driver.  CTX must be current. */
+gpuarena_status_t ga_cuda_stream_id(void *ctx, void *stream, uint64_t *id);
+
+/* GPUARENA_ERR_STREAM_CAPTURE when STREAM is being captured into a graph
+ * (or when the call is illegal because another capture is under way in
+ * global mode). */
+gpuarena_status_t ga_cuda_stream_check(void *stream);
+gpuarena_status_t ga_cuda_stream_sync(void *stream);
+/* Wait for all work of the current context (trim, out of memory). */
+gpuarena_status_t ga_cuda_ctx_sync(void);
+
+/* Events without timing, as the block manager uses them.  Query returns
+ * GPUARENA_SUCCESS when complete and GA_CUDA_NOT_READY when not. */
+#define GA_CUDA_NOT_READY ((gpuarena_status_t)-1)
+gpuarena_status_t ga_cuda_event_create(void **ev);
+void ga_cuda_event_destroy(void *ev);
+gpuarena_status_t ga_cuda_event_record(void *ev, void *stream);
+gpuarena_status_t ga_cuda_event_query(void *ev);
+gpuarena_status_t ga_cuda_event_sync(void *ev);
+gpuarena_status_t ga_cuda_stream_wait_event(void *stream, void *ev);
+
+/* Device memory (CTX current). */
+gpuarena_status_t ga_cuda_mem_alloc(size_t size, uint64_t *dptr);
+gpuarena_status_t ga_cuda_mem_free(uint64_t dptr);
+gpuarena_status_t ga_cuda_mem_info(size_t *free_bytes, size_t *total_bytes);
+gpuarena_status_t ga_cuda_memset_d8_async(uint64_t dptr, unsigned char value, size_t size,
+                                          void *stream);
+
+/* Virtual memory management on DEVICE (pinned device memory). */
+gpuarena_status_t ga_cuda_vmm_granularity(int device, bool recommended, size_t *granule);
+gpuarena_status_t ga_cuda_vmm_reserve(size_t size, size_t alignment, uint64_t *va);
+gpuarena_status_t ga_cuda_vmm_free(uint64_t va, size_t size);
+/* Create a physical allocation of SIZE bytes on DEVICE and map it at VA.
+ * *HANDLE is what ga_cuda_vmm_unmap_release takes back. */
+gpuarena_status_t ga_cuda_vmm_create_map(int device, uint64_t va, size_t size, uint64_t *handle);
+/* Give read-write access to [VA, VA+SIZE) (mapped, possibly over several
+ * handles) to the COUNT devices of DEVICES (at most 64). */
+gpuarena_status_t ga_cuda_vmm_set_access(uint64_t va, size_t size, const int *devices, int count);
+gpuarena_status_t ga_cuda_vmm_unmap_release(uint64_t va, size_t size, uint64_t handle);
+
+/* Pinned and managed memory (for the pinned and managed providers). */
+gpuarena_status_t ga_cuda_host_register(void *ptr, size_t size, bool device_map);
+gpuarena_status_t ga_cuda_host_unregister(void *ptr);
+gpuarena_status_t ga_cuda_mem_alloc_managed(size_t size, bool attach_global, uint64_t *dptr);
+
+/* Managed-memory advice and prefetch with a location: DEVICE >= 0 is that
+ * GPU, GPUARENA_CPU the host. */
+typedef enum ga_cuda_advice {
+    GA_CUDA_ADVISE_READ_MOSTLY = 1,
+    GA_CUDA_ADVISE_PREFERRED_LOCATION = 3,
+    GA_CUDA_ADVISE_ACCESSED_BY = 5
+} ga_cuda_advice_t;
+gpuarena_status_t ga_cuda_mem_advise(uint64_t dptr, size_t size, ga_cuda_advice_t advice,
+                                     int location);
+gpuarena_status_t ga_cuda_mem_prefetch(uint64_t dptr, size_t size, int location, void *stream);
+
+/* For tests, tools and benchmarks (CTX current where it matters). */
+gpuarena_status_t ga_cuda_stream_create(bool non_blocking, void **stream);
+gpuarena_status_t ga_cuda_stream_destroy(void *stream);
+/* A new (non-primary) context on DEVICE, not left current. */
+gpuarena_status_t ga_cuda_ctx_create(int device, void **ctx);
+gpuarena_status_t ga_cuda_ctx_destroy(void *ctx);
+/* Stream capture in global mode; end throws the graph away. */
+gpuarena_status_t ga_cuda_capture_begin(void *stream);
+gpuarena_status_t ga_cuda_capture_end(void *stream);
+/* Synchronous copies. */
+gpuarena_status_t ga_cuda_memcpy_htod(uint64_t dst, const void *src, size_t size);
+gpuarena_status_t ga_cuda_memcpy_dtoh(void *dst, uint64_t src, size_t size);
+
+#endif /* GA_CUDA_H */

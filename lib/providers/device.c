@@ -1,0 +1,601 @@
+/*
+ * device.c - the device provider: GPU memory of one device, in the
+ * device's primary context (shared with a program that uses the CUDA
+ * runtime API; retained at creation, released at destroy, never reset).
+ *
+ * Fixed segments come from cuMemAlloc.  Growable segments, the default
+ * where the device supports virtual memory management (key `expandable`),
+ * reserve an address range (cuMemAddressReserve) and commit it granule by
+ * granule: each granule is its own physical allocation (cuMemCreate +
+ * cuMemMap), so that any granule-aligned piece can be decommitted later
+ * (cuMemUnmap + cuMemRelease) whatever pieces it was committed in; the
+ * handles are kept per reservation in an array indexed by
+ * (address - base) / granule.  Access (cuMemSetAccess) is given after
+ * every commit to the device and, with `peer_access`, to every GPU that
+ * can reach it.  The granule is the driver's recommended granularity, or
+ * the `granule` setting rounded up to a multiple of it.
+ *
+ * Every call that needs a context runs with the primary context current:
+ * pushed when another context (or none) is current, popped after.
+ *
+ * Streams are named by cuStreamGetId (the driver recycles handles).  A
+ * stream of another context or device is GPUARENA_ERR_INVALID_STREAM.
+ * NULL and CU_STREAM_LEGACY are the context's legacy stream, whose id is
+ * taken once at creation; CU_STREAM_PER_THREAD is the calling thread's
+ * per-thread stream.
+ *
+ * Stream capture: stream_check answers GPUARENA_ERR_STREAM_CAPTURE when
+ * the stream is being captured into a CUDA graph (or cannot be used
+ * because another capture is under way in global mode), and the block
+ * manager refuses the alloc or free with that status before anything
+ * changes.  So an allocation inside a capture never breaks the capture:
+ * no event is queried or recorded, nothing synchronises, no memory is
+ * mapped; the program allocates before beginning the capture.
+ *
+ * Events have timing disabled and are pooled: event_destroy keeps up to
+ * EVENT_POOL of them for the next event_create.
+ */
+#include "cuda/cuda.h"
+#include "errors.h"
+#include "providers/gpu.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define EVENT_POOL 256
+#define MAX_PEERS  64
+
+typedef struct reservation {
+    uint64_t base;
+    size_t size;
+    uint64_t *handles; /* per granule: the cuMemCreate handle */
+    uint8_t *mapped;   /* per granule: committed now */
+    struct reservation *next;
+} reservation_t;
+
+typedef struct device {
+    ga_provider_t base;
+    int ordinal;
+    void *ctx;          /* the device's primary context (retained) */
+    uint64_t legacy_id; /* cuStreamGetId of the legacy stream */
+    int access[MAX_PEERS];
+    int access_count; /* the device itself first, then peers */
+    pthread_mutex_t lock;
+    reservation_t *resv;
+    void *events[EVENT_POOL];
+    unsigned nevents;
+} device_t;
+
+#define DEV(p) ((device_t *)(p))
+
+static gpuarena_status_t enter(device_t *d, ga_cuda_scope_t *sc)
+{
+    return ga_cuda_enter(d->ctx, sc);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Fixed segments. */
+
+static gpuarena_status_t dev_map(ga_provider_t *p, size_t size, void **base)
+{
+    device_t *d = DEV(p);
+    ga_cuda_scope_t sc;
+    gpuarena_status_t st = enter(d, &sc);
+    if (st != GPUARENA_SUCCESS)
+        return st;
+    uint64_t a = 0;
+    st = ga_cuda_mem_alloc(size, &a);
+    ga_cuda_leave(&sc);
+    if (st != GPUARENA_SUCCESS)
+        return st;
+    pthread_mutex_lock(&d->lock);
+    p->live_maps++;
+    pthread_mutex_unlock(&d->lock);
+    *base = (void *)(uintptr_t)a;
+    return GPUARENA_SUCCESS;
+}
+
+static gpuarena_status_t dev_unmap(ga_provider_t *p, void *base, size_t size)
+{
+    (void)size;
+    device_t *d = DEV(p);
+    ga_cuda_scope_t sc;
+    gpuarena_status_t st = enter(d, &sc);
+    if (st != GPUARENA_SUCCESS)
+        return st;
+    st = ga_cuda_mem_free((uint64_t)(uintptr_t)base);
+    ga_cuda_leave(&sc);
+    if (st != GPUARENA_SUCCESS)
+        return st;
+    pthread_mutex_lock(&d->lock);
+    p->live_maps--;
+    pthread_mutex_unlock(&d->lock);
+    return GPUARENA_SUCCESS;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Growable segments. */
+
+static gpuarena_status_t dev_reserve(ga_provider_t *p, size_t size, void **base)
+{
+    device_t *d = DEV(p);
+    if (size == 0 || size % p->granule)
+        return ga_error(GPUARENA_ERR_INVALID_ARGUMENT,
+                        "device: reservation of %zu bytes is not a multiple of the granule %zu",
+                        size, p->granule);
+    size_t n = size / p->granule;
+    reservation_t *r = calloc(1, sizeof *r);
+    if (r) {
+        r->handles = calloc(n, sizeof *r->handles);
+        r->mapped = calloc(n, 1);
+    }
+    if (!r || !r->handles || !r->mapped) {
+        if (r) {
+            free(r->handles);
+            free(r->mapped);
+            free(r);
+        }
+        return ga_error(GPUARENA_ERR_HOST_MEMORY, "device: no memory to track a reservation");
+    }
+    ga_cuda_scope_t sc;
+    gpuarena_status_t st = enter(d, &sc);
+    if (st == GPUARENA_SUCCESS) {
+        st = ga_cuda_vmm_reserve(size, p->granule, &r->base);
+        ga_cuda_leave(&sc);
+    }
+    if (st != GPUARENA_SUCCESS) {
+        free(r->handles);
+        free(r->mapped);
+        free(r);
+        return st;
+    }
+    r->size = size;
+    pthread_mutex_lock(&d->lock);
+    r->next = d->resv;
+    d->resv = r;
+    pthread_mutex_unlock(&d->lock);
+    *base = (void *)(uintptr_t)r->base;
+    return GPUARENA_SUCCESS;
+}
+
+/* The reservation holding [A, A+SIZE), under the lock. */
+static reservation_t *find(device_t *d, uint64_t a, size_t size, reservation_t ***link)
+{
+    for (reservation_t **pp = &d->resv; *pp; pp = &(*pp)->next) {
+        reservation_t *r = *pp;
+        if (a >= r->base && a - r->base <= r->size && size <= r->size - (a - r->base)) {
+            if (link)
+                *link = pp;
+            return r;
+        }
+    }
+    return NULL;
+}
+
+/* Unmap and release granules [FIRST, LAST) of R; under the lock. */
+static gpuarena_status_t drop(device_t *d, reservation_t *r, size_t first, size_t last)
+{
+    gpuarena_status_t st = GPUARENA_SUCCESS;
+    size_t g = d->base.granule;
+    for (size_t i = first; i < last; i++) {
+        if (!r->mapped[i])
+            continue;
+        gpuarena_status_t s = ga_cuda_vmm_unmap_release(r->base + i * g, g, r->handles[i]);
+        if (s != GPUARENA_SUCCESS) {
+            st = s;
+            continue;
+        }
+        r->mapped[i] = 0;
+        r->handles[i] = 0;
+        d->base.live_maps--;
+    }
+    return st;
+}
+
+static gpuarena_status_t dev_release(ga_provider_t *p, void *base, size_t size)
+{
+    device_t *d = DEV(p);
+    uint64_t a = (uint64_t)(uintptr_t)base;
+    pthread_mutex_lock(&d->lock);
+    reservation_t **link = NULL;
+    reservation_t *r = find(d, a, size, &link);
+    if (!r || r->base != a || r->size != size) {
+        pthread_mutex_unlock(&d->lock);
+        return ga_error(GPUARENA_ERR_INVALID_ARGUMENT,
+                        "device: no reservation of %zu bytes at %p to release", size, base);
+    }
+    ga_cuda_scope_t sc;
+    gpuarena_status_t st = enter(d, &sc);
+    if (st == GPUARENA_SUCCESS) {
+        /* Granules still committed go first; the block manager decommits
+         * them before releasing, so this only runs on an error path. */
+        st = drop(d, r, 0, r->size / p->granule);
+        if (st == GPUARENA_SUCCESS)
+            st = ga_cuda_vmm_free(r->base, r->size);
+        ga_cuda_leave(&sc);
+    }
+    if (st == GPUARENA_SUCCESS) {
+        *link = r->next;
+        free(r->handles);
+        free(r->mapped);
+        free(r);
+    }
+    pthread_mutex_unlock(&d->lock);
+    return st;
+}
+
+static gpuarena_status_t check_range(device_t *d, uint64_t a, size_t size, reservation_t **out)
+{
+    size_t g = d->base.granule;
+    reservation_t *r = find(d, a, size, NULL);
+    if (!r || size == 0 || (a - r->base) % g || size % g)
+        return ga_error(GPUARENA_ERR_INVALID_ARGUMENT,
+                        "device: [%#llx, +%zu) is not a granule-aligned piece of a reservation",
+                        (unsigned long long)a, size);
+    *out = r;
+    return GPUARENA_SUCCESS;
+}
+
+static gpuarena_status_t set_access(device_t *d, uint64_t a, size_t size)
+{
+    gpuarena_status_t st = ga_cuda_vmm_set_access(a, size, d->access, d->access_count);
+    if (st == GPUARENA_SUCCESS || size == d->base.granule)
+        return st;
+    /* A driver that wants one call per mapping: set it granule by granule. */
+    for (size_t off = 0; off < size; off += d->base.granule) {
+        st = ga_cuda_vmm_set_access(a + off, d->base.granule, d->access, d->access_count);
+        if (st != GPUARENA_SUCCESS)
+            return st;
+    }
+    return GPUARENA_SUCCESS;
+}
+
+static gpuarena_status_t dev_commit(ga_provider_t *p, void *addr, size_t size)
+{
+    device_t *d = DEV(p);
+    uint64_t a = (uint64_t)(uintptr_t)addr;
+    size_t g = p->granule;
+    pthread_mutex_lock(&d->lock);
+    reservation_t *r;
+    gpuarena_status_t st = check_range(d, a, size, &r);
+    if (st != GPUARENA_SUCCESS)
+        goto out;
+    size_t first = (a - r->base) / g, last = first + size / g;
+    for (size_t i = first; i < last; i++)
+        if (r->mapped[i]) {
+            st = ga_error(GPUARENA_ERR_INVALID_ARGUMENT,
+                          "device: granule at %#llx is committed already",
+                          (unsigned long long)(r->base + i * g));
+            goto out;
+        }
+    ga_cuda_scope_t sc;
+    st = enter(d, &sc);
+    if (st != GPUARENA_SUCCESS)
+        goto out;
+    size_t i;
+    for (i = first; i < last && st == GPUARENA_SUCCESS; i++) {
+        st = ga_cuda_vmm_create_map(d->ordinal, r->base + i * g, g, &r->handles[i]);
+        if (st == GPUARENA_SUCCESS) {
+            r->mapped[i] = 1;
+            p->live_maps++;
+        }
+    }
+    if (st == GPUARENA_SUCCESS)
+        st = set_access(d, a, size);
+    if (st != GPUARENA_SUCCESS) {
+        /* Keep the status and message of the failure, not of the undo. */
+        char why[512];
+        snprintf(why, sizeof why, "%s", gpuarena_last_error());
+        drop(d, r, first, last);
+        ga_error(st, "%s", why);
+    }
+    ga_cuda_leave(&sc);
+out:
+    pthread_mutex_unlock(&d->lock);
+    return st;
+}
+
+static gpuarena_status_t dev_decommit(ga_provider_t *p, void *addr, size_t size)
+{
+    device_t *d = DEV(p);
+    uint64_t a = (uint64_t)(uintptr_t)addr;
+    pthread_mutex_lock(&d->lock);
+    reservation_t *r;
+    gpuarena_status_t st = check_range(d, a, size, &r);
+    if (st == GPUARENA_SUCCESS) {
+        ga_cuda_scope_t sc;
+        st = enter(d, &sc);
+        if (st == GPUARENA_SUCCESS) {
+            size_t first = (a - r->base) / p->granule;
+            st = drop(d, r, first, first + size / p->granule);
+            ga_cuda_leave(&sc);
+        }
+    }
+    pthread_mutex_unlock(&d->lock);
+    return st;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Streams and events. */
+
+static bool is_legacy(gpuarena_stream_t s)
+{
+    return s == NULL || s == GA_CUDA_STREAM_LEGACY;
+}
+
+static gpuarena_status_t dev_stream_id(ga_provider_t *p, gpuarena_stream_t s, uint64_t *id)
+{
+    device_t *d = DEV(p);
+    if (is_legacy(s)) {
+        *id = d->legacy_id;
+        return GPUARENA_SUCCESS;
+    }
+    if (s != GA_CUDA_STREAM_PER_THREAD) /* a real handle names its context */
+        return ga_cuda_stream_id(d->ctx, s, id);
+    ga_cuda_scope_t sc;
+    gpuarena_status_t st = enter(d, &sc);
+    if (st != GPUARENA_SUCCESS)
+        return st;
+    st = ga_cuda_stream_id(d->ctx, s, id);
+    ga_cuda_leave(&sc);
+    return st;
+}
+
+/* See the head of the file for what is done under capture: refuse. */
+static gpuarena_status_t dev_stream_check(ga_provider_t *p, gpuarena_stream_t s)
+{
+    device_t *d = DEV(p);
+    ga_cuda_scope_t sc;
+    gpuarena_status_t st = enter(d, &sc);
+    if (st != GPUARENA_SUCCESS)
+        return st;
+    st = ga_cuda_stream_check(s);
+    ga_cuda_leave(&sc);
+    return st;
+}
+
+static gpuarena_status_t dev_event_create(ga_provider_t *p, ga_event_t *ev)
+{
+    device_t *d = DEV(p);
+    pthread_mutex_lock(&d->lock);
+    if (d->nevents) {
+        *ev = d->events[--d->nevents];
+        pthread_mutex_unlock(&d->lock);
+        return GPUARENA_SUCCESS;
+    }
+    pthread_mutex_unlock(&d->lock);
+    ga_cuda_scope_t sc;
+    gpuarena_status_t st = enter(d, &sc);
+    if (st != GPUARENA_SUCCESS)
+        return st;
+    st = ga_cuda_event_create(ev);
+    ga_cuda_leave(&sc);
+    return st;
+}
+
+static void dev_event_destroy(ga_provider_t *p, ga_event_t ev)
+{
+    device_t *d = DEV(p);
+    pthread_mutex_lock(&d->lock);
+    if (d->nevents < EVENT_POOL) {
+        d->events[d->nevents++] = ev;
+        ev = NULL;
+    }
+    pthread_mutex_unlock(&d->lock);
+    if (ev)
+        ga_cuda_event_destroy(ev);
+}
+
+static gpuarena_status_t dev_event_record(ga_provider_t *p, ga_event_t ev, gpuarena_stream_t s)
+{
+    device_t *d = DEV(p);
+    ga_cuda_scope_t sc;
+    gpuarena_status_t st = enter(d, &sc);
+    if (st != GPUARENA_SUCCESS)
+        return st;
+    st = ga_cuda_event_record(ev, s);
+    ga_cuda_leave(&sc);
+    return st;
+}
+
+static gpuarena_status_t dev_event_query(ga_provider_t *p, ga_event_t ev)
+{
+    (void)p;
+    gpuarena_status_t st = ga_cuda_event_query(ev);
+    return st == GA_CUDA_NOT_READY ? GA_NOT_READY : st;
+}
+
+static gpuarena_status_t dev_event_sync(ga_provider_t *p, ga_event_t ev)
+{
+    (void)p;
+    return ga_cuda_event_sync(ev);
+}
+
+static gpuarena_status_t dev_sync_all(ga_provider_t *p)
+{
+    device_t *d = DEV(p);
+    ga_cuda_scope_t sc;
+    gpuarena_status_t st = enter(d, &sc);
+    if (st != GPUARENA_SUCCESS)
+        return st;
+    st = ga_cuda_ctx_sync();
+    ga_cuda_leave(&sc);
+    return st;
+}
+
+static gpuarena_status_t dev_stream_wait(ga_provider_t *p, gpuarena_stream_t s, ga_event_t ev)
+{
+    device_t *d = DEV(p);
+    ga_cuda_scope_t sc;
+    gpuarena_status_t st = enter(d, &sc);
+    if (st != GPUARENA_SUCCESS)
+        return st;
+    st = ga_cuda_stream_wait_event(s, ev);
+    ga_cuda_leave(&sc);
+    return st;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Hints and figures. */
+
+static gpuarena_status_t dev_memzero(ga_provider_t *p, void *ptr, size_t size, gpuarena_stream_t s)
+{
+    device_t *d = DEV(p);
+    ga_cuda_scope_t sc;
+    gpuarena_status_t st = enter(d, &sc);
+    if (st != GPUARENA_SUCCESS)
+        return st;
+    st = ga_cuda_memset_d8_async((uint64_t)(uintptr_t)ptr, 0, size, s);
+    ga_cuda_leave(&sc);
+    return st;
+}
+
+static gpuarena_status_t dev_mem_free(ga_provider_t *p, uint64_t *free_bytes)
+{
+    device_t *d = DEV(p);
+    ga_cuda_scope_t sc;
+    gpuarena_status_t st = enter(d, &sc);
+    if (st != GPUARENA_SUCCESS)
+        return st;
+    size_t f = 0;
+    st = ga_cuda_mem_info(&f, NULL);
+    ga_cuda_leave(&sc);
+    if (st == GPUARENA_SUCCESS)
+        *free_bytes = f;
+    return st;
+}
+
+static void dev_destroy(ga_provider_t *p)
+{
+    device_t *d = DEV(p);
+    ga_cuda_scope_t sc;
+    /* The driver may be shut down already (destroy at exit): errors are
+     * ignored, the host-side bookkeeping is freed whatever happens. */
+    bool in = enter(d, &sc) == GPUARENA_SUCCESS;
+    pthread_mutex_lock(&d->lock);
+    while (d->resv) {
+        reservation_t *r = d->resv;
+        if (in) {
+            drop(d, r, 0, r->size / p->granule);
+            ga_cuda_vmm_free(r->base, r->size);
+        }
+        d->resv = r->next;
+        free(r->handles);
+        free(r->mapped);
+        free(r);
+    }
+    while (d->nevents)
+        ga_cuda_event_destroy(d->events[--d->nevents]);
+    pthread_mutex_unlock(&d->lock);
+    if (in)
+        ga_cuda_leave(&sc);
+    ga_cuda_primary_release(d->ordinal);
+    pthread_mutex_destroy(&d->lock);
+    free(d);
+}
+
+static const ga_provider_ops_t device_ops = {
+    .name = "device",
+    .map = dev_map,
+    .unmap = dev_unmap,
+    .reserve = dev_reserve,
+    .release = dev_release,
+    .commit = dev_commit,
+    .decommit = dev_decommit,
+    .stream_id = dev_stream_id,
+    .stream_check = dev_stream_check,
+    .event_create = dev_event_create,
+    .event_destroy = dev_event_destroy,
+    .event_record = dev_event_record,
+    .event_query = dev_event_query,
+    .event_sync = dev_event_sync,
+    .stream_wait = dev_stream_wait,
+    .sync_all = dev_sync_all,
+    .memzero = dev_memzero,
+    .mem_free = dev_mem_free,
+    .destroy = dev_destroy,
+};
+
+static size_t round_up(size_t x, size_t to)
+{
+    return (x + to - 1) / to * to;
+}
+
+/* Sizes and access list; the context is current. */
+static gpuarena_status_t setup(device_t *d, const ga_settings_t *s)
+{
+    int vmm = 0;
+    gpuarena_status_t st = ga_cuda_device_attr(d->ordinal, GA_CUDA_ATTR_VMM_SUPPORTED, &vmm);
+    if (st != GPUARENA_SUCCESS)
+        return st;
+    size_t g = (size_t)2 << 20;
+    if (vmm) {
+        st = ga_cuda_vmm_granularity(d->ordinal, true, &g);
+        if (st != GPUARENA_SUCCESS)
+            return st;
+    }
+    if (s->granule > g)
+        g = round_up(s->granule, g);
+    d->base.granule = g;
+    d->base.growable = vmm && s->expandable;
+
+    size_t total = 0;
+    st = ga_cuda_device_total_mem(d->ordinal, &total);
+    if (st != GPUARENA_SUCCESS)
+        return st;
+    /* Twice the device's memory, in whole GiB and granules: room for the
+     * segment to grow to all of the device, with fragmentation. */
+    d->base.va_size = round_up(round_up(2 * total, (size_t)1 << 30), g);
+
+    d->access[0] = d->ordinal;
+    d->access_count = 1;
+    if (s->peer_access && d->base.growable) {
+        int n = 0;
+        st = ga_cuda_device_count(&n);
+        for (int i = 0; st == GPUARENA_SUCCESS && i < n && d->access_count < MAX_PEERS; i++) {
+            bool can = false;
+            if (i != d->ordinal)
+                st = ga_cuda_can_access_peer(i, d->ordinal, &can);
+            if (can)
+                d->access[d->access_count++] = i;
+        }
+        if (st != GPUARENA_SUCCESS)
+            return st;
+    }
+    return ga_cuda_stream_id(d->ctx, GA_CUDA_STREAM_LEGACY, &d->legacy_id);
+}
+
+gpuarena_status_t ga_device_provider_create(int device, const ga_settings_t *s, ga_provider_t **out)
+{
+    gpuarena_status_t st = ga_cuda_device_check(device);
+    if (st != GPUARENA_SUCCESS)
+        return st;
+    device_t *d = calloc(1, sizeof *d);
+    if (!d)
+        return ga_error(GPUARENA_ERR_HOST_MEMORY, "device: no memory for the provider");
+    d->base.ops = &device_ops;
+    d->ordinal = device;
+    pthread_mutex_init(&d->lock, NULL);
+    st = ga_cuda_primary_retain(device, &d->ctx);
+    if (st != GPUARENA_SUCCESS) {
+        pthread_mutex_destroy(&d->lock);
+        free(d);
+        return st;
+    }
+    ga_cuda_scope_t sc;
+    st = ga_cuda_enter(d->ctx, &sc);
+    if (st == GPUARENA_SUCCESS) {
+        st = setup(d, s);
+        ga_cuda_leave(&sc);
+    }
+    if (st != GPUARENA_SUCCESS) {
+        ga_cuda_primary_release(device);
+        pthread_mutex_destroy(&d->lock);
+        free(d);
+        return st;
+    }
+    *out = &d->base;
+    return GPUARENA_SUCCESS;
+}

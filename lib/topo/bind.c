@@ -1,0 +1,47 @@
+/*
+ * bind.c - binding host pages to NUMA nodes before they are touched.
+ *
+ * Binding always uses this machine's topology, even when decisions were
+ * made on an XML file (GPUARENA_TOPOLOGY): pages are real.  Nodes of the
+ * placement that this machine lacks are left out; when none is left the
+ * pages stay where the kernel puts them.
+ */
+#include "config.h"
+
+#include "errors.h"
+#include "topo/topo_internal.h"
+
+#include <errno.h>
+#include <string.h>
+
+gpuarena_status_t ga_topo_bind(const ga_placement_t *pl, void *addr, size_t size)
+{
+    if (pl->policy == GA_NUMA_LOCAL || size == 0)
+        return GPUARENA_SUCCESS; /* first touch by the thread that writes */
+    hwloc_topology_t t;
+    gpuarena_status_t st = ga_topo_machine(&t);
+    if (st != GPUARENA_SUCCESS)
+        return st;
+    uint64_t here = ga_topo_all_nodes(t), want = pl->nodes & here;
+    if (!want)
+        return GPUARENA_SUCCESS;
+    hwloc_nodeset_t set = hwloc_bitmap_alloc();
+    if (!set)
+        return ga_error(GPUARENA_ERR_HOST_MEMORY, "no memory for a nodeset");
+    for (unsigned i = 0; i < 64; i++)
+        if (want >> i & 1)
+            hwloc_bitmap_set(set, i);
+    hwloc_membind_policy_t policy =
+        pl->policy == GA_NUMA_INTERLEAVE ? HWLOC_MEMBIND_INTERLEAVE : HWLOC_MEMBIND_BIND;
+    int rc = hwloc_set_area_membind(t, addr, size, set, policy, HWLOC_MEMBIND_BYNODESET);
+    int e = errno;
+    hwloc_bitmap_free(set);
+    if (rc == 0)
+        return GPUARENA_SUCCESS;
+    /* With one node there is no choice to make: a system that refuses
+     * binding (no NUMA support, a sandbox) loses nothing. */
+    if (hwloc_bitmap_weight(hwloc_topology_get_topology_nodeset(t)) == 1)
+        return GPUARENA_SUCCESS;
+    return ga_error(GPUARENA_ERR_SYSTEM, "binding %zu bytes at %p to NUMA nodes failed: %s", size,
+                    addr, strerror(e));
+}

@@ -1,0 +1,30 @@
+#!/bin/sh
+# gpuarena-config as a user meets it: --check names the file, the line and
+# the closest key and exits 1; the settings it prints show a file's and
+# GPUARENA_OPTIONS's effect, and are themselves a valid config file.
+. "${srcdir:-$(dirname "$0")}/man-helpers.sh"
+T=$GA_CONFIG_TOOL
+tmp=${TMPDIR:-/tmp}/check-config-tool.$$
+trap 'rm -f "$tmp".*' EXIT
+unset GPUARENA_CONF GPUARENA_OPTIONS XDG_CONFIG_HOME
+export HOME=/nonexistent-home
+printf '[device]\nexpandable = true\nmax_cahced = 20G\n' > "$tmp.bad"
+"$T" --check "$tmp.bad" > /dev/null 2> "$tmp.err"
+[ $? = 1 ] || fail "--check of a bad file did not exit 1"
+grep -qxF "$tmp.bad:3: key 'device.max_cahced': unknown key (did you mean 'max_cached'?)" \
+    "$tmp.err" || fail "--check message: $(cat "$tmp.err")"
+printf '[device]\nexpandable = false\n[device.1]\nmax_cached = 1G\n' > "$tmp.good"
+"$T" --check "$tmp.good" | grep -qxF "$tmp.good: ok" || fail "--check of a good file"
+GPUARENA_CONF=$tmp.good GPUARENA_OPTIONS=pinned.numa=0,1 "$T" > "$tmp.out" || fail "show"
+grep -qE "^expandable += false +# $tmp.good:2$" "$tmp.out" || fail "file origin not shown"
+grep -qE "^max_cached += 1G +# $tmp.good:4$" "$tmp.out" || fail "device section not shown"
+grep -qE "^numa += 0,1 +# GPUARENA_OPTIONS$" "$tmp.out" || fail "GPUARENA_OPTIONS not shown"
+"$T" --check "$tmp.out" > /dev/null || fail "the printed settings do not check"
+GPUARENA_OPTIONS=device.max_cahced=1G "$T" > /dev/null 2> "$tmp.err"
+[ $? = 1 ] || fail "a bad GPUARENA_OPTIONS did not exit 1"
+"$T" --bogus > /dev/null 2>&1
+[ $? = 2 ] || fail "a bad option did not exit 2"
+"$T" --help | grep -q -- --check || fail "--help"
+"$T" --version | grep -q "gpuarena" || fail "--version"
+[ $ga_fail = 0 ] && echo "gpuarena-config behaves"
+exit $ga_fail

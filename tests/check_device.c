@@ -1,0 +1,433 @@
+/*
+ * check_device.c - the device provider and the device arena on a real GPU.
+ * Exits 77 (skipped) where the driver or a GPU is missing.
+ *
+ * The provider tests talk to the provider table directly and need nothing
+ * else; the arena tests go through the public API and the block manager,
+ * and say they are skipped while the block manager is not built (alloc
+ * answers GPUARENA_ERR_NOT_SUPPORTED).  Data is checked with fill
+ * patterns: cuMemsetD8Async on a stream, then a copy back to the host.
+ */
+#include "config.h"
+
+#include "cuda/cuda.h"
+#include "gpuarena.h"
+#include "providers/providers.h"
+
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MiB ((size_t)1 << 20)
+
+static void *ctx; /* device 0's primary context, current in every test */
+
+static void setup(void)
+{
+    gpuarena_status_t st = ga_cuda_primary_retain(0, &ctx);
+    ck_assert_msg(st == GPUARENA_SUCCESS, "primary context: %s", gpuarena_last_error());
+    st = ga_cuda_set_current(ctx);
+    ck_assert_msg(st == GPUARENA_SUCCESS, "set current: %s", gpuarena_last_error());
+}
+
+static void teardown(void)
+{
+    ga_cuda_primary_release(0);
+}
+
+static ga_provider_t *device_provider(bool expandable)
+{
+    ga_settings_t s;
+    memset(&s, 0, sizeof s);
+    s.expandable = expandable;
+    ga_provider_t *p = NULL;
+    ck_assert_msg(ga_gpu_provider_create(GPUARENA_DEVICE, 0, &s, &p) == GPUARENA_SUCCESS, "%s",
+                  gpuarena_last_error());
+    return p;
+}
+
+/* Fill SIZE bytes at PTR with BYTE on STREAM, wait, check a few spots. */
+static void fill_and_check(void *ptr, size_t size, unsigned char byte, void *stream)
+{
+    uint64_t d = (uint64_t)(uintptr_t)ptr;
+    ck_assert_int_eq(ga_cuda_memset_d8_async(d, byte, size, stream), GPUARENA_SUCCESS);
+    ck_assert_int_eq(ga_cuda_stream_sync(stream), GPUARENA_SUCCESS);
+    unsigned char buf[4096];
+    size_t n = size < sizeof buf ? size : sizeof buf;
+    const size_t at[] = {0, size / 2 - n / 2, size - n};
+    for (int i = 0; i < 3; i++) {
+        ck_assert_int_eq(ga_cuda_memcpy_dtoh(buf, d + at[i], n), GPUARENA_SUCCESS);
+        for (size_t j = 0; j < n; j++)
+            ck_assert_msg(buf[j] == byte, "byte %zu: %#x, want %#x", at[i] + j, buf[j], byte);
+    }
+}
+
+static size_t device_free(void)
+{
+    size_t f = 0;
+    ck_assert_int_eq(ga_cuda_mem_info(&f, NULL), GPUARENA_SUCCESS);
+    return f;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Provider. */
+
+START_TEST(fixed_segments)
+{
+    ga_provider_t *p = device_provider(false);
+    ck_assert(!p->growable);
+    ck_assert_uint_ge(p->granule, 4096);
+    void *s;
+    ck_assert_int_eq(ga_cuda_stream_create(true, &s), GPUARENA_SUCCESS);
+    void *seg;
+    size_t size = 8 * p->granule;
+    ck_assert_int_eq(p->ops->map(p, size, &seg), GPUARENA_SUCCESS);
+    ck_assert_uint_eq(p->live_maps, 1);
+    fill_and_check(seg, size, 0xab, s);
+    ck_assert_int_eq(p->ops->memzero(p, seg, size, s), GPUARENA_SUCCESS);
+    fill_and_check(seg, size, 0x00, NULL);
+    ck_assert_int_eq(p->ops->unmap(p, seg, size), GPUARENA_SUCCESS);
+    ck_assert_uint_eq(p->live_maps, 0);
+    /* More than the device has: out of memory, with the call named. */
+    size_t total;
+    ck_assert_int_eq(ga_cuda_device_total_mem(0, &total), GPUARENA_SUCCESS);
+    ck_assert_int_eq(p->ops->map(p, total + total / 2, &seg), GPUARENA_ERR_OUT_OF_MEMORY);
+    ck_assert_ptr_nonnull(strstr(gpuarena_last_error(), "cuMemAlloc"));
+    ck_assert_uint_eq(p->live_maps, 0);
+    ga_cuda_stream_destroy(s);
+    p->ops->destroy(p);
+}
+END_TEST
+
+START_TEST(growable_segments_return_memory)
+{
+    ga_provider_t *p = device_provider(true);
+    if (!p->growable) {
+        printf("check_device: device 0 has no virtual memory management: growable not run\n");
+        p->ops->destroy(p);
+        return;
+    }
+    size_t g = p->granule, size = 512 * MiB / g * g;
+    ck_assert_uint_ge(p->va_size, size);
+    void *va;
+    ck_assert_int_eq(p->ops->reserve(p, p->va_size, &va), GPUARENA_SUCCESS);
+    size_t before = device_free();
+    ck_assert_int_eq(p->ops->commit(p, va, size), GPUARENA_SUCCESS);
+    ck_assert_uint_eq(p->live_maps, size / g);
+    size_t during = device_free();
+    ck_assert_msg(during + size - 64 * MiB <= before, "free %zu -> %zu after committing %zu",
+                  before, during, size);
+    fill_and_check(va, size, 0x5c, NULL);
+    /* Committing the same granule twice is refused, nothing changes. */
+    ck_assert_int_eq(p->ops->commit(p, va, g), GPUARENA_ERR_INVALID_ARGUMENT);
+    /* Decommit in other pieces than committed: the tail, then the head. */
+    char *c = va;
+    ck_assert_int_eq(p->ops->decommit(p, c + size / 2, size / 2), GPUARENA_SUCCESS);
+    fill_and_check(va, size / 2, 0x3c, NULL);
+    ck_assert_int_eq(p->ops->decommit(p, c, size / 2), GPUARENA_SUCCESS);
+    ck_assert_uint_eq(p->live_maps, 0);
+    size_t after = device_free();
+    ck_assert_msg(after + 64 * MiB >= before, "free %zu -> %zu -> %zu: not returned", before,
+                  during, after);
+    /* Grow again at the end of the range. */
+    ck_assert_int_eq(p->ops->commit(p, c + p->va_size - 2 * g, 2 * g), GPUARENA_SUCCESS);
+    fill_and_check(c + p->va_size - 2 * g, 2 * g, 0x11, NULL);
+    /* Release with granules committed still gives everything back. */
+    ck_assert_int_eq(p->ops->release(p, va, p->va_size), GPUARENA_SUCCESS);
+    ck_assert_uint_eq(p->live_maps, 0);
+    p->ops->destroy(p);
+    printf("check_device: growable: free %zu MiB -> %zu MiB -> %zu MiB\n", before / MiB,
+           during / MiB, after / MiB);
+}
+END_TEST
+
+START_TEST(stream_identity)
+{
+    ga_provider_t *p = device_provider(true);
+    uint64_t null_id, legacy_id, ptd_id, a_id, a_again, b_id;
+    void *a, *b;
+    ck_assert_int_eq(ga_cuda_stream_create(true, &a), GPUARENA_SUCCESS);
+    ck_assert_int_eq(ga_cuda_stream_create(false, &b), GPUARENA_SUCCESS);
+    ck_assert_int_eq(p->ops->stream_id(p, NULL, &null_id), GPUARENA_SUCCESS);
+    ck_assert_int_eq(p->ops->stream_id(p, GA_CUDA_STREAM_LEGACY, &legacy_id), GPUARENA_SUCCESS);
+    ck_assert_int_eq(p->ops->stream_id(p, GA_CUDA_STREAM_PER_THREAD, &ptd_id), GPUARENA_SUCCESS);
+    ck_assert_int_eq(p->ops->stream_id(p, a, &a_id), GPUARENA_SUCCESS);
+    ck_assert_int_eq(p->ops->stream_id(p, a, &a_again), GPUARENA_SUCCESS);
+    ck_assert_int_eq(p->ops->stream_id(p, b, &b_id), GPUARENA_SUCCESS);
+    ck_assert_uint_eq(null_id, legacy_id);
+    ck_assert_uint_ne(ptd_id, legacy_id);
+    ck_assert_uint_eq(a_id, a_again);
+    ck_assert_uint_ne(a_id, b_id);
+    ck_assert_uint_ne(a_id, legacy_id);
+    ck_assert_uint_ne(a_id, GA_STREAM_ANY);
+    /* A stream of another context of the same device is refused. */
+    void *other;
+    if (ga_cuda_ctx_create(0, &other) == GPUARENA_SUCCESS) {
+        ck_assert_int_eq(ga_cuda_set_current(other), GPUARENA_SUCCESS);
+        void *foreign;
+        ck_assert_int_eq(ga_cuda_stream_create(true, &foreign), GPUARENA_SUCCESS);
+        ck_assert_int_eq(ga_cuda_set_current(ctx), GPUARENA_SUCCESS);
+        uint64_t id;
+        ck_assert_int_eq(p->ops->stream_id(p, foreign, &id), GPUARENA_ERR_INVALID_STREAM);
+        ck_assert_ptr_nonnull(strstr(gpuarena_last_error(), "another"));
+        /* Even with that context current, the arena's context rules. */
+        ck_assert_int_eq(ga_cuda_set_current(other), GPUARENA_SUCCESS);
+        ck_assert_int_eq(p->ops->stream_id(p, foreign, &id), GPUARENA_ERR_INVALID_STREAM);
+        ck_assert_int_eq(p->ops->stream_id(p, a, &id), GPUARENA_SUCCESS);
+        ck_assert_uint_eq(id, a_id);
+        ga_cuda_stream_destroy(foreign);
+        ck_assert_int_eq(ga_cuda_set_current(ctx), GPUARENA_SUCCESS);
+        ga_cuda_ctx_destroy(other);
+    }
+    /* A stream of another device, where there is one. */
+    int n = 0;
+    ck_assert_int_eq(ga_cuda_device_count(&n), GPUARENA_SUCCESS);
+    if (n > 1) {
+        void *ctx1, *s1;
+        ck_assert_int_eq(ga_cuda_primary_retain(1, &ctx1), GPUARENA_SUCCESS);
+        ck_assert_int_eq(ga_cuda_set_current(ctx1), GPUARENA_SUCCESS);
+        ck_assert_int_eq(ga_cuda_stream_create(true, &s1), GPUARENA_SUCCESS);
+        ck_assert_int_eq(ga_cuda_set_current(ctx), GPUARENA_SUCCESS);
+        uint64_t id;
+        ck_assert_int_eq(p->ops->stream_id(p, s1, &id), GPUARENA_ERR_INVALID_STREAM);
+        ga_cuda_stream_destroy(s1);
+        ga_cuda_primary_release(1);
+    }
+    ga_cuda_stream_destroy(a);
+    ga_cuda_stream_destroy(b);
+    p->ops->destroy(p);
+}
+END_TEST
+
+START_TEST(events_and_waits)
+{
+    ga_provider_t *p = device_provider(true);
+    void *a, *b;
+    ck_assert_int_eq(ga_cuda_stream_create(true, &a), GPUARENA_SUCCESS);
+    ck_assert_int_eq(ga_cuda_stream_create(true, &b), GPUARENA_SUCCESS);
+    ga_event_t ev, ev2;
+    ck_assert_int_eq(p->ops->event_create(p, &ev), GPUARENA_SUCCESS);
+    ck_assert_int_eq(p->ops->event_query(p, ev), GPUARENA_SUCCESS); /* never recorded */
+    void *seg;
+    ck_assert_int_eq(p->ops->map(p, 64 * p->granule, &seg), GPUARENA_SUCCESS);
+    for (int i = 0; i < 8; i++)
+        ck_assert_int_eq(
+            ga_cuda_memset_d8_async((uint64_t)(uintptr_t)seg, (unsigned char)i, 64 * p->granule, a),
+            GPUARENA_SUCCESS);
+    ck_assert_int_eq(p->ops->event_record(p, ev, a), GPUARENA_SUCCESS);
+    gpuarena_status_t q = p->ops->event_query(p, ev);
+    ck_assert(q == GPUARENA_SUCCESS || q == GA_NOT_READY);
+    /* B waits for A's work on the GPU, then overwrites: B's value wins. */
+    ck_assert_int_eq(p->ops->stream_wait(p, b, ev), GPUARENA_SUCCESS);
+    fill_and_check(seg, 64 * p->granule, 0xee, b);
+    ck_assert_int_eq(p->ops->event_sync(p, ev), GPUARENA_SUCCESS);
+    ck_assert_int_eq(p->ops->event_query(p, ev), GPUARENA_SUCCESS);
+    /* Legacy and per-thread default streams take events too. */
+    ck_assert_int_eq(p->ops->event_record(p, ev, NULL), GPUARENA_SUCCESS);
+    ck_assert_int_eq(p->ops->event_sync(p, ev), GPUARENA_SUCCESS);
+    ck_assert_int_eq(p->ops->event_record(p, ev, GA_CUDA_STREAM_PER_THREAD), GPUARENA_SUCCESS);
+    ck_assert_int_eq(p->ops->event_sync(p, ev), GPUARENA_SUCCESS);
+    /* The pool hands a destroyed event out again. */
+    p->ops->event_destroy(p, ev);
+    ck_assert_int_eq(p->ops->event_create(p, &ev2), GPUARENA_SUCCESS);
+    ck_assert_ptr_eq(ev2, ev);
+    p->ops->event_destroy(p, ev2);
+    ck_assert_int_eq(p->ops->unmap(p, seg, 64 * p->granule), GPUARENA_SUCCESS);
+    ga_cuda_stream_destroy(a);
+    ga_cuda_stream_destroy(b);
+    p->ops->destroy(p);
+}
+END_TEST
+
+START_TEST(capture_is_refused)
+{
+    ga_provider_t *p = device_provider(true);
+    void *s;
+    ck_assert_int_eq(ga_cuda_stream_create(true, &s), GPUARENA_SUCCESS);
+    ck_assert_int_eq(p->ops->stream_check(p, s), GPUARENA_SUCCESS);
+    ck_assert_int_eq(ga_cuda_capture_begin(s), GPUARENA_SUCCESS);
+    ck_assert_int_eq(p->ops->stream_check(p, s), GPUARENA_ERR_STREAM_CAPTURE);
+    ck_assert_ptr_nonnull(strstr(gpuarena_last_error(), "captured"));
+    /* The capture is intact: it ends cleanly. */
+    ck_assert_int_eq(ga_cuda_capture_end(s), GPUARENA_SUCCESS);
+    ck_assert_int_eq(p->ops->stream_check(p, s), GPUARENA_SUCCESS);
+    ga_cuda_stream_destroy(s);
+    p->ops->destroy(p);
+}
+END_TEST
+
+START_TEST(mem_free_reports)
+{
+    ga_provider_t *p = device_provider(true);
+    uint64_t f = 0;
+    ck_assert_int_eq(p->ops->mem_free(p, &f), GPUARENA_SUCCESS);
+    size_t total;
+    ck_assert_int_eq(ga_cuda_device_total_mem(0, &total), GPUARENA_SUCCESS);
+    ck_assert_uint_gt(f, 0);
+    ck_assert_uint_le(f, total);
+    p->ops->destroy(p);
+}
+END_TEST
+
+/* ---------------------------------------------------------------------- */
+/* Arena (public API, through the block manager). */
+
+static bool block_manager_built(gpuarena_t *a)
+{
+    void *x = NULL;
+    gpuarena_status_t st = gpuarena_alloc(a, 1, NULL, &x);
+    if (st == GPUARENA_ERR_NOT_SUPPORTED) {
+        printf("check_device: block manager not built yet: arena test skipped\n");
+        return false;
+    }
+    ck_assert_int_eq(st, GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_free(a, x, NULL), GPUARENA_SUCCESS);
+    return true;
+}
+
+START_TEST(arena_alloc_free_on_streams)
+{
+    gpuarena_t *a;
+    ck_assert_int_eq(gpuarena_get(GPUARENA_DEVICE, 0, &a), GPUARENA_SUCCESS);
+    if (!block_manager_built(a))
+        return;
+    void *s1, *s2;
+    ck_assert_int_eq(ga_cuda_stream_create(true, &s1), GPUARENA_SUCCESS);
+    ck_assert_int_eq(ga_cuda_stream_create(true, &s2), GPUARENA_SUCCESS);
+    void *const streams[] = {NULL, GA_CUDA_STREAM_LEGACY, GA_CUDA_STREAM_PER_THREAD, s1, s2};
+    const size_t sizes[] = {1, 512, 4096, MiB + 3, 20 * MiB, 100 * MiB};
+    void *live[5][6];
+    for (int i = 0; i < 5; i++)
+        for (int j = 0; j < 6; j++) {
+            ck_assert_int_eq(gpuarena_alloc(a, sizes[j], streams[i], &live[i][j]),
+                             GPUARENA_SUCCESS);
+            fill_and_check(live[i][j], sizes[j], (unsigned char)(16 * i + j + 1), streams[i]);
+        }
+    /* Every block kept its own pattern: no two overlap. */
+    for (int i = 0; i < 5; i++)
+        for (int j = 0; j < 6; j++) {
+            unsigned char b;
+            ck_assert_int_eq(ga_cuda_memcpy_dtoh(&b, (uint64_t)(uintptr_t)live[i][j], 1),
+                             GPUARENA_SUCCESS);
+            ck_assert_uint_eq(b, (unsigned char)(16 * i + j + 1));
+        }
+    for (int i = 0; i < 5; i++)
+        for (int j = 0; j < 6; j++)
+            ck_assert_int_eq(gpuarena_free(a, live[i][j], streams[i]), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_check(a), GPUARENA_SUCCESS);
+    /* A stream the driver does not know, or freeing twice, changes nothing. */
+    void *x;
+    ck_assert_int_eq(gpuarena_alloc(a, 4096, s1, &x), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_free(a, x, s1), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_free(a, x, s1), GPUARENA_ERR_DOUBLE_FREE);
+    ck_assert_int_eq(ga_cuda_stream_sync(s1), GPUARENA_SUCCESS);
+    ga_cuda_stream_destroy(s1);
+    ga_cuda_stream_destroy(s2);
+}
+END_TEST
+
+START_TEST(arena_trim_returns_memory)
+{
+    gpuarena_t *a;
+    ck_assert_int_eq(gpuarena_get(GPUARENA_DEVICE, 0, &a), GPUARENA_SUCCESS);
+    if (!block_manager_built(a))
+        return;
+    ck_assert_int_eq(gpuarena_trim(a, 0), GPUARENA_SUCCESS);
+    size_t before = device_free();
+    void *p[8];
+    for (int i = 0; i < 8; i++)
+        ck_assert_int_eq(gpuarena_alloc(a, 128 * MiB, NULL, &p[i]), GPUARENA_SUCCESS);
+    size_t during = device_free();
+    ck_assert_uint_le(during + 1024 * MiB - 64 * MiB, before);
+    for (int i = 0; i < 8; i++)
+        ck_assert_int_eq(gpuarena_free(a, p[i], NULL), GPUARENA_SUCCESS);
+    ck_assert_int_eq(ga_cuda_stream_sync(NULL), GPUARENA_SUCCESS);
+    gpuarena_stats_t st;
+    ck_assert_int_eq(gpuarena_stats(a, &st), GPUARENA_SUCCESS);
+    ck_assert_uint_ge(st.cached, 1024 * MiB);
+    ck_assert_int_eq(gpuarena_trim(a, 0), GPUARENA_SUCCESS);
+    size_t after = device_free();
+    ck_assert_msg(after + 64 * MiB >= before, "free %zu -> %zu -> %zu MiB", before / MiB,
+                  during / MiB, after / MiB);
+    ck_assert_int_eq(gpuarena_stats(a, &st), GPUARENA_SUCCESS);
+    ck_assert_uint_eq(st.cached, 0);
+    printf("check_device: trim: free %zu MiB -> %zu MiB -> %zu MiB\n", before / MiB, during / MiB,
+           after / MiB);
+}
+END_TEST
+
+START_TEST(arena_out_of_memory_then_trim)
+{
+    gpuarena_t *a;
+    ck_assert_int_eq(gpuarena_get(GPUARENA_DEVICE, 0, &a), GPUARENA_SUCCESS);
+    if (!block_manager_built(a))
+        return;
+    size_t total;
+    ck_assert_int_eq(ga_cuda_device_total_mem(0, &total), GPUARENA_SUCCESS);
+    size_t chunk = (size_t)1 << 30, max = total / chunk + 8, n = 0;
+    void **v = calloc(max, sizeof *v);
+    ck_assert_ptr_nonnull(v);
+    gpuarena_status_t st = GPUARENA_SUCCESS;
+    while (n < max && (st = gpuarena_alloc(a, chunk, NULL, &v[n])) == GPUARENA_SUCCESS)
+        n++;
+    ck_assert_int_eq(st, GPUARENA_ERR_OUT_OF_MEMORY);
+    ck_assert_uint_gt(n, 0);
+    gpuarena_stats_t s;
+    ck_assert_int_eq(gpuarena_stats(a, &s), GPUARENA_SUCCESS);
+    ck_assert_uint_ge(s.oom_failures, 1);
+    ck_assert_uint_eq(s.last_oom_request, chunk);
+    ck_assert_uint_ge(s.in_use, n * chunk);
+    ck_assert_int_eq(gpuarena_stats_print(stdout, NULL), GPUARENA_SUCCESS);
+    for (size_t i = 0; i < n; i++)
+        ck_assert_int_eq(gpuarena_free(a, v[i], NULL), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_trim(a, 0), GPUARENA_SUCCESS);
+    /* The room is back: the same requests fit again. */
+    for (size_t i = 0; i < n; i++)
+        ck_assert_int_eq(gpuarena_alloc(a, chunk, NULL, &v[i]), GPUARENA_SUCCESS);
+    for (size_t i = 0; i < n; i++)
+        ck_assert_int_eq(gpuarena_free(a, v[i], NULL), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_trim(a, 0), GPUARENA_SUCCESS);
+    free(v);
+    printf("check_device: out of memory after %zu GiB of %zu GiB\n", n, total >> 30);
+}
+END_TEST
+
+int main(void)
+{
+    int n = 0;
+    gpuarena_status_t st = ga_cuda_load();
+    if (st == GPUARENA_SUCCESS)
+        st = ga_cuda_device_count(&n);
+    if (st != GPUARENA_SUCCESS || n == 0) {
+        printf("check_device: no GPU here (%s): skipped\n",
+               st != GPUARENA_SUCCESS ? gpuarena_last_error() : "the driver sees none");
+        return 77;
+    }
+    Suite *s = suite_create("device");
+    TCase *prov = tcase_create("provider");
+    tcase_add_checked_fixture(prov, setup, teardown);
+    tcase_add_test(prov, fixed_segments);
+    tcase_add_test(prov, growable_segments_return_memory);
+    tcase_add_test(prov, stream_identity);
+    tcase_add_test(prov, events_and_waits);
+    tcase_add_test(prov, capture_is_refused);
+    tcase_add_test(prov, mem_free_reports);
+    tcase_set_timeout(prov, 120);
+    suite_add_tcase(s, prov);
+    TCase *api = tcase_create("arena");
+    tcase_add_checked_fixture(api, setup, teardown);
+    tcase_add_test(api, arena_alloc_free_on_streams);
+    tcase_add_test(api, arena_trim_returns_memory);
+    tcase_add_test(api, arena_out_of_memory_then_trim);
+    tcase_set_timeout(api, 300);
+    suite_add_tcase(s, api);
+    SRunner *sr = srunner_create(s);
+    /* CUDA cannot be used in a child forked after the parent initialised
+     * it (main did, to know whether to skip): run the tests in-process. */
+    srunner_set_fork_status(sr, CK_NOFORK);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,0 +1,352 @@
+/*
+ * check_topo.c - placement decisions on real machines' topologies (the
+ * hwloc XML files in tests/data), and real binding on this machine.
+ *
+ * Expected answers, read from the files:
+ *
+ * 32em64t-2n8c2t-pci-normalio.xml (Supermicro X9DRG-HF, 2 x Xeon E5-2650):
+ *   Package 0 holds NUMANode os_index 0 (line 28, cpuset 0x00ff00ff) and
+ *   the host bridge 0000:[00-05]; under it, root port 00:03.0 leads to the
+ *   PCIDev 0000:03:00.0 "0302 [10de:1094]" Tesla M2075 (line 102).
+ *   Package 1 holds NUMANode 1 (line 133, cpuset 0xff00ff00) and the host
+ *   bridge 0000:[80-84]: PCIDev 0000:83:00.0 (line 225) and 0000:84:00.0
+ *   (line 233, the one with the OSDev cuda0), both "0302 [10de:1094]".
+ *   The Matrox 0000:05:03.0 "0300 [102b:0532]" is a display controller but
+ *   not NVIDIA's.  So, in PCI order: GPU 0 -> node 0, GPUs 1, 2 -> node 1.
+ *
+ * power8gpudistances.xml (PowerNV 8335-GTB, 2 x POWER8NVL, 4 x P100):
+ *   Package 0 (line 16) holds NUMANode 0 (line 19) and the host bridges
+ *   0002:[00-01] and 0003:[00-01] with PCIDevs 0002:01:00.0 (line 46,
+ *   cuda0) and 0003:01:00.0 (line 80, cuda1); Package 1 (line 113) holds
+ *   NUMANode 1 (line 116) and 000a:01:00.0 (line 143, cuda2) and
+ *   000b:01:00.0 (line 177, cuda3), all "0302 [10de:15f9]".  So GPUs 0, 1
+ *   -> node 0, GPUs 2, 3 -> node 1.
+ */
+#include "config.h"
+
+#include "config/config.h"
+#include "errors.h"
+#include "providers/providers.h"
+#include "topo/topo_internal.h"
+
+#include <check.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+typedef struct expect {
+    const char *file;
+    int gpus;
+    const char *busid[4];
+    uint64_t node[4]; /* nearest node mask of each GPU */
+    const char *cpus[4];
+} expect_t;
+
+static const expect_t machines[] = {
+    {"32em64t-2n8c2t-pci-normalio.xml",
+     3,
+     {"0000:03:00.0", "0000:83:00.0", "0000:84:00.0"},
+     {0x1, 0x2, 0x2},
+     {"0-7,16-23", "8-15,24-31", "8-15,24-31"}},
+    {"power8gpudistances.xml",
+     4,
+     {"0002:01:00.0", "0003:01:00.0", "000a:01:00.0", "000b:01:00.0"},
+     {0x1, 0x1, 0x2, 0x2},
+     {"0-1,8-9,16-17,24-25", "0-1,8-9,16-17,24-25", "80-81,88-89,96-97,104-105",
+      "80-81,88-89,96-97,104-105"}},
+};
+
+static hwloc_topology_t load(const char *file)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", GA_TEST_DATA, file);
+    hwloc_topology_t t = NULL;
+    ck_assert_msg(ga_topo_load(path, &t) == GPUARENA_SUCCESS, "%s: %s", path,
+                  gpuarena_last_error());
+    return t;
+}
+
+static void pinned_settings(ga_settings_t *s, ga_numa_policy_t policy, int n, const int *nodes)
+{
+    ga_config_defaults(GPUARENA_PINNED, s);
+    s->numa = policy;
+    s->numa_count = (unsigned)n;
+    for (int i = 0; i < n; i++)
+        s->numa_nodes[i] = nodes[i];
+}
+
+START_TEST(gpus_found_in_pci_order)
+{
+    const expect_t *e = &machines[_i];
+    hwloc_topology_t t = load(e->file);
+    ck_assert_int_eq(ga_topo_all_nodes(t), 0x3);
+    ga_topo_gpu_t *g = NULL;
+    int n = 0;
+    bool drv = true;
+    ck_assert_int_eq(ga_topo_gpus(t, GA_TOPO_GPUS_FILE, &g, &n, &drv), GPUARENA_SUCCESS);
+    ck_assert(!drv);
+    ck_assert_int_eq(n, e->gpus);
+    for (int i = 0; i < n; i++) {
+        ck_assert_int_eq(g[i].ordinal, i);
+        ck_assert_str_eq(g[i].busid, e->busid[i]);
+        ck_assert(g[i].located);
+        ck_assert_uint_eq(g[i].nodes, e->node[i]);
+        ck_assert_str_eq(g[i].cpus, e->cpus[i]);
+    }
+    free(g);
+    hwloc_topology_destroy(t);
+}
+END_TEST
+
+START_TEST(every_policy_for_every_gpu)
+{
+    const expect_t *e = &machines[_i];
+    hwloc_topology_t t = load(e->file);
+    ga_topo_gpu_t *g = NULL;
+    int n = 0;
+    bool drv;
+    ck_assert_int_eq(ga_topo_gpus(t, GA_TOPO_GPUS_FILE, &g, &n, &drv), GPUARENA_SUCCESS);
+    for (int i = 0; i < n; i++) {
+        ga_settings_t s;
+        ga_placement_t pl;
+        /* nearest: the GPU's own node, bound. */
+        pinned_settings(&s, GA_NUMA_NEAREST, 0, NULL);
+        ck_assert_int_eq(ga_topo_resolve(t, &s, &g[i], &pl), GPUARENA_SUCCESS);
+        ck_assert_int_eq(pl.policy, GA_NUMA_NODES);
+        ck_assert_uint_eq(pl.nodes, e->node[i]);
+        ck_assert(!pl.fallback);
+        /* nodes: the list, whatever the GPU. */
+        const int one[] = {1};
+        pinned_settings(&s, GA_NUMA_NODES, 1, one);
+        ck_assert_int_eq(ga_topo_resolve(t, &s, &g[i], &pl), GPUARENA_SUCCESS);
+        ck_assert_int_eq(pl.policy, GA_NUMA_NODES);
+        ck_assert_uint_eq(pl.nodes, 0x2);
+        /* interleave: all nodes when the list is empty, else the list. */
+        pinned_settings(&s, GA_NUMA_INTERLEAVE, 0, NULL);
+        ck_assert_int_eq(ga_topo_resolve(t, &s, &g[i], &pl), GPUARENA_SUCCESS);
+        ck_assert_int_eq(pl.policy, GA_NUMA_INTERLEAVE);
+        ck_assert_uint_eq(pl.nodes, 0x3);
+        const int both[] = {0, 1};
+        pinned_settings(&s, GA_NUMA_INTERLEAVE, 2, both);
+        ck_assert_int_eq(ga_topo_resolve(t, &s, &g[i], &pl), GPUARENA_SUCCESS);
+        ck_assert_uint_eq(pl.nodes, 0x3);
+        /* local: first touch, no nodes. */
+        pinned_settings(&s, GA_NUMA_LOCAL, 0, NULL);
+        ck_assert_int_eq(ga_topo_resolve(t, &s, &g[i], &pl), GPUARENA_SUCCESS);
+        ck_assert_int_eq(pl.policy, GA_NUMA_LOCAL);
+        ck_assert_uint_eq(pl.nodes, 0);
+    }
+    free(g);
+    hwloc_topology_destroy(t);
+}
+END_TEST
+
+START_TEST(unknown_locality_falls_back)
+{
+    hwloc_topology_t t = load(machines[_i].file);
+    ga_settings_t s;
+    ga_placement_t pl;
+    pinned_settings(&s, GA_NUMA_NEAREST, 0, NULL);
+    /* No GPU at all (a host arena asking for "nearest"). */
+    ck_assert_int_eq(ga_topo_resolve(t, &s, NULL, &pl), GPUARENA_SUCCESS);
+    ck_assert_int_eq(pl.policy, GA_NUMA_INTERLEAVE);
+    ck_assert_uint_eq(pl.nodes, 0x3);
+    ck_assert(pl.fallback);
+    /* A GPU whose bus id the topology does not hold. */
+    ga_topo_gpu_t g = {.ordinal = 0, .busid = "0000:ff:00.0"};
+    ga_topo_locate(t, g.busid, &g);
+    ck_assert(!g.located);
+    ck_assert_int_eq(ga_topo_resolve(t, &s, &g, &pl), GPUARENA_SUCCESS);
+    ck_assert(pl.fallback);
+    ck_assert_uint_eq(pl.nodes, 0x3);
+    hwloc_topology_destroy(t);
+}
+END_TEST
+
+START_TEST(missing_node_is_a_config_error)
+{
+    hwloc_topology_t t = load(machines[_i].file);
+    ga_settings_t s;
+    ga_placement_t pl = {.policy = GA_NUMA_LOCAL, .nodes = 42, .fallback = false};
+    const int bad[] = {0, 5};
+    const ga_numa_policy_t policies[] = {GA_NUMA_NODES, GA_NUMA_INTERLEAVE};
+    for (int k = 0; k < 2; k++) {
+        pinned_settings(&s, policies[k], 2, bad);
+        ck_assert_int_eq(ga_topo_resolve(t, &s, NULL, &pl), GPUARENA_ERR_CONFIG);
+        ck_assert_msg(strncmp(gpuarena_last_error(), "numa:", 5) == 0, "%s", gpuarena_last_error());
+        ck_assert_ptr_nonnull(strstr(gpuarena_last_error(), "node 5"));
+    }
+    ck_assert_uint_eq(pl.nodes, 42); /* untouched */
+    const int neg[] = {-1};
+    pinned_settings(&s, GA_NUMA_NODES, 1, neg);
+    ck_assert_int_eq(ga_topo_resolve(t, &s, NULL, &pl), GPUARENA_ERR_CONFIG);
+    pinned_settings(&s, GA_NUMA_NODES, 0, NULL);
+    ck_assert_int_eq(ga_topo_resolve(t, &s, NULL, &pl), GPUARENA_ERR_CONFIG);
+    hwloc_topology_destroy(t);
+}
+END_TEST
+
+/* Through the public path: GPUARENA_TOPOLOGY names the file (each Check
+ * test runs in its own process, so the cached topology is this one). */
+START_TEST(environment_names_the_file)
+{
+    const expect_t *e = &machines[_i];
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", GA_TEST_DATA, e->file);
+    setenv("GPUARENA_TOPOLOGY", path, 1);
+    hwloc_topology_t t;
+    const char *xml = NULL;
+    ck_assert_int_eq(ga_topo_decisions(&t, &xml), GPUARENA_SUCCESS);
+    ck_assert_str_eq(xml, path);
+    for (int i = 0; i < e->gpus; i++) {
+        ga_settings_t s;
+        ga_placement_t pl;
+        pinned_settings(&s, GA_NUMA_NEAREST, 0, NULL);
+        ck_assert_int_eq(ga_topo_placement(&s, i, &pl), GPUARENA_SUCCESS);
+        ck_assert_uint_eq(pl.nodes, e->node[i]);
+        ck_assert(!pl.fallback);
+    }
+    /* Past the last GPU: unknown locality. */
+    ga_settings_t s;
+    ga_placement_t pl;
+    pinned_settings(&s, GA_NUMA_NEAREST, 0, NULL);
+    ck_assert_int_eq(ga_topo_placement(&s, e->gpus, &pl), GPUARENA_SUCCESS);
+    ck_assert(pl.fallback);
+}
+END_TEST
+
+START_TEST(bad_topology_file)
+{
+    setenv("GPUARENA_TOPOLOGY", GA_TEST_DATA "/no-such-file.xml", 1);
+    hwloc_topology_t t;
+    ck_assert_int_eq(ga_topo_decisions(&t, NULL), GPUARENA_ERR_CONFIG);
+    ck_assert_ptr_nonnull(strstr(gpuarena_last_error(), "no-such-file.xml"));
+    /* The same answer the second time (cached). */
+    ck_assert_int_eq(ga_topo_decisions(&t, NULL), GPUARENA_ERR_CONFIG);
+}
+END_TEST
+
+/* ---------------------------------------------------------------------- */
+/* Real binding on this machine. */
+
+static uint64_t pages_on(hwloc_topology_t t, void *a, size_t size, bool *known)
+{
+    hwloc_nodeset_t where = hwloc_bitmap_alloc();
+    int rc = hwloc_get_area_memlocation(t, a, size, where, HWLOC_MEMBIND_BYNODESET);
+    *known = rc == 0 && !hwloc_bitmap_iszero(where);
+    uint64_t m = ga_topo_mask(where);
+    hwloc_bitmap_free(where);
+    return m;
+}
+
+START_TEST(binding_puts_pages_on_the_node)
+{
+    unsetenv("GPUARENA_TOPOLOGY");
+    hwloc_topology_t t;
+    ck_assert_int_eq(ga_topo_machine(&t), GPUARENA_SUCCESS);
+    uint64_t all = ga_topo_all_nodes(t);
+    ck_assert_uint_ne(all, 0);
+    size_t size = (size_t)8 << 20;
+    for (int node = 0; node < 64; node++) {
+        if (!(all >> node & 1))
+            continue;
+        ga_settings_t s;
+        ga_placement_t pl;
+        pinned_settings(&s, GA_NUMA_NODES, 1, &node);
+        ck_assert_int_eq(ga_topo_resolve(t, &s, NULL, &pl), GPUARENA_SUCCESS);
+        void *a = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        ck_assert_ptr_ne(a, MAP_FAILED);
+        ck_assert_int_eq(ga_topo_bind(&pl, a, size), GPUARENA_SUCCESS);
+        memset(a, 0x5a, size);
+        bool known;
+        uint64_t on = pages_on(t, a, size, &known);
+        if (known)
+            ck_assert_uint_eq(on, (uint64_t)1 << node);
+        else
+            printf("check_topo: hwloc_get_area_memlocation unsupported here\n");
+        munmap(a, size);
+    }
+    /* Interleave over every node: the pages are on those nodes only. */
+    ga_settings_t s;
+    ga_placement_t pl;
+    pinned_settings(&s, GA_NUMA_INTERLEAVE, 0, NULL);
+    ck_assert_int_eq(ga_topo_resolve(t, &s, NULL, &pl), GPUARENA_SUCCESS);
+    void *a = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ck_assert_int_eq(ga_topo_bind(&pl, a, size), GPUARENA_SUCCESS);
+    memset(a, 0xa5, size);
+    bool known;
+    uint64_t on = pages_on(t, a, size, &known);
+    if (known)
+        ck_assert_uint_eq(on & ~all, 0);
+    munmap(a, size);
+}
+END_TEST
+
+/* The host provider binds what it maps, as its placement says. */
+START_TEST(host_provider_places_its_segments)
+{
+    unsetenv("GPUARENA_TOPOLOGY");
+    hwloc_topology_t t;
+    ck_assert_int_eq(ga_topo_machine(&t), GPUARENA_SUCCESS);
+    uint64_t all = ga_topo_all_nodes(t);
+    int last = 63;
+    while (!(all >> last & 1))
+        last--;
+    ga_settings_t s;
+    ga_config_defaults(GPUARENA_HOST, &s);
+    s.numa = GA_NUMA_NODES;
+    s.numa_count = 1;
+    s.numa_nodes[0] = last;
+    ga_provider_t *p;
+    ck_assert_int_eq(ga_host_provider_create(&s, &p), GPUARENA_SUCCESS);
+    size_t size = 4 * p->granule;
+    void *seg;
+    ck_assert_int_eq(p->ops->map(p, size, &seg), GPUARENA_SUCCESS);
+    memset(seg, 1, size);
+    bool known;
+    uint64_t on = pages_on(t, seg, size, &known);
+    if (known)
+        ck_assert_uint_eq(on, (uint64_t)1 << last);
+    gpuarena_stats_t st;
+    memset(&st, 0, sizeof st);
+    p->ops->stats(p, &st);
+    ck_assert_uint_eq(st.numa_nodes, (uint64_t)1 << last);
+    ck_assert_uint_eq(st.numa_fallbacks, 0);
+    ck_assert_int_eq(p->ops->unmap(p, seg, size), GPUARENA_SUCCESS);
+    p->ops->destroy(p);
+
+    /* A node this machine lacks: a config error naming the key. */
+    s.numa_nodes[0] = 63;
+    if (!(all >> 63 & 1)) {
+        ck_assert_int_eq(ga_host_provider_create(&s, &p), GPUARENA_ERR_CONFIG);
+        ck_assert_ptr_nonnull(strstr(gpuarena_last_error(), "numa"));
+    }
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("topo");
+    TCase *xml = tcase_create("xml");
+    int nm = (int)(sizeof machines / sizeof machines[0]);
+    tcase_add_loop_test(xml, gpus_found_in_pci_order, 0, nm);
+    tcase_add_loop_test(xml, every_policy_for_every_gpu, 0, nm);
+    tcase_add_loop_test(xml, unknown_locality_falls_back, 0, nm);
+    tcase_add_loop_test(xml, missing_node_is_a_config_error, 0, nm);
+    tcase_add_loop_test(xml, environment_names_the_file, 0, nm);
+    tcase_add_test(xml, bad_topology_file);
+    suite_add_tcase(s, xml);
+    TCase *here = tcase_create("this machine");
+    tcase_add_test(here, binding_puts_pages_on_the_node);
+    tcase_add_test(here, host_provider_places_its_segments);
+    tcase_set_timeout(here, 60);
+    suite_add_tcase(s, here);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

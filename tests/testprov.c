@@ -1,0 +1,259 @@
+/* testprov.c - the test provider of testprov.h. */
+#include "testprov.h"
+
+#include <stdlib.h>
+
+static gpuarena_status_t tick(tp_t *t)
+{
+    t->calls++;
+    if (t->fail_at && t->calls == t->fail_at)
+        return GPUARENA_ERR_DRIVER;
+    return GPUARENA_SUCCESS;
+}
+
+static gpuarena_status_t take(tp_t *t, size_t size)
+{
+    gpuarena_status_t st = tick(t);
+    if (st != GPUARENA_SUCCESS)
+        return st;
+    if (t->capacity && size > t->capacity - t->committed)
+        return GPUARENA_ERR_OUT_OF_MEMORY;
+    t->committed += size;
+    return GPUARENA_SUCCESS;
+}
+
+static gpuarena_status_t tp_map(ga_provider_t *p, size_t size, void **base)
+{
+    tp_t *t = (tp_t *)p;
+    gpuarena_status_t st = take(t, size);
+    if (st != GPUARENA_SUCCESS)
+        return st;
+    *base = (void *)t->next_va;
+    t->next_va += size + p->granule;
+    p->live_maps++;
+    return GPUARENA_SUCCESS;
+}
+
+static gpuarena_status_t tp_unmap(ga_provider_t *p, void *base, size_t size)
+{
+    (void)base;
+    tp_t *t = (tp_t *)p;
+    gpuarena_status_t st = tick(t);
+    if (st != GPUARENA_SUCCESS)
+        return st;
+    t->committed -= size;
+    p->live_maps--;
+    return GPUARENA_SUCCESS;
+}
+
+static gpuarena_status_t tp_reserve(ga_provider_t *p, size_t size, void **base)
+{
+    tp_t *t = (tp_t *)p;
+    gpuarena_status_t st = tick(t);
+    if (st != GPUARENA_SUCCESS)
+        return st;
+    *base = (void *)t->next_va;
+    t->next_va += size + p->granule;
+    return GPUARENA_SUCCESS;
+}
+
+static gpuarena_status_t tp_release(ga_provider_t *p, void *base, size_t size)
+{
+    (void)p, (void)base, (void)size;
+    return GPUARENA_SUCCESS;
+}
+
+static gpuarena_status_t tp_commit(ga_provider_t *p, void *addr, size_t size)
+{
+    (void)addr;
+    gpuarena_status_t st = take((tp_t *)p, size);
+    if (st == GPUARENA_SUCCESS)
+        p->live_maps += size / p->granule;
+    return st;
+}
+
+static gpuarena_status_t tp_decommit(ga_provider_t *p, void *addr, size_t size)
+{
+    (void)addr;
+    tp_t *t = (tp_t *)p;
+    gpuarena_status_t st = tick(t);
+    if (st != GPUARENA_SUCCESS)
+        return st;
+    t->committed -= size;
+    p->live_maps -= size / p->granule;
+    return GPUARENA_SUCCESS;
+}
+
+static gpuarena_status_t tp_stream_id(ga_provider_t *p, gpuarena_stream_t h, uint64_t *id)
+{
+    (void)p;
+    *id = (uint64_t)(uintptr_t)h;
+    return *id < TP_STREAMS ? GPUARENA_SUCCESS : GPUARENA_ERR_INVALID_STREAM;
+}
+
+static gpuarena_status_t tp_event_create(ga_provider_t *p, ga_event_t *ev)
+{
+    tp_t *t = (tp_t *)p;
+    gpuarena_status_t st = tick(t);
+    if (st != GPUARENA_SUCCESS)
+        return st;
+    tp_event_t *e = calloc(1, sizeof *e);
+    if (!e)
+        return GPUARENA_ERR_HOST_MEMORY;
+    t->events_live++;
+    *ev = e;
+    return GPUARENA_SUCCESS;
+}
+
+static void tp_event_destroy(ga_provider_t *p, ga_event_t ev)
+{
+    ((tp_t *)p)->events_live--;
+    free(ev);
+}
+
+static gpuarena_status_t tp_event_record(ga_provider_t *p, ga_event_t ev, gpuarena_stream_t h)
+{
+    tp_t *t = (tp_t *)p;
+    gpuarena_status_t st = tick(t);
+    if (st != GPUARENA_SUCCESS)
+        return st;
+    tp_event_t *e = ev;
+    e->stream = (unsigned)(uintptr_t)h;
+    e->pos = t->enqueued[e->stream];
+    return GPUARENA_SUCCESS;
+}
+
+static gpuarena_status_t tp_event_query(ga_provider_t *p, ga_event_t ev)
+{
+    tp_t *t = (tp_t *)p;
+    tp_event_t *e = ev;
+    return t->completed[e->stream] >= e->pos ? GPUARENA_SUCCESS : GA_NOT_READY;
+}
+
+/* Stream S has completed up to POS: so has what it waited for before. */
+static void advance(tp_t *t, unsigned s, uint64_t pos)
+{
+    if (t->completed[s] < pos)
+        t->completed[s] = pos;
+    for (unsigned i = 0; i < t->npend[s];) {
+        if (t->pend[s][i].at <= t->completed[s]) {
+            unsigned on = t->pend[s][i].on;
+            uint64_t upto = t->pend[s][i].upto;
+            t->pend[s][i] = t->pend[s][--t->npend[s]];
+            advance(t, on, upto);
+            i = 0;
+        } else {
+            i++;
+        }
+    }
+}
+
+static void note_wait(tp_t *t, unsigned s, unsigned on, uint64_t upto)
+{
+    if (t->npend[s] == 256)
+        return; /* the model only gets stricter */
+    t->pend[s][t->npend[s]].at = t->enqueued[s] + 1;
+    t->pend[s][t->npend[s]].on = on;
+    t->pend[s][t->npend[s]].upto = upto;
+    t->npend[s]++;
+}
+
+static gpuarena_status_t tp_event_sync(ga_provider_t *p, ga_event_t ev)
+{
+    tp_t *t = (tp_t *)p;
+    tp_event_t *e = ev;
+    advance(t, e->stream, e->pos);
+    t->syncs++;
+    return GPUARENA_SUCCESS;
+}
+
+static gpuarena_status_t tp_stream_wait(ga_provider_t *p, gpuarena_stream_t h, ga_event_t ev)
+{
+    tp_t *t = (tp_t *)p;
+    gpuarena_status_t st = tick(t);
+    if (st != GPUARENA_SUCCESS)
+        return st;
+    tp_event_t *e = ev;
+    unsigned s = (unsigned)(uintptr_t)h;
+    if (t->waited[s][e->stream] < e->pos)
+        t->waited[s][e->stream] = e->pos;
+    note_wait(t, s, e->stream, e->pos);
+    /* Waiting is transitive: what E's stream had waited for when E was
+     * recorded (the manager records right before it waits) is ordered
+     * before S's later work too. */
+    for (unsigned k = 0; k < TP_STREAMS; k++)
+        if (t->waited[s][k] < t->waited[e->stream][k])
+            t->waited[s][k] = t->waited[e->stream][k];
+    return GPUARENA_SUCCESS;
+}
+
+static gpuarena_status_t tp_sync_all(ga_provider_t *p)
+{
+    tp_t *t = (tp_t *)p;
+    for (unsigned s = 0; s < TP_STREAMS; s++)
+        advance(t, s, t->enqueued[s]);
+    t->syncs++;
+    return GPUARENA_SUCCESS;
+}
+
+static gpuarena_status_t tp_mem_free(ga_provider_t *p, uint64_t *free_bytes)
+{
+    tp_t *t = (tp_t *)p;
+    *free_bytes = t->capacity ? t->capacity - t->committed : UINT64_MAX;
+    return GPUARENA_SUCCESS;
+}
+
+static void tp_destroy(ga_provider_t *p)
+{
+    (void)p;
+}
+
+static const ga_provider_ops_t tp_ops = {
+    .name = "test",
+    .map = tp_map,
+    .unmap = tp_unmap,
+    .reserve = tp_reserve,
+    .release = tp_release,
+    .commit = tp_commit,
+    .decommit = tp_decommit,
+    .stream_id = tp_stream_id,
+    .event_create = tp_event_create,
+    .event_destroy = tp_event_destroy,
+    .event_record = tp_event_record,
+    .event_query = tp_event_query,
+    .event_sync = tp_event_sync,
+    .stream_wait = tp_stream_wait,
+    .sync_all = tp_sync_all,
+    .mem_free = tp_mem_free,
+    .destroy = tp_destroy,
+};
+
+void tp_init(tp_t *t, bool growable, size_t granule)
+{
+    *t = (tp_t){0};
+    t->base.ops = &tp_ops;
+    t->base.granule = granule;
+    t->base.va_size = (size_t)1 << 36;
+    t->base.growable = growable;
+    t->next_va = (uintptr_t)1 << 40;
+}
+
+void tp_enqueue(tp_t *t, unsigned s)
+{
+    t->enqueued[s]++;
+}
+
+void tp_complete(tp_t *t, unsigned s)
+{
+    advance(t, s, t->enqueued[s]);
+}
+
+void tp_wait(tp_t *t, unsigned s, unsigned on)
+{
+    if (t->waited[s][on] < t->enqueued[on])
+        t->waited[s][on] = t->enqueued[on];
+    note_wait(t, s, on, t->enqueued[on]);
+    for (unsigned k = 0; k < TP_STREAMS; k++)
+        if (t->waited[s][k] < t->waited[on][k])
+            t->waited[s][k] = t->waited[on][k];
+}

@@ -1,0 +1,59 @@
+/*
+ * testprov.h - a provider for tests that models GPU streams: every
+ * operation enqueues one unit of work on its stream, an event completes
+ * when its stream's completed work has reached the point of its record,
+ * and the test decides when work completes.  Memory is address space only
+ * (like the sim provider), growable or fixed.  Failures can be injected
+ * by call number.
+ */
+#ifndef GA_TESTPROV_H
+#define GA_TESTPROV_H
+
+#include "providers/provider.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define TP_STREAMS 8
+
+typedef struct tp_event {
+    unsigned stream;
+    uint64_t pos;
+} tp_event_t;
+
+typedef struct tp {
+    ga_provider_t base;
+    uintptr_t next_va;
+    uint64_t enqueued[TP_STREAMS];
+    uint64_t completed[TP_STREAMS];
+    uint64_t waited[TP_STREAMS][TP_STREAMS]; /* [t][s]: t waits for s up to */
+    /* Waits not yet known complete: once stream s has completed past
+     * at[s][i], stream on[s][i] has completed up to upto[s][i]. */
+    struct {
+        uint64_t at, upto;
+        unsigned on;
+    } pend[TP_STREAMS][256];
+    unsigned npend[TP_STREAMS];
+    uint64_t calls;   /* provider calls made */
+    uint64_t fail_at; /* fail this call number (0: never) */
+    uint64_t events_live;
+    uint64_t syncs;
+    size_t capacity, committed;
+} tp_t;
+
+/* Streams are handles 1..TP_STREAMS-1 cast to pointers; 0 is NULL. */
+static inline gpuarena_stream_t tp_handle(unsigned s)
+{
+    return (gpuarena_stream_t)(uintptr_t)s;
+}
+
+void tp_init(tp_t *t, bool growable, size_t granule);
+/* One unit of work enqueued on stream S (the test calls it per op). */
+void tp_enqueue(tp_t *t, unsigned s);
+/* Stream S waits for the work enqueued on stream ON so far (as a program
+ * does with cuStreamWaitEvent). */
+void tp_wait(tp_t *t, unsigned s, unsigned on);
+/* Complete all work of stream S. */
+void tp_complete(tp_t *t, unsigned s);
+
+#endif
