@@ -10,9 +10,7 @@ set -- trace-roundtrip.*.trace
 [ -f "$1" ] || { echo "FAIL: GPUARENA_TRACE wrote no file"; exit 1; }
 mv "$1" $trace
 head -1 $trace | grep -q '^# gpuarena-trace 2$' || { echo "FAIL: header"; exit 1; }
-# Replayed on host arenas: record_stream on the sim arena awaits the block
-# manager fix of data/pending/record-stream-sim.trace.
-timeout 300 $replay -a host --check --json --runs 1 $trace > trace-roundtrip.json || {
+timeout 300 $replay --check --json --runs 1 $trace > trace-roundtrip.json || {
     echo "FAIL: gpuarena-replay --check $trace"; rm -f $trace; exit 1; }
 status=0
 while read -r kind peak allocs; do

@@ -63,7 +63,5 @@ static int run(gpuarena_kind_t kind, const char *name, unsigned seed, int with_r
 
 int main(void)
 {
-    /* record_stream on the sim arena waits for the block manager fix of
-     * tests/data/pending/record-stream-sim.trace. */
-    return run(GPUARENA_HOST, "host", 1, 1) || run(GPUARENA_SIM, "sim", 2, 0);
+    return run(GPUARENA_HOST, "host", 1, 1) || run(GPUARENA_SIM, "sim", 2, 1);
 }
