@@ -4,6 +4,7 @@
 #include "trace/trace.h"
 
 #include <check.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -340,6 +341,48 @@ START_TEST(recorder_many)
 }
 END_TEST
 
+/* Four threads record at once: every line is whole and every free follows
+ * its allocation. */
+static int thread_arena;
+
+static void *record_many(void *arg)
+{
+    uintptr_t base = (uintptr_t)arg << 32;
+    for (uintptr_t i = 1; i <= 5000; i++) {
+        void *p = (void *)(base + i * 256);
+        ga_trace_record_alloc(&thread_arena, GPUARENA_HOST, 0, p, i, (void *)(base + 7));
+        if (i % 3 == 0)
+            ga_trace_record_stream(&thread_arena, GPUARENA_HOST, 0, p, NULL);
+        ga_trace_record_free(&thread_arena, GPUARENA_HOST, 0, p, (void *)(base + 7));
+    }
+    return NULL;
+}
+
+START_TEST(recorder_threads)
+{
+    char path[] = "/tmp/check_trace_XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    ck_assert_int_eq(ga_trace_open(path), GPUARENA_SUCCESS);
+    pthread_t th[4];
+    for (uintptr_t i = 0; i < 4; i++)
+        ck_assert_int_eq(pthread_create(&th[i], NULL, record_many, (void *)(i + 1)), 0);
+    for (int i = 0; i < 4; i++)
+        pthread_join(th[i], NULL);
+    ga_trace_stop();
+    ga_trace_t *t = NULL;
+    ck_assert_msg(ga_trace_load(path, &t) == GPUARENA_SUCCESS, "%s", gpuarena_last_error());
+    unlink(path);
+    ck_assert_uint_eq(t->narenas, 1);
+    ck_assert_uint_eq(t->arenas[0].nids, 20000);
+    ck_assert_uint_eq(t->arenas[0].nfrees, 20000);
+    ck_assert_uint_eq(t->arenas[0].nrecords, 4 * 1666);
+    ck_assert_uint_eq(t->arenas[0].max_stream, 4);
+    ga_trace_free(t);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("trace");
@@ -357,6 +400,7 @@ int main(void)
     tcase_add_test(tr, expand_path);
     tcase_add_test(tr, recorder_round_trip);
     tcase_add_test(tr, recorder_many);
+    tcase_add_test(tr, recorder_threads);
     suite_add_tcase(s, tr);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
