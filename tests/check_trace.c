@@ -1,5 +1,6 @@
 /* check_trace.c - the gpuarena-trace reader, its errors with their lines,
  * the id map, and the recorder read back by the reader. */
+#include "outpath.h"
 #include "trace/map.h"
 #include "trace/trace.h"
 
@@ -251,13 +252,15 @@ START_TEST(expand_path)
 {
     char out[64], want[64];
     setenv("PMI_RANK", "12", 1);
-    ck_assert_int_eq(ga_trace_expand_path("t.%r.%p.%%", out, sizeof out), GPUARENA_SUCCESS);
+    ck_assert_int_eq(ga_output_path("trace file", "t.%r.%p.%%", out, sizeof out), GPUARENA_SUCCESS);
     snprintf(want, sizeof want, "t.12.%ld.%%", (long)getpid());
     ck_assert_str_eq(out, want);
     unsetenv("PMI_RANK");
-    ck_assert_int_eq(ga_trace_expand_path("%x", out, sizeof out), GPUARENA_ERR_INVALID_ARGUMENT);
-    ck_assert_int_eq(ga_trace_expand_path("%", out, sizeof out), GPUARENA_ERR_INVALID_ARGUMENT);
-    ck_assert_int_eq(ga_trace_expand_path("abcdef", out, 4), GPUARENA_ERR_INVALID_ARGUMENT);
+    ck_assert_int_eq(ga_output_path("trace file", "%x", out, sizeof out),
+                     GPUARENA_ERR_INVALID_ARGUMENT);
+    ck_assert_int_eq(ga_output_path("trace file", "%", out, sizeof out),
+                     GPUARENA_ERR_INVALID_ARGUMENT);
+    ck_assert_int_eq(ga_output_path("trace file", "abcdef", out, 4), GPUARENA_ERR_INVALID_ARGUMENT);
 }
 END_TEST
 

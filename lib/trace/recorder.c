@@ -17,6 +17,7 @@
 #include "config.h"
 
 #include "errors.h"
+#include "outpath.h"
 #include "trace/map.h"
 #include "trace/trace.h"
 
@@ -190,51 +191,6 @@ static uint64_t stream_of(gpuarena_stream_t s)
 
 /* ---- Opening ---------------------------------------------------------- */
 
-gpuarena_status_t ga_trace_expand_path(const char *pattern, char *out, size_t outsz)
-{
-    static const char *const rank_vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK",
-                                            "MV2_COMM_WORLD_RANK", "SLURM_PROCID"};
-    size_t n = 0;
-    char num[24];
-    for (const char *s = pattern; *s; s++) {
-        const char *add = NULL;
-        char one[2] = {*s, '\0'};
-        if (*s != '%') {
-            add = one;
-        } else {
-            s++;
-            if (*s == '%') {
-                add = "%";
-            } else if (*s == 'p') {
-                *put_u64(num, (uint64_t)getpid()) = '\0';
-                add = num;
-            } else if (*s == 'r') {
-                add = "0";
-                for (size_t i = 0; i < sizeof rank_vars / sizeof rank_vars[0]; i++) {
-                    const char *v = getenv(rank_vars[i]);
-                    if (v && *v && strlen(v) < 16 && strspn(v, "0123456789") == strlen(v)) {
-                        add = v;
-                        break;
-                    }
-                }
-            } else {
-                return ga_error(GPUARENA_ERR_INVALID_ARGUMENT,
-                                "trace file '%s': only %%p, %%r and %%%% may follow %%", pattern);
-            }
-        }
-        size_t k = strlen(add);
-        if (n + k >= outsz)
-            return ga_error(GPUARENA_ERR_INVALID_ARGUMENT, "trace file '%s': name too long",
-                            pattern);
-        memcpy(out + n, add, k);
-        n += k;
-    }
-    if (outsz == 0)
-        return ga_error(GPUARENA_ERR_INVALID_ARGUMENT, "trace file: no room for the name");
-    out[n] = '\0';
-    return GPUARENA_SUCCESS;
-}
-
 static void at_exit(void)
 {
     pthread_mutex_lock(&R.lock);
@@ -268,7 +224,7 @@ static void fork_child(void)
 static gpuarena_status_t open_locked(const char *pattern)
 {
     char path[4096];
-    gpuarena_status_t st = ga_trace_expand_path(pattern, path, sizeof path);
+    gpuarena_status_t st = ga_output_path("trace file", pattern, path, sizeof path);
     if (st != GPUARENA_SUCCESS)
         return st;
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);

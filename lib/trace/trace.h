@@ -124,9 +124,4 @@ void ga_trace_flush(void);
 gpuarena_status_t ga_trace_open(const char *path);
 void ga_trace_stop(void);
 
-/* Expand %p (pid), %r (MPI rank from the launcher's environment, else 0)
- * and %% in PATTERN into OUT.  GPUARENA_ERR_INVALID_ARGUMENT when it does
- * not fit or uses another % sequence. */
-gpuarena_status_t ga_trace_expand_path(const char *pattern, char *out, size_t outsz);
-
 #endif /* GA_TRACE_H */
