@@ -141,6 +141,16 @@ gpuarena_status_t gpuarena_stats_reset_peaks(gpuarena_t *arena);
 gpuarena_status_t gpuarena_stats_print(FILE *out, const char *opts);
 GPUARENA_NODISCARD gpuarena_status_t gpuarena_check(gpuarena_t *arena);
 
+/* Entry points for frameworks that load an allocator from a shared library
+ * (see gpuarena_torch_alloc(3), gpuarena_cupy_malloc(3)).  They use the
+ * default device arena of DEVICE, return NULL on failure and leave the
+ * reason in gpuarena_last_error().  STREAM is a cudaStream_t. */
+void *gpuarena_torch_alloc(ssize_t size, int device, void *stream);
+void gpuarena_torch_free(void *ptr, ssize_t size, int device, void *stream);
+void gpuarena_torch_record_stream(void *ptr, void *stream);
+void *gpuarena_cupy_malloc(void *param, size_t size, int device);
+void gpuarena_cupy_free(void *param, void *ptr, int device);
+
 #ifdef __cplusplus
 }
 #endif

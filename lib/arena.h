@@ -33,4 +33,8 @@ gpuarena_status_t ga_arena_stream(gpuarena_t *a, gpuarena_stream_t handle, ga_st
 /* Walk every live arena under the registry lock. */
 void ga_arena_foreach(void (*fn)(gpuarena_t *a, void *arg), void *arg);
 
+/* The default arena of KIND (gpuarena_get) that has PTR as a live block,
+ * or NULL (gpuarena.c). */
+gpuarena_t *ga_default_arena_of(gpuarena_kind_t kind, const void *ptr);
+
 #endif /* GA_ARENA_H */

@@ -216,3 +216,16 @@ gpuarena_status_t gpuarena_check(gpuarena_t *a)
         return ga_error(GPUARENA_ERR_INVALID_ARGUMENT, "gpuarena_check: arena is NULL");
     return ga_bm_check(a->bm);
 }
+
+gpuarena_t *ga_default_arena_of(gpuarena_kind_t kind, const void *ptr)
+{
+    if ((unsigned)kind >= GPUARENA_KIND_COUNT)
+        return NULL;
+    for (int d = 0; d < GA_MAX_DEVICES; d++) {
+        gpuarena_t *a = defaults[kind][d];
+        size_t live;
+        if (a && ga_bm_lookup(a->bm, ptr, &live) == GPUARENA_SUCCESS)
+            return a;
+    }
+    return NULL;
+}

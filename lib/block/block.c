@@ -60,6 +60,14 @@ static inline size_t round_down(size_t n, size_t a)
     return n & ~(a - 1);
 }
 
+/* Host-visible memory with GPU events (pinned): a freed block is reusable,
+ * by any stream, only once the GPU has passed its free; no thread cache,
+ * no same-stream reuse, no reuse by waiting on the GPU. */
+static inline bool host_guard(const ga_bm_t *bm)
+{
+    return bm->events && bm->prov->host_visible;
+}
+
 /* ------------------------------------------------------------------ */
 /* Block records: slabs that live as long as the manager.              */
 
@@ -918,11 +926,20 @@ gpuarena_status_t ga_bm_alloc(ga_bm_t *bm, size_t size, ga_stream_t s, void **pt
     if (size > MAX_REQUEST)
         return ga_error(GPUARENA_ERR_SIZE_OVERFLOW, "a request of %zu bytes is too large", size);
     size_t rs = round_up(size, bm->round);
-    if (bm->set.thread_cache && rs <= bm->set.thread_cache_max &&
+    if (bm->set.thread_cache && !host_guard(bm) && rs <= bm->set.thread_cache_max &&
         ga_tcache_alloc(bm, rs, size, s, ptr)) {
+        gpuarena_status_t st = GPUARENA_SUCCESS;
         if (bm->set.zero && bm->prov->ops->memzero)
-            return bm->prov->ops->memzero(bm->prov, *ptr, size, s.handle);
-        return GPUARENA_SUCCESS;
+            st = bm->prov->ops->memzero(bm->prov, *ptr, size, s.handle);
+        /* Hints apply to every allocation, cached ones too (a managed
+         * block from a thread cache is prefetched like any other). */
+        if (st == GPUARENA_SUCCESS && bm->prov->ops->on_alloc)
+            st = bm->prov->ops->on_alloc(bm->prov, *ptr, size, s.handle);
+        if (st != GPUARENA_SUCCESS) {
+            (void)ga_bm_free(bm, *ptr, s);
+            *ptr = NULL;
+        }
+        return st;
     }
     pthread_mutex_lock(&bm->lock);
     gpuarena_status_t st = alloc_locked(bm, rs, size, s, ptr);
@@ -980,12 +997,31 @@ void ga_bm_free_locked(ga_bm_t *bm, ga_block_t *b, ga_stream_t s)
     bm->c.frees++;
     bm->c.live--;
     ga_lmap_remove(&bm->live, b->addr);
-    ga_pool_t *p = pool_get(bm, s);
+    bool guard = host_guard(bm);
+    ga_pool_t *p = guard ? &bm->any : pool_get(bm, s);
     if (!p)
         p = &bm->any; /* no memory for a pool record: be conservative below */
     ga_uses_t *u = b->uses;
     b->uses = NULL;
     unsigned n = 0;
+    if (guard) {
+        /* Host-visible memory: the host may write the block as soon as it
+         * is handed out, so even the freeing stream may not take it back
+         * before the GPU has passed the free (an async copy may still read
+         * it).  The free stream is watched like a recorded one, and the
+         * block goes to ANY when every watched event has completed. */
+        ga_waiter_t *w = malloc(sizeof *w);
+        if (w && event_record(bm, s, &w->ev) == GPUARENA_SUCCESS) {
+            w->block = b;
+            w->next = bm->waiters;
+            bm->waiters = w;
+            n++;
+        } else {
+            free(w);
+            if (bm->prov->ops->sync_all)
+                bm->prov->ops->sync_all(bm->prov); /* cannot watch: wait here */
+        }
+    }
     if (u && bm->events) {
         for (unsigned i = 0; i < u->count; i++) {
             if (u->s[i].id == s.id)
@@ -1004,7 +1040,7 @@ void ga_bm_free_locked(ga_bm_t *bm, ga_block_t *b, ga_stream_t s)
         }
     }
     free(u);
-    if (p == &bm->any && bm->events && bm->prov->ops->sync_all) {
+    if (p == &bm->any && !guard && bm->events && bm->prov->ops->sync_all) {
         /* Only reached without memory for a pool record: make the free
          * complete before the block goes where every stream may take it. */
         bm->prov->ops->sync_all(bm->prov);
@@ -1036,7 +1072,7 @@ gpuarena_status_t ga_bm_free(ga_bm_t *bm, void *ptr, ga_stream_t s)
     if (b && b->addr == a && b->state == BLOCK_LIVE) {
         if (atomic_load_explicit(&b->cached, memory_order_relaxed))
             return ga_error(GPUARENA_ERR_DOUBLE_FREE, "gpuarena_free: %p was already freed", ptr);
-        if (bm->set.thread_cache && ga_tcache_free(bm, b, s))
+        if (bm->set.thread_cache && !host_guard(bm) && ga_tcache_free(bm, b, s))
             return GPUARENA_SUCCESS;
     }
     pthread_mutex_lock(&bm->lock);

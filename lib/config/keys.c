@@ -28,6 +28,8 @@
 _Static_assert(sizeof(ga_cross_stream_t) == sizeof(int), "enum size");
 _Static_assert(sizeof(ga_prefetch_policy_t) == sizeof(int), "enum size");
 _Static_assert(sizeof(ga_numa_policy_t) == sizeof(int), "enum size");
+_Static_assert(sizeof(ga_advise_location_t) == sizeof(int), "enum size");
+_Static_assert(sizeof(ga_advise_accessors_t) == sizeof(int), "enum size");
 
 static const ga_word_t no_limit_zero[] = {{"none", 0}, {NULL, 0}};
 static const ga_word_t no_limit_max[] = {{"none", SIZE_MAX}, {NULL, 0}};
@@ -37,6 +39,78 @@ static const ga_word_t cross_words[] = {
     {"event", GA_CROSS_EVENT}, {"wait", GA_CROSS_WAIT}, {"never", GA_CROSS_NEVER}, {NULL, 0}};
 static const ga_word_t prefetch_words[] = {
     {"none", GA_PREFETCH_NONE}, {"on-alloc", GA_PREFETCH_ON_ALLOC}, {NULL, 0}};
+
+static const ga_word_t location_words[] = {{"none", GA_ADVISE_NONE},
+                                           {"device", GA_ADVISE_DEVICE},
+                                           {"cpu", GA_ADVISE_CPU},
+                                           {"node:0", GA_ADVISE_NODE0 + 0},
+                                           {"node:1", GA_ADVISE_NODE0 + 1},
+                                           {"node:2", GA_ADVISE_NODE0 + 2},
+                                           {"node:3", GA_ADVISE_NODE0 + 3},
+                                           {"node:4", GA_ADVISE_NODE0 + 4},
+                                           {"node:5", GA_ADVISE_NODE0 + 5},
+                                           {"node:6", GA_ADVISE_NODE0 + 6},
+                                           {"node:7", GA_ADVISE_NODE0 + 7},
+                                           {"node:8", GA_ADVISE_NODE0 + 8},
+                                           {"node:9", GA_ADVISE_NODE0 + 9},
+                                           {"node:10", GA_ADVISE_NODE0 + 10},
+                                           {"node:11", GA_ADVISE_NODE0 + 11},
+                                           {"node:12", GA_ADVISE_NODE0 + 12},
+                                           {"node:13", GA_ADVISE_NODE0 + 13},
+                                           {"node:14", GA_ADVISE_NODE0 + 14},
+                                           {"node:15", GA_ADVISE_NODE0 + 15},
+                                           {"node:16", GA_ADVISE_NODE0 + 16},
+                                           {"node:17", GA_ADVISE_NODE0 + 17},
+                                           {"node:18", GA_ADVISE_NODE0 + 18},
+                                           {"node:19", GA_ADVISE_NODE0 + 19},
+                                           {"node:20", GA_ADVISE_NODE0 + 20},
+                                           {"node:21", GA_ADVISE_NODE0 + 21},
+                                           {"node:22", GA_ADVISE_NODE0 + 22},
+                                           {"node:23", GA_ADVISE_NODE0 + 23},
+                                           {"node:24", GA_ADVISE_NODE0 + 24},
+                                           {"node:25", GA_ADVISE_NODE0 + 25},
+                                           {"node:26", GA_ADVISE_NODE0 + 26},
+                                           {"node:27", GA_ADVISE_NODE0 + 27},
+                                           {"node:28", GA_ADVISE_NODE0 + 28},
+                                           {"node:29", GA_ADVISE_NODE0 + 29},
+                                           {"node:30", GA_ADVISE_NODE0 + 30},
+                                           {"node:31", GA_ADVISE_NODE0 + 31},
+                                           {"node:32", GA_ADVISE_NODE0 + 32},
+                                           {"node:33", GA_ADVISE_NODE0 + 33},
+                                           {"node:34", GA_ADVISE_NODE0 + 34},
+                                           {"node:35", GA_ADVISE_NODE0 + 35},
+                                           {"node:36", GA_ADVISE_NODE0 + 36},
+                                           {"node:37", GA_ADVISE_NODE0 + 37},
+                                           {"node:38", GA_ADVISE_NODE0 + 38},
+                                           {"node:39", GA_ADVISE_NODE0 + 39},
+                                           {"node:40", GA_ADVISE_NODE0 + 40},
+                                           {"node:41", GA_ADVISE_NODE0 + 41},
+                                           {"node:42", GA_ADVISE_NODE0 + 42},
+                                           {"node:43", GA_ADVISE_NODE0 + 43},
+                                           {"node:44", GA_ADVISE_NODE0 + 44},
+                                           {"node:45", GA_ADVISE_NODE0 + 45},
+                                           {"node:46", GA_ADVISE_NODE0 + 46},
+                                           {"node:47", GA_ADVISE_NODE0 + 47},
+                                           {"node:48", GA_ADVISE_NODE0 + 48},
+                                           {"node:49", GA_ADVISE_NODE0 + 49},
+                                           {"node:50", GA_ADVISE_NODE0 + 50},
+                                           {"node:51", GA_ADVISE_NODE0 + 51},
+                                           {"node:52", GA_ADVISE_NODE0 + 52},
+                                           {"node:53", GA_ADVISE_NODE0 + 53},
+                                           {"node:54", GA_ADVISE_NODE0 + 54},
+                                           {"node:55", GA_ADVISE_NODE0 + 55},
+                                           {"node:56", GA_ADVISE_NODE0 + 56},
+                                           {"node:57", GA_ADVISE_NODE0 + 57},
+                                           {"node:58", GA_ADVISE_NODE0 + 58},
+                                           {"node:59", GA_ADVISE_NODE0 + 59},
+                                           {"node:60", GA_ADVISE_NODE0 + 60},
+                                           {"node:61", GA_ADVISE_NODE0 + 61},
+                                           {"node:62", GA_ADVISE_NODE0 + 62},
+                                           {"node:63", GA_ADVISE_NODE0 + 63},
+                                           {NULL, 0}};
+static const ga_word_t accessor_words[] = {
+    {"none", GA_ACCESS_NONE},       {"device", GA_ACCESS_DEVICE},   {"cpu", GA_ACCESS_CPU},
+    {"device,cpu", GA_ACCESS_BOTH}, {"cpu,device", GA_ACCESS_BOTH}, {NULL, 0}};
 
 /* numa owns three fields: the policy, the count and the nodes. */
 #define NUMA_FIELDS                                                                                \
@@ -83,12 +157,25 @@ static const ga_key_t keys[] = {
     {"numa", GA_KEY_NUMA, K_PINNED | K_HOST, NUMA_FIELDS, 0, 0, 0, NULL,
      "nearest, local, interleave, interleave:LIST or LIST (node numbers 0 to 63, as 0,2-3)",
      "NUMA nodes that back host memory"},
+    {"prefault_threads", GA_KEY_UINT, K_PINNED, FIELD(prefault_threads), 0, 256, 0, NULL,
+     "an integer from 0 to 256 (0: one per 256M of the segment, at most 16)",
+     "threads that touch the pages of a new pinned segment before it is registered"},
     {"peer_access", GA_KEY_BOOL, K_DEVICE, FIELD(peer_access), 0, 1, 0, NULL, "true or false",
      "give the other GPUs access to this device's memory"},
     {"prefetch", GA_KEY_ENUM, K_MANAGED, FIELD(prefetch), 0, 0, 0, prefetch_words,
      "none or on-alloc", "prefetch managed memory to the device when it is allocated"},
     {"prefetch_headroom", GA_KEY_SIZE, K_MANAGED, FIELD(prefetch_headroom), 0, SIZE_MAX, 0, NULL,
      "a size", "device memory left free by prefetches"},
+    {"prefetch_chunk", GA_KEY_SIZE, K_MANAGED, FIELD(prefetch_chunk), 2 * MI, TI, 0, NULL,
+     "a size from 2M to 1T", "largest piece a prefetch is issued in"},
+    {"advise_preferred", GA_KEY_ENUM, K_MANAGED, FIELD(advise_preferred), 0, 0, 0, location_words,
+     "none, device, cpu or node:N (a host NUMA node, N from 0 to 63)",
+     "preferred location advised for new managed segments"},
+    {"advise_accessed_by", GA_KEY_ENUM, K_MANAGED, FIELD(advise_accessed_by), 0, 0, 0,
+     accessor_words, "none, device, cpu or device,cpu",
+     "processors advised to access new managed segments without faults"},
+    {"read_mostly", GA_KEY_BOOL, K_MANAGED, FIELD(read_mostly), 0, 1, 0, NULL, "true or false",
+     "advise new managed segments as read-mostly (the driver copies pages on read)"},
 };
 
 _Static_assert(sizeof keys / sizeof keys[0] <= GA_CONFIG_MAX_KEYS, "raise GA_CONFIG_MAX_KEYS");
@@ -121,6 +208,11 @@ void ga_config_defaults(gpuarena_kind_t kind, ga_settings_t *s)
     s->numa = kind == GPUARENA_PINNED ? GA_NUMA_NEAREST : GA_NUMA_LOCAL;
     s->prefetch = GA_PREFETCH_NONE;
     s->prefetch_headroom = 256 << 20;
+    s->prefetch_chunk = (size_t)2 << 30;
+    s->prefault_threads = 0;
+    s->advise_preferred = GA_ADVISE_NONE;
+    s->advise_accessed_by = GA_ACCESS_NONE;
+    s->read_mostly = false;
 }
 
 size_t ga_config_key_count(void)

@@ -36,6 +36,22 @@ typedef enum ga_prefetch_policy {
     GA_PREFETCH_ON_ALLOC = 1
 } ga_prefetch_policy_t;
 
+/* Managed-memory advice: a location (advise_preferred) ... */
+typedef enum ga_advise_location {
+    GA_ADVISE_NONE = 0,   /* no advice */
+    GA_ADVISE_DEVICE = 1, /* the arena's GPU */
+    GA_ADVISE_CPU = 2,    /* the host */
+    GA_ADVISE_NODE0 = 16  /* host NUMA node N is GA_ADVISE_NODE0 + N */
+} ga_advise_location_t;
+
+/* ... and a set of accessors (advise_accessed_by), a bit mask. */
+typedef enum ga_advise_accessors {
+    GA_ACCESS_NONE = 0,
+    GA_ACCESS_DEVICE = 1,
+    GA_ACCESS_CPU = 2,
+    GA_ACCESS_BOTH = 3
+} ga_advise_accessors_t;
+
 typedef struct ga_settings {
     /* Block manager. */
     size_t round;             /* allocation granularity (power of two) */
@@ -59,11 +75,17 @@ typedef struct ga_settings {
     ga_numa_policy_t numa;
     unsigned numa_count;
     int numa_nodes[GA_MAX_NODES];
+    /* Pinned. */
+    unsigned prefault_threads; /* threads that touch a new segment (0: auto) */
     /* Device. */
     bool peer_access;
     /* Managed. */
     ga_prefetch_policy_t prefetch;
     size_t prefetch_headroom;
+    size_t prefetch_chunk;                    /* largest single cuMemPrefetchAsync */
+    ga_advise_location_t advise_preferred;    /* preferred location of new segments */
+    ga_advise_accessors_t advise_accessed_by; /* accessed-by advice of new segments */
+    bool read_mostly;                         /* read-mostly advice of new segments */
 } ga_settings_t;
 
 #endif /* GA_SETTINGS_H */

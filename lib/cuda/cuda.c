@@ -86,7 +86,22 @@
     X(cuCtxDestroy, 4000, 0)                                                                       \
     X(cuStreamBeginCapture, 10010, 0)                                                              \
     X(cuStreamEndCapture, 10000, 0)                                                                \
-    X(cuGraphDestroy, 10000, 0)
+    X(cuGraphDestroy, 10000, 0)                                                                    \
+    X(cuMemRangeGetAttribute, 8000, 0)                                                             \
+    X(cuMemHostAlloc, 2020, 0)                                                                     \
+    X(cuMemFreeHost, 2000, 0)                                                                      \
+    X(cuMemAllocAsync, 11020, 0)                                                                   \
+    X(cuMemFreeAsync, 11020, 0)                                                                    \
+    X(cuMemPoolCreate, 11020, 0)                                                                   \
+    X(cuMemPoolDestroy, 11020, 0)                                                                  \
+    X(cuMemPoolSetAttribute, 11020, 0)                                                             \
+    X(cuMemPoolTrimTo, 11020, 0)                                                                   \
+    X(cuMemAllocFromPoolAsync, 11020, 0)                                                           \
+    X(cuMemcpyHtoDAsync, 3020, 0)                                                                  \
+    X(cuMemcpyDtoHAsync, 3020, 0)                                                                  \
+    X(cuMemcpyDtoD, 3020, 0)                                                                       \
+    X(cuMemsetD8, 3020, 0)                                                                         \
+    X(cuStreamQuery, 2000, 0)
 
 #define GA_CU_FIELD(name, ver, req) PFN_##name##_v##ver name;
 static struct {
@@ -449,6 +464,11 @@ gpuarena_status_t ga_cuda_device_attr(int device, ga_cuda_attr_t attr, int *valu
         [GA_CUDA_ATTR_HOST_NUMA_ID] = CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID,
         [GA_CUDA_ATTR_HOST_REGISTER_SUPPORTED] = CU_DEVICE_ATTRIBUTE_HOST_REGISTER_SUPPORTED,
         [GA_CUDA_ATTR_UNIFIED_ADDRESSING] = CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING,
+        [GA_CUDA_ATTR_PAGEABLE_USES_HOST_PAGE_TABLES] =
+            CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS_USES_HOST_PAGE_TABLES,
+        [GA_CUDA_ATTR_DIRECT_MANAGED_ACCESS_FROM_HOST] =
+            CU_DEVICE_ATTRIBUTE_DIRECT_MANAGED_MEM_ACCESS_FROM_HOST,
+        [GA_CUDA_ATTR_CONCURRENT_KERNELS] = CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS,
     };
     if ((unsigned)attr >= sizeof attrs / sizeof attrs[0])
         return ga_error(GPUARENA_ERR_INVALID_ARGUMENT, "unknown device attribute %d", (int)attr);
@@ -868,6 +888,9 @@ static CUmemLocation location_of(int where)
     if (where == GPUARENA_CPU) {
         loc.type = CU_MEM_LOCATION_TYPE_HOST;
         loc.id = 0;
+    } else if (where <= GA_CUDA_LOCATION_HOST_NUMA(0)) {
+        loc.type = CU_MEM_LOCATION_TYPE_HOST_NUMA;
+        loc.id = GA_CUDA_LOCATION_HOST_NUMA(0) - where;
     } else {
         loc.type = CU_MEM_LOCATION_TYPE_DEVICE;
         loc.id = where;
@@ -966,4 +989,148 @@ gpuarena_status_t ga_cuda_capture_end(void *stream)
     if (g && cu.cuGraphDestroy)
         cu.cuGraphDestroy(g);
     return r == CUDA_SUCCESS ? GPUARENA_SUCCESS : stream_fail("cuStreamEndCapture", stream, r);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Managed range attributes, driver pinned memory, the driver's pool,
+ * stream-ordered copies (managed provider, tests and benchmarks). */
+
+gpuarena_status_t ga_cuda_mem_range_attr(uint64_t dptr, size_t size, ga_cuda_range_attr_t attr,
+                                         int *values, size_t count)
+{
+    NEED(cuMemRangeGetAttribute);
+    if (!values || count == 0)
+        return ga_error(GPUARENA_ERR_INVALID_ARGUMENT, "cuMemRangeGetAttribute: no room");
+    CUresult r = cu.cuMemRangeGetAttribute(values, count * sizeof(int), (CUmem_range_attribute)attr,
+                                           (CUdeviceptr)dptr, size);
+    return r == CUDA_SUCCESS ? GPUARENA_SUCCESS : fail("cuMemRangeGetAttribute", r);
+}
+
+gpuarena_status_t ga_cuda_host_alloc(size_t size, void **ptr)
+{
+    NEED(cuMemHostAlloc);
+    CUresult r = cu.cuMemHostAlloc(ptr, size, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP);
+    if (r != CUDA_SUCCESS)
+        return ga_error(status_of(r), "cuMemHostAlloc of %zu bytes: %s (%d)", size,
+                        ga_cuda_result_name((int)r), (int)r);
+    return GPUARENA_SUCCESS;
+}
+
+gpuarena_status_t ga_cuda_host_free(void *ptr)
+{
+    NEED(cuMemFreeHost);
+    CUresult r = cu.cuMemFreeHost(ptr);
+    return r == CUDA_SUCCESS ? GPUARENA_SUCCESS : fail("cuMemFreeHost", r);
+}
+
+gpuarena_status_t ga_cuda_pool_create(int device, uint64_t release_threshold, void **pool)
+{
+    NEED(cuMemPoolCreate);
+    CUdevice d;
+    gpuarena_status_t st = get_device(device, &d);
+    if (st != GPUARENA_SUCCESS)
+        return st;
+    CUmemPoolProps props;
+    memset(&props, 0, sizeof props);
+    props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+    props.handleTypes = CU_MEM_HANDLE_TYPE_NONE;
+    props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    props.location.id = (int)d;
+    CUmemoryPool p;
+    CUresult r = cu.cuMemPoolCreate(&p, &props);
+    if (r != CUDA_SUCCESS)
+        return fail("cuMemPoolCreate", r);
+    cuuint64_t v = release_threshold;
+    r = cu.cuMemPoolSetAttribute(p, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &v);
+    if (r != CUDA_SUCCESS) {
+        cu.cuMemPoolDestroy(p);
+        return fail("cuMemPoolSetAttribute", r);
+    }
+    *pool = p;
+    return GPUARENA_SUCCESS;
+}
+
+gpuarena_status_t ga_cuda_pool_destroy(void *pool)
+{
+    NEED(cuMemPoolDestroy);
+    CUresult r = cu.cuMemPoolDestroy((CUmemoryPool)pool);
+    return r == CUDA_SUCCESS ? GPUARENA_SUCCESS : fail("cuMemPoolDestroy", r);
+}
+
+gpuarena_status_t ga_cuda_pool_trim(void *pool, size_t keep)
+{
+    NEED(cuMemPoolTrimTo);
+    CUresult r = cu.cuMemPoolTrimTo((CUmemoryPool)pool, keep);
+    return r == CUDA_SUCCESS ? GPUARENA_SUCCESS : fail("cuMemPoolTrimTo", r);
+}
+
+gpuarena_status_t ga_cuda_mem_alloc_from_pool(size_t size, void *pool, void *stream, uint64_t *dptr)
+{
+    NEED(cuMemAllocFromPoolAsync);
+    CUdeviceptr p;
+    CUresult r = cu.cuMemAllocFromPoolAsync(&p, size, (CUmemoryPool)pool, (CUstream)stream);
+    if (r != CUDA_SUCCESS)
+        return ga_error(status_of(r), "cuMemAllocFromPoolAsync of %zu bytes: %s (%d)", size,
+                        ga_cuda_result_name((int)r), (int)r);
+    *dptr = p;
+    return GPUARENA_SUCCESS;
+}
+
+gpuarena_status_t ga_cuda_mem_alloc_async(size_t size, void *stream, uint64_t *dptr)
+{
+    NEED(cuMemAllocAsync);
+    CUdeviceptr p;
+    CUresult r = cu.cuMemAllocAsync(&p, size, (CUstream)stream);
+    if (r != CUDA_SUCCESS)
+        return ga_error(status_of(r), "cuMemAllocAsync of %zu bytes: %s (%d)", size,
+                        ga_cuda_result_name((int)r), (int)r);
+    *dptr = p;
+    return GPUARENA_SUCCESS;
+}
+
+gpuarena_status_t ga_cuda_mem_free_async(uint64_t dptr, void *stream)
+{
+    NEED(cuMemFreeAsync);
+    CUresult r = cu.cuMemFreeAsync((CUdeviceptr)dptr, (CUstream)stream);
+    return r == CUDA_SUCCESS ? GPUARENA_SUCCESS : stream_fail("cuMemFreeAsync", stream, r);
+}
+
+gpuarena_status_t ga_cuda_memcpy_htod_async(uint64_t dst, const void *src, size_t size,
+                                            void *stream)
+{
+    NEED(cuMemcpyHtoDAsync);
+    CUresult r = cu.cuMemcpyHtoDAsync((CUdeviceptr)dst, src, size, (CUstream)stream);
+    return r == CUDA_SUCCESS ? GPUARENA_SUCCESS : stream_fail("cuMemcpyHtoDAsync", stream, r);
+}
+
+gpuarena_status_t ga_cuda_memcpy_dtoh_async(void *dst, uint64_t src, size_t size, void *stream)
+{
+    NEED(cuMemcpyDtoHAsync);
+    CUresult r = cu.cuMemcpyDtoHAsync(dst, (CUdeviceptr)src, size, (CUstream)stream);
+    return r == CUDA_SUCCESS ? GPUARENA_SUCCESS : stream_fail("cuMemcpyDtoHAsync", stream, r);
+}
+
+gpuarena_status_t ga_cuda_memcpy_dtod(uint64_t dst, uint64_t src, size_t size)
+{
+    NEED(cuMemcpyDtoD);
+    CUresult r = cu.cuMemcpyDtoD((CUdeviceptr)dst, (CUdeviceptr)src, size);
+    return r == CUDA_SUCCESS ? GPUARENA_SUCCESS : fail("cuMemcpyDtoD", r);
+}
+
+gpuarena_status_t ga_cuda_memset_d8(uint64_t dptr, unsigned char value, size_t size)
+{
+    NEED(cuMemsetD8);
+    CUresult r = cu.cuMemsetD8((CUdeviceptr)dptr, value, size);
+    return r == CUDA_SUCCESS ? GPUARENA_SUCCESS : fail("cuMemsetD8", r);
+}
+
+gpuarena_status_t ga_cuda_stream_query(void *stream)
+{
+    NEED(cuStreamQuery);
+    CUresult r = cu.cuStreamQuery((CUstream)stream);
+    if (r == CUDA_SUCCESS)
+        return GPUARENA_SUCCESS;
+    if (r == CUDA_ERROR_NOT_READY)
+        return GA_CUDA_NOT_READY;
+    return stream_fail("cuStreamQuery", stream, r);
 }

@@ -72,7 +72,10 @@ typedef enum ga_cuda_attr {
     GA_CUDA_ATTR_HOST_NUMA_VMM_SUPPORTED,   /* cuMemCreate at a HOST_NUMA location */
     GA_CUDA_ATTR_HOST_NUMA_ID,              /* the GPU's host NUMA node (-1: none) */
     GA_CUDA_ATTR_HOST_REGISTER_SUPPORTED,   /* cuMemHostRegister */
-    GA_CUDA_ATTR_UNIFIED_ADDRESSING
+    GA_CUDA_ATTR_UNIFIED_ADDRESSING,
+    GA_CUDA_ATTR_PAGEABLE_USES_HOST_PAGE_TABLES,  /* pageable access through host page tables */
+    GA_CUDA_ATTR_DIRECT_MANAGED_ACCESS_FROM_HOST, /* host reads device-resident managed memory */
+    GA_CUDA_ATTR_CONCURRENT_KERNELS
 } ga_cuda_attr_t;
 
 gpuarena_status_t ga_cuda_device_attr(int device, ga_cuda_attr_t attr, int *value);
@@ -147,15 +150,67 @@ gpuarena_status_t ga_cuda_host_unregister(void *ptr);
 gpuarena_status_t ga_cuda_mem_alloc_managed(size_t size, bool attach_global, uint64_t *dptr);
 
 /* Managed-memory advice and prefetch with a location: DEVICE >= 0 is that
- * GPU, GPUARENA_CPU the host. */
+ * GPU, GPUARENA_CPU the host, GA_CUDA_LOCATION_HOST_NUMA(N) host NUMA
+ * node N (CU_MEM_LOCATION_TYPE_HOST_NUMA). */
+#define GA_CUDA_LOCATION_HOST_NUMA(n) (-1000 - (n))
 typedef enum ga_cuda_advice {
     GA_CUDA_ADVISE_READ_MOSTLY = 1,
+    GA_CUDA_ADVISE_UNSET_READ_MOSTLY = 2,
     GA_CUDA_ADVISE_PREFERRED_LOCATION = 3,
-    GA_CUDA_ADVISE_ACCESSED_BY = 5
+    GA_CUDA_ADVISE_UNSET_PREFERRED_LOCATION = 4,
+    GA_CUDA_ADVISE_ACCESSED_BY = 5,
+    GA_CUDA_ADVISE_UNSET_ACCESSED_BY = 6
 } ga_cuda_advice_t;
 gpuarena_status_t ga_cuda_mem_advise(uint64_t dptr, size_t size, ga_cuda_advice_t advice,
                                      int location);
 gpuarena_status_t ga_cuda_mem_prefetch(uint64_t dptr, size_t size, int location, void *stream);
+
+/* Range attributes of managed memory (cuMemRangeGetAttribute): the values
+ * are CU_MEM_RANGE_ATTRIBUTE_* numbers.  COUNT ints are read into VALUES
+ * (ACCESSED_BY gives a list of devices, -1 for the CPU, -2 for unused
+ * slots; the others one int). */
+typedef enum ga_cuda_range_attr {
+    GA_CUDA_RANGE_READ_MOSTLY = 1,
+    GA_CUDA_RANGE_ACCESSED_BY = 3,
+    GA_CUDA_RANGE_PREFERRED_TYPE = 5,
+    GA_CUDA_RANGE_PREFERRED_ID = 6,
+    GA_CUDA_RANGE_LAST_PREFETCH_TYPE = 7,
+    GA_CUDA_RANGE_LAST_PREFETCH_ID = 8
+} ga_cuda_range_attr_t;
+/* CUmemLocationType values as read back. */
+#define GA_CUDA_LOCTYPE_INVALID   0
+#define GA_CUDA_LOCTYPE_DEVICE    1
+#define GA_CUDA_LOCTYPE_HOST      2
+#define GA_CUDA_LOCTYPE_HOST_NUMA 3
+gpuarena_status_t ga_cuda_mem_range_attr(uint64_t dptr, size_t size, ga_cuda_range_attr_t attr,
+                                         int *values, size_t count);
+
+/* Page-locked host memory of the driver (for benchmarks): cuMemHostAlloc
+ * with PORTABLE | DEVICEMAP, cuMemFreeHost. */
+gpuarena_status_t ga_cuda_host_alloc(size_t size, void **ptr);
+gpuarena_status_t ga_cuda_host_free(void *ptr);
+
+/* The driver's stream-ordered allocator (for benchmarks and comparison):
+ * a pool of DEVICE with a release threshold, allocations from it on a
+ * stream, frees on a stream; cuMemAllocAsync uses the current device's
+ * default pool. */
+gpuarena_status_t ga_cuda_pool_create(int device, uint64_t release_threshold, void **pool);
+gpuarena_status_t ga_cuda_pool_destroy(void *pool);
+gpuarena_status_t ga_cuda_pool_trim(void *pool, size_t keep);
+gpuarena_status_t ga_cuda_mem_alloc_from_pool(size_t size, void *pool, void *stream,
+                                              uint64_t *dptr);
+gpuarena_status_t ga_cuda_mem_alloc_async(size_t size, void *stream, uint64_t *dptr);
+gpuarena_status_t ga_cuda_mem_free_async(uint64_t dptr, void *stream);
+
+/* Copies and fills in stream order, and a synchronous device copy. */
+gpuarena_status_t ga_cuda_memcpy_htod_async(uint64_t dst, const void *src, size_t size,
+                                            void *stream);
+gpuarena_status_t ga_cuda_memcpy_dtoh_async(void *dst, uint64_t src, size_t size, void *stream);
+gpuarena_status_t ga_cuda_memcpy_dtod(uint64_t dst, uint64_t src, size_t size);
+gpuarena_status_t ga_cuda_memset_d8(uint64_t dptr, unsigned char value, size_t size);
+/* GPUARENA_SUCCESS when all work on STREAM is done, GA_CUDA_NOT_READY when
+ * not. */
+gpuarena_status_t ga_cuda_stream_query(void *stream);
 
 /* For tests, tools and benchmarks (CTX current where it matters). */
 gpuarena_status_t ga_cuda_stream_create(bool non_blocking, void **stream);

@@ -1,8 +1,8 @@
 /*
  * gpu.c - ga_gpu_provider_create(): the one entry the arena uses for every
- * GPU kind, dispatching to the provider of the kind.  Kinds whose provider
- * is not built yet still load the driver and check the device, so that the
- * status a user sees on a machine without driver or GPU is the right one.
+ * GPU kind, dispatching to the provider of the kind.  Each provider loads
+ * the driver and checks the device first, so that the status a user sees
+ * on a machine without driver or GPU is the right one.
  */
 #include "providers/gpu.h"
 #include "cuda/cuda.h"
@@ -12,17 +12,13 @@
 gpuarena_status_t ga_gpu_provider_create(gpuarena_kind_t kind, int device, const ga_settings_t *s,
                                          ga_provider_t **out)
 {
-    gpuarena_status_t st;
     switch (kind) {
     case GPUARENA_DEVICE:
         return ga_device_provider_create(device, s, out);
     case GPUARENA_PINNED:
+        return ga_pinned_provider_create(device, s, out);
     case GPUARENA_MANAGED:
-        st = ga_cuda_device_check(device);
-        if (st != GPUARENA_SUCCESS)
-            return st;
-        return ga_error(GPUARENA_ERR_NOT_SUPPORTED, "%s arenas are not built yet",
-                        kind == GPUARENA_PINNED ? "pinned" : "managed");
+        return ga_managed_provider_create(device, s, out);
     default:
         return ga_error(GPUARENA_ERR_INVALID_ARGUMENT, "kind %d is not a GPU kind", (int)kind);
     }

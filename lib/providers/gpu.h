@@ -14,4 +14,12 @@
 gpuarena_status_t ga_device_provider_create(int device, const ga_settings_t *s,
                                             ga_provider_t **out);
 
+/* Page-locked host memory near DEVICE (pinned.c). */
+gpuarena_status_t ga_pinned_provider_create(int device, const ga_settings_t *s,
+                                            ga_provider_t **out);
+
+/* CUDA managed memory with advice and prefetch (managed.c). */
+gpuarena_status_t ga_managed_provider_create(int device, const ga_settings_t *s,
+                                             ga_provider_t **out);
+
 #endif /* GA_PROVIDERS_GPU_H */

@@ -1,0 +1,171 @@
+/*
+ * gpuctx.c - context, streams and events shared by the pinned and managed
+ * providers (see gpuctx.h; the rules are those of device.c).
+ */
+#include "providers/gpuctx.h"
+
+#include "errors.h"
+
+gpuarena_status_t ga_gpuctx_init(ga_gpuctx_t *g, int device)
+{
+    gpuarena_status_t st = ga_cuda_device_check(device);
+    if (st != GPUARENA_SUCCESS)
+        return st;
+    g->ordinal = device;
+    g->nevents = 0;
+    st = ga_cuda_primary_retain(device, &g->ctx);
+    if (st != GPUARENA_SUCCESS)
+        return st;
+    ga_cuda_scope_t sc;
+    st = ga_cuda_enter(g->ctx, &sc);
+    if (st == GPUARENA_SUCCESS) {
+        st = ga_cuda_stream_id(g->ctx, GA_CUDA_STREAM_LEGACY, &g->legacy_id);
+        ga_cuda_leave(&sc);
+    }
+    if (st != GPUARENA_SUCCESS) {
+        ga_cuda_primary_release(device);
+        return st;
+    }
+    pthread_mutex_init(&g->lock, NULL);
+    return GPUARENA_SUCCESS;
+}
+
+void ga_gpuctx_fini(ga_gpuctx_t *g)
+{
+    ga_cuda_scope_t sc;
+    bool in = ga_cuda_enter(g->ctx, &sc) == GPUARENA_SUCCESS;
+    pthread_mutex_lock(&g->lock);
+    while (g->nevents)
+        ga_cuda_event_destroy(g->events[--g->nevents]);
+    pthread_mutex_unlock(&g->lock);
+    if (in)
+        ga_cuda_leave(&sc);
+    ga_cuda_primary_release(g->ordinal);
+    pthread_mutex_destroy(&g->lock);
+}
+
+gpuarena_status_t ga_gpuctx_stream_id(ga_provider_t *p, gpuarena_stream_t s, uint64_t *id)
+{
+    ga_gpuctx_t *g = ga_gpuctx_of(p);
+    if (s == NULL || s == GA_CUDA_STREAM_LEGACY) {
+        *id = g->legacy_id;
+        return GPUARENA_SUCCESS;
+    }
+    if (s != GA_CUDA_STREAM_PER_THREAD)
+        return ga_cuda_stream_id(g->ctx, s, id);
+    ga_cuda_scope_t sc;
+    gpuarena_status_t st = ga_gpuctx_enter(g, &sc);
+    if (st != GPUARENA_SUCCESS)
+        return st;
+    st = ga_cuda_stream_id(g->ctx, s, id);
+    ga_cuda_leave(&sc);
+    return st;
+}
+
+gpuarena_status_t ga_gpuctx_stream_check(ga_provider_t *p, gpuarena_stream_t s)
+{
+    ga_gpuctx_t *g = ga_gpuctx_of(p);
+    ga_cuda_scope_t sc;
+    gpuarena_status_t st = ga_gpuctx_enter(g, &sc);
+    if (st != GPUARENA_SUCCESS)
+        return st;
+    st = ga_cuda_stream_check(s);
+    ga_cuda_leave(&sc);
+    return st;
+}
+
+gpuarena_status_t ga_gpuctx_event_create(ga_provider_t *p, ga_event_t *ev)
+{
+    ga_gpuctx_t *g = ga_gpuctx_of(p);
+    pthread_mutex_lock(&g->lock);
+    if (g->nevents) {
+        *ev = g->events[--g->nevents];
+        pthread_mutex_unlock(&g->lock);
+        return GPUARENA_SUCCESS;
+    }
+    pthread_mutex_unlock(&g->lock);
+    ga_cuda_scope_t sc;
+    gpuarena_status_t st = ga_gpuctx_enter(g, &sc);
+    if (st != GPUARENA_SUCCESS)
+        return st;
+    st = ga_cuda_event_create(ev);
+    ga_cuda_leave(&sc);
+    return st;
+}
+
+void ga_gpuctx_event_destroy(ga_provider_t *p, ga_event_t ev)
+{
+    ga_gpuctx_t *g = ga_gpuctx_of(p);
+    pthread_mutex_lock(&g->lock);
+    if (g->nevents < GA_GPUCTX_EVENT_POOL) {
+        g->events[g->nevents++] = ev;
+        ev = NULL;
+    }
+    pthread_mutex_unlock(&g->lock);
+    if (ev)
+        ga_cuda_event_destroy(ev);
+}
+
+gpuarena_status_t ga_gpuctx_event_record(ga_provider_t *p, ga_event_t ev, gpuarena_stream_t s)
+{
+    ga_gpuctx_t *g = ga_gpuctx_of(p);
+    ga_cuda_scope_t sc;
+    gpuarena_status_t st = ga_gpuctx_enter(g, &sc);
+    if (st != GPUARENA_SUCCESS)
+        return st;
+    st = ga_cuda_event_record(ev, s);
+    ga_cuda_leave(&sc);
+    return st;
+}
+
+gpuarena_status_t ga_gpuctx_event_query(ga_provider_t *p, ga_event_t ev)
+{
+    (void)p;
+    gpuarena_status_t st = ga_cuda_event_query(ev);
+    return st == GA_CUDA_NOT_READY ? GA_NOT_READY : st;
+}
+
+gpuarena_status_t ga_gpuctx_event_sync(ga_provider_t *p, ga_event_t ev)
+{
+    (void)p;
+    return ga_cuda_event_sync(ev);
+}
+
+gpuarena_status_t ga_gpuctx_stream_wait(ga_provider_t *p, gpuarena_stream_t s, ga_event_t ev)
+{
+    ga_gpuctx_t *g = ga_gpuctx_of(p);
+    ga_cuda_scope_t sc;
+    gpuarena_status_t st = ga_gpuctx_enter(g, &sc);
+    if (st != GPUARENA_SUCCESS)
+        return st;
+    st = ga_cuda_stream_wait_event(s, ev);
+    ga_cuda_leave(&sc);
+    return st;
+}
+
+gpuarena_status_t ga_gpuctx_sync_all(ga_provider_t *p)
+{
+    ga_gpuctx_t *g = ga_gpuctx_of(p);
+    ga_cuda_scope_t sc;
+    gpuarena_status_t st = ga_gpuctx_enter(g, &sc);
+    if (st != GPUARENA_SUCCESS)
+        return st;
+    st = ga_cuda_ctx_sync();
+    ga_cuda_leave(&sc);
+    return st;
+}
+
+gpuarena_status_t ga_gpuctx_mem_free(ga_provider_t *p, uint64_t *free_bytes)
+{
+    ga_gpuctx_t *g = ga_gpuctx_of(p);
+    ga_cuda_scope_t sc;
+    gpuarena_status_t st = ga_gpuctx_enter(g, &sc);
+    if (st != GPUARENA_SUCCESS)
+        return st;
+    size_t f = 0;
+    st = ga_cuda_mem_info(&f, NULL);
+    ga_cuda_leave(&sc);
+    if (st == GPUARENA_SUCCESS)
+        *free_bytes = f;
+    return st;
+}

@@ -1,0 +1,65 @@
+/*
+ * gpuctx.h - the part that the pinned and managed providers share: the
+ * device's primary context (retained, never reset), stream identity by
+ * cuStreamGetId, the refusal of capturing streams, and a pool of events
+ * without timing.  It follows device.c (see its head for the rules); a
+ * provider that uses it starts with
+ *
+ *     struct { ga_provider_t base; ga_gpuctx_t g; ... }
+ *
+ * and puts the ga_gpuctx_* operations in its table.
+ */
+#ifndef GA_PROVIDERS_GPUCTX_H
+#define GA_PROVIDERS_GPUCTX_H
+
+#include "cuda/cuda.h"
+#include "providers/provider.h"
+
+#include <pthread.h>
+
+#define GA_GPUCTX_EVENT_POOL 256
+
+typedef struct ga_gpuctx {
+    int ordinal;
+    void *ctx;          /* the device's primary context (retained) */
+    uint64_t legacy_id; /* cuStreamGetId of the legacy stream */
+    pthread_mutex_t lock;
+    void *events[GA_GPUCTX_EVENT_POOL];
+    unsigned nevents;
+} ga_gpuctx_t;
+
+/* The provider P's shared part (P is laid out as above). */
+typedef struct ga_gpuctx_provider {
+    ga_provider_t base;
+    ga_gpuctx_t g;
+} ga_gpuctx_provider_t;
+
+static inline ga_gpuctx_t *ga_gpuctx_of(ga_provider_t *p)
+{
+    return &((ga_gpuctx_provider_t *)p)->g;
+}
+
+/* Check DEVICE, retain its primary context, take the legacy stream's id. */
+gpuarena_status_t ga_gpuctx_init(ga_gpuctx_t *g, int device);
+/* Destroy pooled events and release the context (errors ignored: the
+ * driver may be shut down at exit). */
+void ga_gpuctx_fini(ga_gpuctx_t *g);
+
+static inline gpuarena_status_t ga_gpuctx_enter(ga_gpuctx_t *g, ga_cuda_scope_t *sc)
+{
+    return ga_cuda_enter(g->ctx, sc);
+}
+
+/* Provider operations. */
+gpuarena_status_t ga_gpuctx_stream_id(ga_provider_t *p, gpuarena_stream_t s, uint64_t *id);
+gpuarena_status_t ga_gpuctx_stream_check(ga_provider_t *p, gpuarena_stream_t s);
+gpuarena_status_t ga_gpuctx_event_create(ga_provider_t *p, ga_event_t *ev);
+void ga_gpuctx_event_destroy(ga_provider_t *p, ga_event_t ev);
+gpuarena_status_t ga_gpuctx_event_record(ga_provider_t *p, ga_event_t ev, gpuarena_stream_t s);
+gpuarena_status_t ga_gpuctx_event_query(ga_provider_t *p, ga_event_t ev);
+gpuarena_status_t ga_gpuctx_event_sync(ga_provider_t *p, ga_event_t ev);
+gpuarena_status_t ga_gpuctx_stream_wait(ga_provider_t *p, gpuarena_stream_t s, ga_event_t ev);
+gpuarena_status_t ga_gpuctx_sync_all(ga_provider_t *p);
+gpuarena_status_t ga_gpuctx_mem_free(ga_provider_t *p, uint64_t *free_bytes);
+
+#endif /* GA_PROVIDERS_GPUCTX_H */

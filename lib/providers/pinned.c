@@ -1,0 +1,249 @@
+/*
+ * pinned.c - the pinned provider: page-locked host memory placed on the
+ * NUMA nodes that the arena's placement chooses (by default the nodes
+ * nearest the arena's GPU), for staging copies and MPI buffers.
+ *
+ * A segment is an anonymous private mapping, bound with hwloc to the
+ * placement's nodes before any page is touched (ga_topo_bind), then
+ * pre-faulted: every page is written once, by several threads for large
+ * segments (key prefault_threads), so that the kernel allocates it on the
+ * bound nodes; then cuMemHostRegister (PORTABLE | DEVICEMAP) locks and
+ * maps it for every context.  Registering touched pages costs about a
+ * tenth of registering untouched ones (../shared/notes/cuda-driver.md).
+ * Unmapping unregisters, then munmaps.
+ *
+ * Segments are fixed: they are mapped once, reused through the block
+ * manager and unpinned only on trim, on max_cached or when the arena is
+ * destroyed.  Growable pinned segments through cuMemCreate with a
+ * HOST_NUMA location (device attribute
+ * HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED) are not used: on the
+ * machines measured, creating such memory cost about 270 ms/GiB against
+ * 33-36 ms/GiB for binding + touching + registering, and the mapping is
+ * then device-visible only through cuMemSetAccess per granule.  The choice
+ * is documented in gpuarena(7).
+ *
+ * The memory is host-visible (the host uses a block as soon as it has it),
+ * so the provider has events like the device provider's, and the block
+ * manager reuses a freed block only once an event recorded on the free's
+ * stream has completed: an async copy queued before the free is finished
+ * before anybody, even the same stream's next allocation, gets the block.
+ *
+ * Streams, capture and events: the device's primary context, as in
+ * device.c (gpuctx.c).  Stream capture is refused by stream_check.
+ */
+#include "errors.h"
+#include "providers/gpu.h"
+#include "providers/gpuctx.h"
+#include "topo/topo.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#define MiB                  ((size_t)1 << 20)
+#define MAX_PREFAULT_THREADS 256
+
+typedef struct pinned {
+    ga_provider_t base;
+    ga_gpuctx_t g;
+    ga_placement_t placement;
+    unsigned prefault_threads; /* 0: automatic */
+    size_t page;
+} pinned_t;
+
+#define PIN(p) ((pinned_t *)(p))
+
+/* ---------------------------------------------------------------------- */
+/* Pre-faulting. */
+
+typedef struct touch_job {
+    volatile char *start;
+    size_t size, page;
+} touch_job_t;
+
+static void *touch(void *arg)
+{
+    touch_job_t *j = arg;
+    for (size_t off = 0; off < j->size; off += j->page)
+        j->start[off] = 0;
+    return NULL;
+}
+
+/* Threads for a segment of SIZE bytes: the setting, or one per 256 MiB up
+ * to 16, never more than the online CPUs. */
+static unsigned thread_count(const pinned_t *pn, size_t size)
+{
+    unsigned n = pn->prefault_threads;
+    if (n == 0) {
+        size_t k = size / (256 * MiB);
+        n = k > 16 ? 16 : (unsigned)(k ? k : 1);
+    }
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    if (cpus > 0 && n > (unsigned long)cpus)
+        n = (unsigned)cpus;
+    if (n > MAX_PREFAULT_THREADS)
+        n = MAX_PREFAULT_THREADS;
+    return n ? n : 1;
+}
+
+static void prefault(const pinned_t *pn, char *a, size_t size)
+{
+    unsigned n = thread_count(pn, size);
+    size_t pages = size / pn->page, per = (pages + n - 1) / n;
+    touch_job_t jobs[MAX_PREFAULT_THREADS];
+    pthread_t tid[MAX_PREFAULT_THREADS];
+    bool started[MAX_PREFAULT_THREADS];
+    for (unsigned i = 0; i < n; i++) {
+        size_t first = (size_t)i * per, last = first + per > pages ? pages : first + per;
+        jobs[i].start = a + first * pn->page;
+        jobs[i].size = first < last ? (last - first) * pn->page : 0;
+        jobs[i].page = pn->page;
+        /* The calling thread takes the first piece; a thread that cannot
+         * be started leaves its piece to the caller too. */
+        started[i] = i > 0 && jobs[i].size && pthread_create(&tid[i], NULL, touch, &jobs[i]) == 0;
+    }
+    touch(&jobs[0]);
+    for (unsigned i = 1; i < n; i++) {
+        if (started[i])
+            pthread_join(tid[i], NULL);
+        else
+            touch(&jobs[i]);
+    }
+}
+
+/* ---------------------------------------------------------------------- */
+/* Segments. */
+
+static gpuarena_status_t pin_map(ga_provider_t *p, size_t size, void **base)
+{
+    pinned_t *pn = PIN(p);
+    void *a = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (a == MAP_FAILED) {
+        int e = errno;
+        return ga_error(e == ENOMEM ? GPUARENA_ERR_OUT_OF_MEMORY : GPUARENA_ERR_SYSTEM,
+                        "pinned: mmap of %zu bytes failed: %s", size, strerror(e));
+    }
+    gpuarena_status_t st = ga_topo_bind(&pn->placement, a, size);
+    if (st != GPUARENA_SUCCESS) {
+        munmap(a, size);
+        return st;
+    }
+    prefault(pn, a, size);
+    ga_cuda_scope_t sc;
+    st = ga_gpuctx_enter(&pn->g, &sc);
+    if (st == GPUARENA_SUCCESS) {
+        st = ga_cuda_host_register(a, size, true);
+        ga_cuda_leave(&sc);
+    }
+    if (st != GPUARENA_SUCCESS) {
+        munmap(a, size);
+        return st;
+    }
+    pthread_mutex_lock(&pn->g.lock);
+    p->live_maps++;
+    pthread_mutex_unlock(&pn->g.lock);
+    *base = a;
+    return GPUARENA_SUCCESS;
+}
+
+static gpuarena_status_t pin_unmap(ga_provider_t *p, void *base, size_t size)
+{
+    pinned_t *pn = PIN(p);
+    ga_cuda_scope_t sc;
+    gpuarena_status_t st = ga_gpuctx_enter(&pn->g, &sc);
+    if (st != GPUARENA_SUCCESS)
+        return st;
+    st = ga_cuda_host_unregister(base);
+    ga_cuda_leave(&sc);
+    if (st != GPUARENA_SUCCESS)
+        return st;
+    if (munmap(base, size) != 0)
+        return ga_error(GPUARENA_ERR_SYSTEM, "pinned: munmap of %zu bytes failed: %s", size,
+                        strerror(errno));
+    pthread_mutex_lock(&pn->g.lock);
+    p->live_maps--;
+    pthread_mutex_unlock(&pn->g.lock);
+    return GPUARENA_SUCCESS;
+}
+
+/* The host uses pinned blocks: zero them on the host, at once (the block
+ * manager hands a block out only when the GPU is done with it). */
+static gpuarena_status_t pin_memzero(ga_provider_t *p, void *ptr, size_t size, gpuarena_stream_t s)
+{
+    (void)p, (void)s;
+    memset(ptr, 0, size);
+    return GPUARENA_SUCCESS;
+}
+
+static void pin_stats(ga_provider_t *p, gpuarena_stats_t *st)
+{
+    pinned_t *pn = PIN(p);
+    st->numa_nodes = pn->placement.policy == GA_NUMA_LOCAL ? 0 : pn->placement.nodes;
+    st->numa_fallbacks = pn->placement.fallback;
+}
+
+static void pin_destroy(ga_provider_t *p)
+{
+    pinned_t *pn = PIN(p);
+    ga_gpuctx_fini(&pn->g);
+    free(pn);
+}
+
+static const ga_provider_ops_t pinned_ops = {
+    .name = "pinned",
+    .map = pin_map,
+    .unmap = pin_unmap,
+    .stream_id = ga_gpuctx_stream_id,
+    .stream_check = ga_gpuctx_stream_check,
+    .event_create = ga_gpuctx_event_create,
+    .event_destroy = ga_gpuctx_event_destroy,
+    .event_record = ga_gpuctx_event_record,
+    .event_query = ga_gpuctx_event_query,
+    .event_sync = ga_gpuctx_event_sync,
+    .stream_wait = ga_gpuctx_stream_wait,
+    .sync_all = ga_gpuctx_sync_all,
+    .memzero = pin_memzero,
+    .stats = pin_stats,
+    .destroy = pin_destroy,
+};
+
+gpuarena_status_t ga_pinned_provider_create(int device, const ga_settings_t *s, ga_provider_t **out)
+{
+    pinned_t *pn = calloc(1, sizeof *pn);
+    if (!pn)
+        return ga_error(GPUARENA_ERR_HOST_MEMORY, "pinned: no memory for the provider");
+    gpuarena_status_t st = ga_gpuctx_init(&pn->g, device);
+    if (st != GPUARENA_SUCCESS) {
+        free(pn);
+        return st;
+    }
+    int reg = 1;
+    st = ga_cuda_device_attr(device, GA_CUDA_ATTR_HOST_REGISTER_SUPPORTED, &reg);
+    if (st == GPUARENA_SUCCESS && !reg)
+        st = ga_error(GPUARENA_ERR_NOT_SUPPORTED,
+                      "pinned: device %d does not support cuMemHostRegister", device);
+    if (st == GPUARENA_SUCCESS)
+        st = ga_topo_placement(s, device, &pn->placement);
+    if (st != GPUARENA_SUCCESS) {
+        ga_gpuctx_fini(&pn->g);
+        free(pn);
+        return st;
+    }
+    pn->page = (size_t)sysconf(_SC_PAGESIZE);
+    pn->prefault_threads = s->prefault_threads;
+    pn->base.ops = &pinned_ops;
+    /* 2 MiB: whole transparent huge pages, and the size of the small
+     * segments; a larger granule setting is honoured. */
+    size_t g = 2 * MiB;
+    if (s->granule > g)
+        g = (s->granule + g - 1) / g * g;
+    pn->base.granule = g;
+    pn->base.growable = false;
+    pn->base.host_visible = true;
+    *out = &pn->base;
+    return GPUARENA_SUCCESS;
+}

@@ -1,0 +1,42 @@
+"""Array operations with CuPy on GPU 0, under gpuarena or CuPy's own pool.
+
+Usage: cupy_ops.py gpuarena|native LIBGPUARENA
+Prints one JSON line with the results and, under gpuarena, how many
+allocations the default device arena served.
+"""
+import ctypes
+import json
+import sys
+
+import cupy
+
+mode, libpath = sys.argv[1], sys.argv[2]
+lib = ctypes.CDLL(libpath)
+if mode == "gpuarena":
+    malloc = ctypes.cast(lib.gpuarena_cupy_malloc, ctypes.c_void_p).value
+    free = ctypes.cast(lib.gpuarena_cupy_free, ctypes.c_void_p).value
+    allocator = cupy.cuda.memory.CFunctionAllocator(0, malloc, free, lib)
+    cupy.cuda.set_allocator(allocator.malloc)
+
+rs = cupy.random.RandomState(seed=0)
+res = {}
+a = cupy.arange(1 << 20, dtype=cupy.float64)
+res["elementwise"] = float((cupy.sin(a) * 2 + cupy.sqrt(a)).sum())
+m = rs.standard_normal((512, 512), dtype=cupy.float64)
+res["matmul"] = float((m @ m.T).trace())
+res["sort"] = [float(v) for v in cupy.sort(rs.standard_normal(100000))[::20000].get()]
+res["fft"] = float(cupy.abs(cupy.fft.fft(a[:65536])).max())
+arrays = [cupy.full(n, n, dtype=cupy.int32) for n in (1, 100, 10000, 1000000, 3000000)]
+res["sums"] = [int(x.sum()) for x in arrays]
+del arrays
+cupy.cuda.Device(0).synchronize()
+
+out = {"mode": mode, "results": res}
+if mode == "gpuarena":
+    arena = ctypes.c_void_p()
+    stats = (ctypes.c_uint64 * 36)()
+    assert lib.gpuarena_get(0, 0, ctypes.byref(arena)) == 0
+    assert lib.gpuarena_stats(arena, ctypes.byref(stats)) == 0
+    out["allocs"] = int(stats[8])
+    out["peak_reserved"] = int(stats[5])
+print(json.dumps(out))
