@@ -78,11 +78,13 @@ gpuarena_status_t ga_arena_stream(gpuarena_t *a, gpuarena_stream_t handle, ga_st
 {
     s->handle = handle;
     const ga_provider_ops_t *ops = a->prov->ops;
-    gpuarena_status_t st = ops->stream_id(a->prov, handle, &s->id);
-    /* A stream under graph capture is refused before anything changes:
-     * the arena cannot query or record events in a capture. */
-    if (st == GPUARENA_SUCCESS && ops->stream_check)
-        st = ops->stream_check(a->prov, handle);
+    /* A stream under graph capture is refused first, before anything
+     * changes and before any other driver call on it: the arena cannot
+     * query or record events in a capture. */
+    gpuarena_status_t st = ops->stream_check ? ops->stream_check(a->prov, handle)
+                                             : GPUARENA_SUCCESS;
+    if (st == GPUARENA_SUCCESS)
+        st = ops->stream_id(a->prov, handle, &s->id);
     return st;
 }
 
