@@ -983,15 +983,17 @@ void ga_bm_free_locked(ga_bm_t *bm, ga_block_t *b, ga_stream_t s)
     ga_uses_t *u = b->uses;
     b->uses = NULL;
     unsigned n = 0;
+    bool unwatched = false;
     if (u && bm->events) {
         for (unsigned i = 0; i < u->count; i++) {
             if (u->s[i].id == s.id)
                 continue;
             ga_waiter_t *w = malloc(sizeof *w);
             if (!w || event_record(bm, u->s[i], &w->ev) != GPUARENA_SUCCESS) {
-                /* Cannot watch this use: wait for it here rather than
+                /* Cannot watch this use: wait for it below rather than
                  * hand the block out early. */
                 free(w);
+                unwatched = true;
                 continue;
             }
             w->block = b;
@@ -1001,9 +1003,11 @@ void ga_bm_free_locked(ga_bm_t *bm, ga_block_t *b, ga_stream_t s)
         }
     }
     free(u);
-    if (p == &bm->any && bm->events && bm->prov->ops->sync_all) {
-        /* Only reached without memory for a pool record: make the free
-         * complete before the block goes where every stream may take it. */
+    if ((unwatched || p == &bm->any) && bm->events && bm->prov->ops->sync_all) {
+        /* Only reached when a provider call or host memory failed: an
+         * event for a recorded use, or a pool record.  Make the free and
+         * every use complete before the block goes where a stream may
+         * take it. */
         bm->prov->ops->sync_all(bm->prov);
     }
     if (n) {
