@@ -343,6 +343,7 @@ void ga_bm_update_peaks(ga_bm_t *bm)
                           memory_order_relaxed);
     atomic_store_explicit(&bm->base_inuse, (int64_t)bm->c.in_use + bm->c.inuse_adjust,
                           memory_order_relaxed);
+    atomic_store_explicit(&bm->base_reserved, bm->c.reserved, memory_order_relaxed);
     peak_max(&bm->peak.requested, r);
     peak_max(&bm->peak.in_use, u);
     peak_max(&bm->peak.reserved, bm->c.reserved);
@@ -1140,6 +1141,12 @@ void ga_bm_stats(ga_bm_t *bm, gpuarena_stats_t *st)
     st->in_use = (uint64_t)((int64_t)bm->c.in_use + bm->c.inuse_adjust + inuse);
     st->reserved = bm->c.reserved;
     st->cached = st->reserved - st->in_use;
+    /* A peak is never below the value now (a thread cache's view of the
+     * totals may have lagged when it last compared). */
+    peak_max(&bm->peak.requested, st->requested);
+    peak_max(&bm->peak.in_use, st->in_use);
+    peak_max(&bm->peak.reserved, st->reserved);
+    peak_max(&bm->peak.cached, st->cached);
     st->requested_peak = atomic_load(&bm->peak.requested);
     st->in_use_peak = atomic_load(&bm->peak.in_use);
     st->reserved_peak = atomic_load(&bm->peak.reserved);
