@@ -754,6 +754,16 @@ static gpuarena_status_t grow(ga_bm_t *bm, int cls, size_t rs, ga_stream_t s, ga
             size = round_up(rs, gran);
         if (size < rs)
             size = round_up(rs, gran);
+        /* A block above max_split is never split for a smaller request,
+         * so a segment above it would go whole to this one: a request
+         * above max_split gets a segment of its own size, one below it a
+         * segment no larger than max_split. */
+        size_t ms = bm->set.max_split;
+        if (ms && size > ms) {
+            size = round_up(rs, gran);
+            if (rs <= ms && round_down(ms, gran) > size)
+                size = round_down(ms, gran);
+        }
         return seg_map(bm, cls, round_up(size, gran), out);
     }
 
