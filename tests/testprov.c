@@ -1,13 +1,16 @@
 /* testprov.c - the test provider of testprov.h. */
 #include "testprov.h"
 
+#include "errors.h"
+
 #include <stdlib.h>
 
 static gpuarena_status_t tick(tp_t *t)
 {
     t->calls++;
     if (t->fail_at && t->calls == t->fail_at)
-        return GPUARENA_ERR_DRIVER;
+        return ga_error(GPUARENA_ERR_DRIVER, "test: failure injected at provider call %llu",
+                        (unsigned long long)t->calls);
     return GPUARENA_SUCCESS;
 }
 

@@ -353,6 +353,7 @@ void ga_bm_update_peaks(ga_bm_t *bm)
     int64_t base_inuse = (int64_t)bm->c.in_use + bm->c.inuse_adjust;
     atomic_store_explicit(&bm->base_req, base_req, memory_order_relaxed);
     atomic_store_explicit(&bm->base_inuse, base_inuse, memory_order_relaxed);
+    atomic_store_explicit(&bm->base_reserved, bm->c.reserved, memory_order_relaxed);
     uint64_t u = (uint64_t)(base_inuse + inuse);
     peak_max(&bm->peak.requested, (uint64_t)(base_req + req));
     peak_max(&bm->peak.in_use, u);
@@ -764,6 +765,16 @@ static gpuarena_status_t grow(ga_bm_t *bm, int cls, size_t rs, ga_stream_t s, ga
             size = round_up(rs, gran);
         if (size < rs)
             size = round_up(rs, gran);
+        /* A block above max_split is never split for a smaller request,
+         * so a segment above it would go whole to this one: a request
+         * above max_split gets a segment of its own size, one below it a
+         * segment no larger than max_split. */
+        size_t ms = bm->set.max_split;
+        if (ms && size > ms) {
+            size = round_up(rs, gran);
+            if (rs <= ms && round_down(ms, gran) > size)
+                size = round_down(ms, gran);
+        }
         return seg_map(bm, cls, round_up(size, gran), out);
     }
 
@@ -1004,6 +1015,7 @@ void ga_bm_free_locked(ga_bm_t *bm, ga_block_t *b, ga_stream_t s)
     ga_uses_t *u = b->uses;
     b->uses = NULL;
     unsigned n = 0;
+    bool unwatched = false;
     if (guard) {
         /* Host-visible memory: the host may write the block as soon as it
          * is handed out, so even the freeing stream may not take it back
@@ -1018,8 +1030,7 @@ void ga_bm_free_locked(ga_bm_t *bm, ga_block_t *b, ga_stream_t s)
             n++;
         } else {
             free(w);
-            if (bm->prov->ops->sync_all)
-                bm->prov->ops->sync_all(bm->prov); /* cannot watch: wait here */
+            unwatched = true; /* cannot watch: wait below */
         }
     }
     if (u && bm->events) {
@@ -1028,9 +1039,10 @@ void ga_bm_free_locked(ga_bm_t *bm, ga_block_t *b, ga_stream_t s)
                 continue;
             ga_waiter_t *w = malloc(sizeof *w);
             if (!w || event_record(bm, u->s[i], &w->ev) != GPUARENA_SUCCESS) {
-                /* Cannot watch this use: wait for it here rather than
+                /* Cannot watch this use: wait for it below rather than
                  * hand the block out early. */
                 free(w);
+                unwatched = true;
                 continue;
             }
             w->block = b;
@@ -1040,9 +1052,11 @@ void ga_bm_free_locked(ga_bm_t *bm, ga_block_t *b, ga_stream_t s)
         }
     }
     free(u);
-    if (p == &bm->any && !guard && bm->events && bm->prov->ops->sync_all) {
-        /* Only reached without memory for a pool record: make the free
-         * complete before the block goes where every stream may take it. */
+    if ((unwatched || (p == &bm->any && !guard)) && bm->events && bm->prov->ops->sync_all) {
+        /* Only reached when a provider call or host memory failed: an
+         * event for the free or a recorded use, or a pool record.  Make
+         * the free and every use complete before the block goes where a
+         * stream may take it. */
         bm->prov->ops->sync_all(bm->prov);
     }
     if (n) {
@@ -1175,6 +1189,12 @@ void ga_bm_stats(ga_bm_t *bm, gpuarena_stats_t *st)
     st->in_use = (uint64_t)((int64_t)bm->c.in_use + bm->c.inuse_adjust + inuse);
     st->reserved = bm->c.reserved;
     st->cached = st->reserved - st->in_use;
+    /* A peak is never below the value now (a thread cache's view of the
+     * totals may have lagged when it last compared). */
+    peak_max(&bm->peak.requested, st->requested);
+    peak_max(&bm->peak.in_use, st->in_use);
+    peak_max(&bm->peak.reserved, st->reserved);
+    peak_max(&bm->peak.cached, st->cached);
     st->requested_peak = atomic_load(&bm->peak.requested);
     st->in_use_peak = atomic_load(&bm->peak.in_use);
     st->reserved_peak = atomic_load(&bm->peak.reserved);

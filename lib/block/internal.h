@@ -179,6 +179,7 @@ struct ga_bm {
     /* c.requested + c.req_adjust and the same for in_use, published for
      * the thread caches' peak checks. */
     _Atomic int64_t base_req, base_inuse;
+    _Atomic uint64_t base_reserved; /* c.reserved, for the cached peak */
 
     pthread_mutex_t tc_lock; /* guards the list below */
     ga_tcache_t *tcaches;    /* thread caches of this manager */

@@ -252,7 +252,16 @@ bool ga_tcache_free(ga_bm_t *bm, ga_block_t *b, ga_stream_t s)
     add(&t->inuse_delta, -(int64_t)b->size);
     t->frees++;
     t->stream.handle = s.handle;
+    int64_t mine_use = t->inuse_delta;
     tc_unlock(t);
+    /* The cached bytes grew: their peak, as for the others in alloc. */
+    uint64_t c = atomic_load_explicit(&bm->base_reserved, memory_order_relaxed) -
+                 (uint64_t)(atomic_load_explicit(&bm->base_inuse, memory_order_relaxed) + mine_use);
+    if (c > atomic_load_explicit(&bm->peak.cached, memory_order_relaxed)) {
+        pthread_mutex_lock(&bm->lock);
+        ga_bm_update_peaks(bm);
+        pthread_mutex_unlock(&bm->lock);
+    }
     return true;
 }
 

@@ -13,15 +13,20 @@
 #include "errors.h"
 #include "providers/providers.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 
 typedef struct sim {
     ga_provider_t base;
     uintptr_t next_va; /* bump pointer of the fake address space */
-    uint64_t clock;    /* operations so far (every stream lookup ticks) */
-    unsigned delay;    /* ticks until a recorded event completes */
-    size_t capacity;   /* committed-byte cap (0: none) */
-    size_t committed;  /* bytes mapped or committed now */
+    /* Operations so far (every stream lookup ticks).  Stream lookups run
+     * outside the block manager's lock, so it is atomic; relaxed is
+     * enough: it only has to be a monotonic count, and the events that
+     * read it are recorded and queried under the manager's lock. */
+    _Atomic uint64_t clock;
+    unsigned delay;   /* ticks until a recorded event completes */
+    size_t capacity;  /* committed-byte cap (0: none) */
+    size_t committed; /* bytes mapped or committed now */
 } sim_t;
 
 typedef struct sim_event {
@@ -99,7 +104,7 @@ static gpuarena_status_t sim_decommit(ga_provider_t *p, void *addr, size_t size)
 
 static gpuarena_status_t sim_stream_id(ga_provider_t *p, gpuarena_stream_t h, uint64_t *id)
 {
-    ((sim_t *)p)->clock++;
+    atomic_fetch_add_explicit(&((sim_t *)p)->clock, 1, memory_order_relaxed);
     *id = (uint64_t)(uintptr_t)h;
     return GPUARENA_SUCCESS;
 }
@@ -124,27 +129,33 @@ static gpuarena_status_t sim_event_record(ga_provider_t *p, ga_event_t ev, gpuar
 {
     (void)h;
     sim_t *s = (sim_t *)p;
-    ((sim_event_t *)ev)->done_at = s->clock + s->delay;
+    ((sim_event_t *)ev)->done_at = atomic_load_explicit(&s->clock, memory_order_relaxed) + s->delay;
     return GPUARENA_SUCCESS;
 }
 
 static gpuarena_status_t sim_event_query(ga_provider_t *p, ga_event_t ev)
 {
-    return ((sim_t *)p)->clock >= ((sim_event_t *)ev)->done_at ? GPUARENA_SUCCESS : GA_NOT_READY;
+    uint64_t now = atomic_load_explicit(&((sim_t *)p)->clock, memory_order_relaxed);
+    return now >= ((sim_event_t *)ev)->done_at ? GPUARENA_SUCCESS : GA_NOT_READY;
 }
 
 static gpuarena_status_t sim_event_sync(ga_provider_t *p, ga_event_t ev)
 {
     sim_t *s = (sim_t *)p;
     sim_event_t *e = ev;
-    if (s->clock < e->done_at)
-        s->clock = e->done_at;
+    uint64_t now = atomic_load_explicit(&s->clock, memory_order_relaxed);
+    while (now < e->done_at &&
+           !atomic_compare_exchange_weak_explicit(&s->clock, &now, e->done_at, memory_order_relaxed,
+                                                  memory_order_relaxed))
+        ;
     return GPUARENA_SUCCESS;
 }
 
 static gpuarena_status_t sim_sync_all(ga_provider_t *p)
 {
-    ((sim_t *)p)->clock += (uint64_t)((sim_t *)p)->delay + 1; /* every event recorded is done */
+    /* Every event recorded is done. */
+    atomic_fetch_add_explicit(&((sim_t *)p)->clock, (uint64_t)((sim_t *)p)->delay + 1,
+                              memory_order_relaxed);
     return GPUARENA_SUCCESS;
 }
 

@@ -1,0 +1,942 @@
+/*
+ * check_block.c - unit tests of the block manager: fit, split, merge,
+ * rounding, size classes, max_split, the stream-ordered reuse rules,
+ * trim and the caps, zero-fill, statistics, the out-of-memory path,
+ * provider faults, and bad input through the public API.
+ *
+ * Most tests drive ga_bm_* over the test provider (testprov.h), where the
+ * test decides when stream work completes; the rest go through the public
+ * API with sim and host arenas.  Every test asserts on addresses and on
+ * statistics, so that a change of behaviour fails it.
+ */
+#include "block/block.h"
+#include "block/internal.h"
+#include "config/config.h"
+#include "errors.h"
+#include "gpuarena.h"
+#include "testprov.h"
+
+#include <check.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define KI ((size_t)1 << 10)
+#define MI ((size_t)1 << 20)
+
+static ga_stream_t S(unsigned s)
+{
+    return (ga_stream_t){tp_handle(s), s};
+}
+
+/* A block manager over the test provider. */
+typedef struct fx {
+    tp_t tp;
+    ga_bm_t *bm;
+    ga_settings_t set;
+} fx_t;
+
+/* Defaults of a sim arena, fixed segments, no thread cache, then OPTS. */
+static fx_t *fx_new(bool growable, size_t granule, const char *opts)
+{
+    fx_t *f = calloc(1, sizeof *f);
+    ck_assert_ptr_nonnull(f);
+    tp_init(&f->tp, growable, granule);
+    ga_config_defaults(GPUARENA_SIM, &f->set);
+    f->set.expandable = growable;
+    f->set.thread_cache = false;
+    if (opts)
+        ck_assert_msg(ga_config_apply(&f->set, GPUARENA_SIM, opts, "test") == GPUARENA_SUCCESS,
+                      "options %s: %s", opts, gpuarena_last_error());
+    ck_assert_int_eq(ga_bm_create(&f->tp.base, &f->set, &f->bm), GPUARENA_SUCCESS);
+    return f;
+}
+
+static void *fx_alloc(fx_t *f, size_t size, unsigned s)
+{
+    void *p = NULL;
+    tp_enqueue(&f->tp, s);
+    gpuarena_status_t st = ga_bm_alloc(f->bm, size, S(s), &p);
+    ck_assert_msg(st == GPUARENA_SUCCESS, "alloc %zu on %u: %s", size, s, gpuarena_last_error());
+    ck_assert_int_eq(ga_bm_check(f->bm), GPUARENA_SUCCESS);
+    return p;
+}
+
+static void fx_free(fx_t *f, void *p, unsigned s)
+{
+    tp_enqueue(&f->tp, s);
+    ck_assert_msg(ga_bm_free(f->bm, p, S(s)) == GPUARENA_SUCCESS, "free: %s",
+                  gpuarena_last_error());
+    ck_assert_msg(ga_bm_check(f->bm) == GPUARENA_SUCCESS, "check: %s", gpuarena_last_error());
+}
+
+static gpuarena_stats_t fx_stats(fx_t *f)
+{
+    gpuarena_stats_t st;
+    ga_bm_stats(f->bm, &st);
+    return st;
+}
+
+/* Free everything the test left, trim to nothing, and verify that the
+ * provider got every mapping and event back. */
+static void fx_done(fx_t *f)
+{
+    ck_assert_int_eq(ga_bm_trim(f->bm, 0), GPUARENA_SUCCESS);
+    ck_assert_int_eq(ga_bm_check(f->bm), GPUARENA_SUCCESS);
+    gpuarena_stats_t st = fx_stats(f);
+    ck_assert_uint_eq(st.live_blocks, 0);
+    ck_assert_uint_eq(st.reserved, 0);
+    ck_assert_uint_eq(f->tp.base.live_maps, 0);
+    ck_assert_uint_eq(f->tp.committed, 0);
+    ga_bm_destroy(f->bm);
+    ck_assert_uint_eq(f->tp.events_live, 0);
+    free(f);
+}
+
+#define U(p) ((uintptr_t)(p))
+
+/* ------------------------------------------------------------------ */
+/* Fit, split, merge, rounding, classes, max_split.                    */
+
+START_TEST(best_fit_picks_smallest_adequate)
+{
+    fx_t *f = fx_new(false, 64 * KI, NULL);
+    /* Free holes of 1K, 4K and 2K separated by live blocks. */
+    void *a = fx_alloc(f, 1 * KI, 1), *x1 = fx_alloc(f, 512, 1);
+    void *b = fx_alloc(f, 4 * KI, 1), *x2 = fx_alloc(f, 512, 1);
+    void *c = fx_alloc(f, 2 * KI, 1), *x3 = fx_alloc(f, 512, 1);
+    ck_assert_uint_eq(U(x1), U(a) + 1 * KI); /* carved in address order */
+    ck_assert_uint_eq(U(c), U(b) + 4 * KI + 512);
+    ck_assert_uint_eq(U(x2), U(b) + 4 * KI);
+    ck_assert_uint_eq(U(x3), U(c) + 2 * KI);
+    fx_free(f, a, 1);
+    fx_free(f, b, 1);
+    fx_free(f, c, 1);
+    ck_assert_uint_eq(fx_stats(f).free_blocks, 4); /* three holes and the tail */
+    ck_assert_ptr_eq(fx_alloc(f, 2 * KI, 1), c);
+    ck_assert_ptr_eq(fx_alloc(f, 700, 1), a); /* rounds to 1K: the 1K hole */
+    /* 3K from the 4K hole: split, and the 1K remainder is free and
+     * reusable right behind it. */
+    void *b3 = fx_alloc(f, 3 * KI, 1);
+    ck_assert_ptr_eq(b3, b);
+    ck_assert_uint_eq(fx_stats(f).free_blocks, 2);
+    ck_assert_uint_eq(U(fx_alloc(f, 1 * KI, 1)), U(b) + 3 * KI);
+    ck_assert_uint_eq(fx_stats(f).free_blocks, 1);
+    ga_bm_destroy(f->bm);
+    free(f);
+}
+END_TEST
+
+START_TEST(merge_on_free)
+{
+    fx_t *f = fx_new(false, 64 * KI, NULL);
+    void *a = fx_alloc(f, 512, 1), *b = fx_alloc(f, 512, 1), *c = fx_alloc(f, 512, 1);
+    void *d = fx_alloc(f, 512, 1);
+    ck_assert_uint_eq(fx_stats(f).free_blocks, 1);
+    fx_free(f, a, 1);
+    fx_free(f, c, 1);
+    ck_assert_uint_eq(fx_stats(f).free_blocks, 3);
+    fx_free(f, b, 1); /* joins a and c */
+    ck_assert_uint_eq(fx_stats(f).free_blocks, 2);
+    ck_assert_ptr_eq(fx_alloc(f, 1536, 1), a);
+    ck_assert_uint_eq(fx_stats(f).free_blocks, 1);
+    /* Freeing everything leaves the segment whole. */
+    fx_free(f, a, 1);
+    fx_free(f, d, 1);
+    gpuarena_stats_t st = fx_stats(f);
+    ck_assert_uint_eq(st.free_blocks, 1);
+    ck_assert_ptr_eq(fx_alloc(f, 1 * MI, 1), a);
+    fx_free(f, a, 1);
+    fx_done(f);
+}
+END_TEST
+
+START_TEST(rounding)
+{
+    fx_t *f = fx_new(false, 64 * KI, "round=4K");
+    void *a = fx_alloc(f, 1, 1), *b = fx_alloc(f, 4097, 1), *c = fx_alloc(f, 4096, 1);
+    ck_assert_uint_eq(U(b) - U(a), 4 * KI);
+    ck_assert_uint_eq(U(c) - U(b), 8 * KI);
+    ck_assert_uint_eq(U(a) % (4 * KI), 0);
+    gpuarena_stats_t st = fx_stats(f);
+    ck_assert_uint_eq(st.requested, 1 + 4097 + 4096);
+    ck_assert_uint_eq(st.in_use, 16 * KI);
+    fx_free(f, a, 1);
+    fx_free(f, b, 1);
+    fx_free(f, c, 1);
+    fx_done(f);
+}
+END_TEST
+
+START_TEST(small_and_large_segments)
+{
+    fx_t *f = fx_new(false, 64 * KI,
+                     "small_max=64K,thread_cache_max=64K,small_segment=256K,large_segment=1M");
+    void *s1 = fx_alloc(f, 64 * KI, 1);
+    void *l1 = fx_alloc(f, 64 * KI + 512, 1);
+    void *s2 = fx_alloc(f, 512, 1);
+    void *l2 = fx_alloc(f, 128 * KI, 1);
+    gpuarena_stats_t st = fx_stats(f);
+    ck_assert_uint_eq(st.segments, 2);
+    ck_assert_uint_eq(st.reserved, 256 * KI + 1 * MI);
+    /* Each class fills its own segment in address order. */
+    ck_assert_uint_eq(U(s2), U(s1) + 64 * KI);
+    ck_assert_uint_eq(U(l2), U(l1) + 64 * KI + 512);
+    ck_assert(U(l1) >= U(s1) + 256 * KI || U(l1) + 1 * MI <= U(s1));
+    /* A large request never takes small-segment space, even when the
+     * small segment has room for it. */
+    fx_free(f, s1, 1);
+    fx_free(f, s2, 1);
+    void *big = fx_alloc(f, 192 * KI, 1); /* large: 192K > small_max */
+    ck_assert(U(big) >= U(l1) && U(big) < U(l1) + 1 * MI);
+    fx_free(f, big, 1);
+    fx_free(f, l1, 1);
+    fx_free(f, l2, 1);
+    fx_done(f);
+}
+END_TEST
+
+START_TEST(max_split_blocks_are_whole)
+{
+    fx_t *f = fx_new(
+        false, 64 * KI,
+        "small_max=64K,thread_cache_max=64K,small_segment=256K,large_segment=4M,max_split=1M");
+    /* A request above max_split gets a segment of its own size, taken
+     * whole; when freed, it is not split for a smaller request. */
+    void *big = fx_alloc(f, 3 * MI, 1);
+    fx_free(f, big, 1);
+    gpuarena_stats_t st = fx_stats(f);
+    uint64_t reserved = st.reserved;
+    void *m = fx_alloc(f, 512 * KI, 1); /* <= max_split: not from the big block */
+    ck_assert(U(m) < U(big) || U(m) >= U(big) + 3 * MI);
+    st = fx_stats(f);
+    ck_assert_uint_gt(st.reserved, reserved);
+    /* ... and a request above max_split takes it whole, unsplit. */
+    void *big2 = fx_alloc(f, 2 * MI, 1);
+    ck_assert_ptr_eq(big2, big);
+    gpuarena_stats_t st2 = fx_stats(f);
+    ck_assert_uint_eq(st2.in_use - st.in_use, reserved);
+    ck_assert_uint_eq(st2.free_blocks, st.free_blocks - 1);
+    fx_free(f, big2, 1);
+    fx_free(f, m, 1);
+    fx_done(f);
+}
+END_TEST
+
+/* A request at most max_split must not be given a whole segment larger
+ * than max_split: it would pin a large_segment for a small block. */
+START_TEST(max_split_small_request_on_new_segment)
+{
+    fx_t *f = fx_new(
+        false, 64 * KI,
+        "small_max=64K,thread_cache_max=64K,small_segment=256K,large_segment=8M,max_split=1M");
+    void *m = fx_alloc(f, 256 * KI, 1);
+    gpuarena_stats_t st = fx_stats(f);
+    ck_assert_uint_le(st.in_use, 1 * MI);
+    ck_assert_uint_le(st.reserved, 1 * MI);
+    void *n = fx_alloc(f, 256 * KI, 1);
+    st = fx_stats(f);
+    ck_assert_uint_eq(st.in_use, 512 * KI);
+    fx_free(f, m, 1);
+    fx_free(f, n, 1);
+    fx_done(f);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ */
+/* Stream-ordered reuse.                                               */
+
+/* 64K segments of two 32K blocks: an allocation that misses maps a new
+ * segment, so addresses tell where a block came from. */
+#define SEG_OPTS "small_max=64K,thread_cache_max=64K,small_segment=64K,large_segment=64K"
+
+/* P on stream 1 freed, with stream 1 asked for a sweep by a miss on
+ * stream 2, which got Q in a new segment; the sweep is then recorded by
+ * a free on stream 1.  Returns P. */
+static void *freed_on_1_then_swept(fx_t *f, void **keep, void **q, void **q2)
+{
+    void *p = fx_alloc(f, 32 * KI, 1);
+    *keep = fx_alloc(f, 32 * KI, 1); /* segment 1 full */
+    fx_free(f, p, 1);
+    *q = fx_alloc(f, 32 * KI, 2);
+    ck_assert_ptr_ne(*q, p); /* the free on 1 has not completed */
+    *q2 = fx_alloc(f, 32 * KI, 2);
+    ck_assert_ptr_ne(*q2, p);
+    /* Same stream: reuse at once, with no event. */
+    uint64_t events = fx_stats(f).events_recorded;
+    void *r = fx_alloc(f, 32 * KI, 1);
+    ck_assert_ptr_eq(r, p);
+    ck_assert_uint_eq(fx_stats(f).events_recorded, events);
+    fx_free(f, r, 1); /* stream 1 was wanted: the sweep is recorded here */
+    ck_assert_uint_eq(fx_stats(f).events_recorded, events + 1);
+    return p;
+}
+
+START_TEST(reuse_same_stream_at_once)
+{
+    fx_t *f = fx_new(false, 64 * KI, NULL);
+    void *p = fx_alloc(f, 4 * KI, 3);
+    fx_free(f, p, 3);
+    ck_assert_ptr_eq(fx_alloc(f, 4 * KI, 3), p);
+    ck_assert_uint_eq(fx_stats(f).events_recorded, 0);
+    fx_free(f, p, 3);
+    fx_done(f);
+}
+END_TEST
+
+START_TEST(reuse_other_stream_after_event)
+{
+    fx_t *f = fx_new(false, 64 * KI, SEG_OPTS);
+    void *keep, *q, *q2;
+    void *p = freed_on_1_then_swept(f, &keep, &q, &q2);
+    /* Before stream 1 completes: stream 2 gets other memory. */
+    void *x = fx_alloc(f, 32 * KI, 2), *y = fx_alloc(f, 32 * KI, 2);
+    ck_assert_ptr_ne(x, p);
+    ck_assert_ptr_ne(y, p);
+    ck_assert_uint_eq(fx_stats(f).cross_stream_waits, 0);
+    tp_complete(&f->tp, 1);
+    /* After: the block is everyone's. */
+    void *z = fx_alloc(f, 32 * KI, 2);
+    ck_assert_ptr_eq(z, p);
+    for (unsigned t = 0; t < TP_STREAMS; t++)
+        ck_assert_uint_eq(f->tp.waited[2][t], 0);
+    void *all[] = {keep, q, q2, x, y, z};
+    for (unsigned i = 0; i < 6; i++)
+        fx_free(f, all[i], 2);
+    fx_done(f);
+}
+END_TEST
+
+START_TEST(reuse_other_stream_wait_policy)
+{
+    fx_t *f = fx_new(false, 64 * KI, SEG_OPTS ",cross_stream=wait");
+    void *keep, *q, *q2;
+    void *p = freed_on_1_then_swept(f, &keep, &q, &q2);
+    uint64_t pos = f->tp.enqueued[1];  /* where the sweep was recorded */
+    void *x = fx_alloc(f, 32 * KI, 2); /* not complete: taken by waiting */
+    ck_assert_ptr_eq(x, p);
+    ck_assert_uint_eq(fx_stats(f).cross_stream_waits, 1);
+    ck_assert_uint_eq(f->tp.waited[2][1], pos);
+    ck_assert_uint_eq(f->tp.completed[1], 0); /* the host did not wait */
+    void *all[] = {keep, q, q2, x};
+    for (unsigned i = 0; i < 4; i++)
+        fx_free(f, all[i], 1);
+    fx_done(f);
+}
+END_TEST
+
+START_TEST(reuse_other_stream_never_policy)
+{
+    fx_t *f = fx_new(false, 64 * KI, SEG_OPTS ",cross_stream=never");
+    void *p = fx_alloc(f, 32 * KI, 1), *keep = fx_alloc(f, 32 * KI, 1);
+    fx_free(f, p, 1);
+    void *got[16];
+    for (unsigned i = 0; i < 16; i++) {
+        for (unsigned s = 0; s < TP_STREAMS; s++)
+            tp_complete(&f->tp, s);
+        got[i] = fx_alloc(f, 32 * KI, 2);
+        ck_assert_ptr_ne(got[i], p);
+        if (i % 2) /* frees on 1 would record a sweep if one were asked */
+            fx_free(f, fx_alloc(f, 64 * KI, 1), 1);
+    }
+    gpuarena_stats_t st = fx_stats(f);
+    ck_assert_uint_eq(st.cross_stream_waits, 0);
+    ck_assert_uint_eq(st.events_recorded, 0);
+    ck_assert_ptr_eq(fx_alloc(f, 32 * KI, 1), p); /* its own stream still may */
+    fx_free(f, p, 1);
+    fx_free(f, keep, 1);
+    for (unsigned i = 0; i < 16; i++)
+        fx_free(f, got[i], 2);
+    fx_done(f);
+}
+END_TEST
+
+START_TEST(record_stream_keeps_block_pending)
+{
+    fx_t *f = fx_new(false, 64 * KI, SEG_OPTS);
+    void *p = fx_alloc(f, 32 * KI, 1), *keep = fx_alloc(f, 32 * KI, 1);
+    ck_assert_int_eq(ga_bm_record_stream(f->bm, p, S(2)), GPUARENA_SUCCESS);
+    tp_enqueue(&f->tp, 2); /* stream 2 works on P */
+    fx_free(f, p, 1);
+    ck_assert_uint_eq(fx_stats(f).pending_frees, 1);
+    /* Not even its own stream may take it while stream 2 runs. */
+    tp_complete(&f->tp, 1);
+    void *x = fx_alloc(f, 32 * KI, 1), *y = fx_alloc(f, 32 * KI, 1);
+    ck_assert_ptr_ne(x, p);
+    ck_assert_ptr_ne(y, p);
+    ck_assert_uint_eq(fx_stats(f).pending_frees, 1);
+    tp_complete(&f->tp, 2);
+    void *z = fx_alloc(f, 32 * KI, 1);
+    ck_assert_ptr_eq(z, p);
+    ck_assert_uint_eq(fx_stats(f).pending_frees, 0);
+    void *all[] = {keep, x, y, z};
+    for (unsigned i = 0; i < 4; i++)
+        fx_free(f, all[i], 1);
+    fx_done(f);
+}
+END_TEST
+
+/* When the event for a record_stream use cannot be recorded, the free
+ * must not make the block reusable before that use is known complete. */
+START_TEST(record_stream_event_failure_is_safe)
+{
+    for (unsigned nth = 1; nth <= 2; nth++) { /* event_create, event_record */
+        fx_t *f = fx_new(false, 64 * KI, SEG_OPTS);
+        void *p = fx_alloc(f, 32 * KI, 1), *keep = fx_alloc(f, 32 * KI, 1);
+        ck_assert_int_eq(ga_bm_record_stream(f->bm, p, S(2)), GPUARENA_SUCCESS);
+        tp_enqueue(&f->tp, 2);
+        uint64_t use_pos = f->tp.enqueued[2];
+        f->tp.fail_at = f->tp.calls + nth;
+        fx_free(f, p, 1);
+        f->tp.fail_at = 0;
+        void *x = fx_alloc(f, 32 * KI, 1);
+        ck_assert_msg(x != p || f->tp.completed[2] >= use_pos,
+                      "block handed out while a recorded use may still run (fault %u)", nth);
+        fx_free(f, x, 1);
+        fx_free(f, keep, 1);
+        fx_done(f);
+    }
+}
+END_TEST
+
+/* ------------------------------------------------------------------ */
+/* Trim, caps, zero-fill, hits.                                        */
+
+START_TEST(trim_keeps_at_most_keep)
+{
+    fx_t *f = fx_new(true, 64 * KI, NULL);
+    void *p[32];
+    for (unsigned i = 0; i < 32; i++)
+        p[i] = fx_alloc(f, (i % 4 + 1) * 64 * KI, i % 3 + 1);
+    gpuarena_stats_t st = fx_stats(f);
+    uint64_t full = st.reserved, maps = f->tp.base.live_maps;
+    ck_assert_uint_eq(maps * 64 * KI, full); /* reserved counts mapped granules */
+    uint64_t live = 0;
+    for (unsigned i = 0; i < 32; i++) {
+        if (i % 4 == 3)
+            live += (i % 4 + 1) * 64 * KI; /* kept: the free space is in pieces */
+        else
+            fx_free(f, p[i], i % 3 + 1);
+    }
+    st = fx_stats(f);
+    ck_assert_uint_eq(st.in_use, live);
+    ck_assert_uint_eq(st.cached, full - live);
+    ck_assert_uint_eq(st.reserved, full);
+    size_t keeps[] = {full - 64 * KI, full / 2, 300 * KI, 64 * KI, 0};
+    for (unsigned i = 0; i < 5; i++) {
+        ck_assert_int_eq(ga_bm_trim(f->bm, keeps[i]), GPUARENA_SUCCESS);
+        ck_assert_int_eq(ga_bm_check(f->bm), GPUARENA_SUCCESS);
+        gpuarena_stats_t t = fx_stats(f);
+        ck_assert_uint_le(t.cached, keeps[i]);
+        ck_assert_uint_le(t.reserved, st.reserved);
+        ck_assert_uint_eq(f->tp.base.live_maps * 64 * KI, t.reserved); /* shrunk in place */
+        ck_assert_uint_eq(t.segments, 1);                              /* one growable segment */
+        ck_assert_uint_eq(t.in_use, live);
+        st = t;
+    }
+    ck_assert_uint_eq(st.reserved, live);
+    ck_assert_uint_lt(f->tp.base.live_maps, maps);
+    for (unsigned i = 3; i < 32; i += 4)
+        fx_free(f, p[i], 1);
+    /* It serves again after the trim. */
+    fx_free(f, fx_alloc(f, 100 * KI, 1), 1);
+    fx_done(f);
+}
+END_TEST
+
+START_TEST(trim_fixed_segments)
+{
+    fx_t *f = fx_new(false, 64 * KI, SEG_OPTS);
+    void *p[8];
+    for (unsigned i = 0; i < 8; i++)
+        p[i] = fx_alloc(f, 64 * KI, 1);
+    ck_assert_uint_eq(f->tp.base.live_maps, 8);
+    for (unsigned i = 0; i < 8; i++)
+        fx_free(f, p[i], 1);
+    ck_assert_int_eq(ga_bm_trim(f->bm, 3 * 64 * KI), GPUARENA_SUCCESS);
+    gpuarena_stats_t st = fx_stats(f);
+    ck_assert_uint_eq(st.reserved, 3 * 64 * KI);
+    ck_assert_uint_eq(st.provider_unmaps, 5);
+    ck_assert_uint_eq(f->tp.base.live_maps, 3);
+    ck_assert_uint_eq(st.trims, 2); /* the call, and its release pass */
+    fx_done(f);
+}
+END_TEST
+
+static gpuarena_t *arena(gpuarena_kind_t kind, const char *opts)
+{
+    gpuarena_t *a = NULL;
+    ck_assert_msg(gpuarena_create(kind, 0, opts, &a) == GPUARENA_SUCCESS, "create %s: %s", opts,
+                  gpuarena_last_error());
+    return a;
+}
+
+static gpuarena_stats_t stats(gpuarena_t *a)
+{
+    gpuarena_stats_t st;
+    ck_assert_int_eq(gpuarena_stats(a, &st), GPUARENA_SUCCESS);
+    return st;
+}
+
+static void *aalloc(gpuarena_t *a, size_t size, gpuarena_stream_t s)
+{
+    void *p = NULL;
+    ck_assert_msg(gpuarena_alloc(a, size, s, &p) == GPUARENA_SUCCESS, "alloc %zu: %s", size,
+                  gpuarena_last_error());
+    ck_assert_ptr_nonnull(p);
+    return p;
+}
+
+static void afree(gpuarena_t *a, void *p, gpuarena_stream_t s)
+{
+    ck_assert_msg(gpuarena_free(a, p, s) == GPUARENA_SUCCESS, "free: %s", gpuarena_last_error());
+}
+
+START_TEST(max_cached_cap)
+{
+    gpuarena_t *a = arena(GPUARENA_HOST, "granule=64K,max_cached=1M,thread_cache=false");
+    void *p[16];
+    for (unsigned i = 0; i < 16; i++)
+        p[i] = aalloc(a, 512 * KI, NULL);
+    for (unsigned i = 0; i < 16; i++) {
+        afree(a, p[i], NULL);
+        gpuarena_stats_t st = stats(a);
+        ck_assert_uint_le(st.cached, 1 * MI);
+        ck_assert_uint_eq(st.in_use, (15 - i) * 512 * KI);
+        ck_assert_int_eq(gpuarena_check(a), GPUARENA_SUCCESS);
+    }
+    ck_assert_uint_ge(stats(a).provider_unmaps, 1);
+    ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_SUCCESS);
+}
+END_TEST
+
+static void zero_fill(const char *opts, bool zero)
+{
+    gpuarena_t *a = arena(GPUARENA_HOST, opts);
+    for (unsigned round = 0; round < 3; round++) {
+        unsigned char *p = aalloc(a, 4000, NULL);
+        memset(p, 0xAB, 4000);
+        afree(a, p, NULL);
+        unsigned char *q = aalloc(a, 4000, NULL);
+        ck_assert_ptr_eq(q, p); /* reused, not fresh zero pages */
+        for (size_t i = 0; i < 4000; i++)
+            ck_assert_msg(q[i] == (zero ? 0 : 0xAB), "byte %zu is %#x (%s)", i, q[i], opts);
+        afree(a, q, NULL);
+    }
+    ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_SUCCESS);
+}
+
+START_TEST(zero_fill_on_reuse)
+{
+    zero_fill("zero=true,thread_cache=false", true);
+    zero_fill("zero=true,thread_cache=true", true);
+    /* The control: without zero the arena leaves the bytes alone, so the
+     * test above sees the zeroing and not fresh pages. */
+    zero_fill("zero=false,thread_cache=false", false);
+    zero_fill("zero=false,thread_cache=true", false);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ */
+/* Statistics, with and without thread caches.                         */
+
+static void stats_sequence(gpuarena_kind_t kind, const char *opts)
+{
+    gpuarena_t *a = arena(kind, opts);
+    gpuarena_stream_t s = (gpuarena_stream_t)(uintptr_t)7;
+    void *p = aalloc(a, 1000, s);
+    gpuarena_stats_t st = stats(a);
+    ck_assert_uint_eq(st.allocs, 1);
+    ck_assert_uint_eq(st.cache_misses, 1);
+    ck_assert_uint_eq(st.cache_hits, 0);
+    ck_assert_uint_eq(st.requested, 1000);
+    ck_assert_uint_eq(st.in_use, 1024);
+    uint64_t reserved = st.reserved;
+    ck_assert_uint_gt(reserved, 0);
+    ck_assert_uint_eq(st.cached, reserved - 1024);
+    void *q = aalloc(a, 3000, s); /* from the same mapping: a hit */
+    st = stats(a);
+    ck_assert_uint_eq(st.cache_hits, 1);
+    ck_assert_uint_eq(st.cache_misses, 1);
+    ck_assert_uint_eq(st.requested, 4000);
+    ck_assert_uint_eq(st.in_use, 4096);
+    ck_assert_uint_eq(st.reserved, reserved);
+    ck_assert_uint_eq(st.live_blocks, 2);
+    afree(a, q, s);
+    st = stats(a);
+    ck_assert_uint_eq(st.requested, 1000);
+    ck_assert_uint_eq(st.in_use, 1024);
+    ck_assert_uint_eq(st.cached, reserved - 1024);
+    ck_assert_uint_eq(st.frees, 1);
+    ck_assert_uint_eq(st.live_blocks, 1);
+    q = aalloc(a, 3000, s); /* same stream, same size: a hit */
+    st = stats(a);
+    ck_assert_uint_eq(st.cache_hits, 2);
+    ck_assert_uint_eq(st.allocs, 3);
+    afree(a, q, s);
+    afree(a, p, s);
+    st = stats(a);
+    ck_assert_uint_eq(st.allocs, 3);
+    ck_assert_uint_eq(st.frees, 3);
+    ck_assert_uint_eq(st.cache_hits, 2);
+    ck_assert_uint_eq(st.cache_misses, 1);
+    ck_assert_uint_eq(st.live_blocks, 0);
+    ck_assert_uint_eq(st.requested, 0);
+    ck_assert_uint_eq(st.in_use, 0);
+    ck_assert_uint_eq(st.requested_peak, 4000);
+    ck_assert_uint_eq(st.in_use_peak, 4096);
+    ck_assert_uint_eq(st.reserved_peak, reserved);
+    ck_assert_uint_eq(st.cached, reserved);
+    ck_assert_uint_eq(st.cached_peak, reserved);
+    ck_assert_int_eq(gpuarena_stats_reset_peaks(a), GPUARENA_SUCCESS);
+    st = stats(a);
+    ck_assert_uint_eq(st.requested_peak, 0);
+    ck_assert_uint_eq(st.in_use_peak, 0);
+    ck_assert_uint_eq(st.reserved_peak, reserved);
+    ck_assert_uint_eq(st.cached_peak, reserved);
+    p = aalloc(a, 600, s);
+    st = stats(a);
+    ck_assert_uint_eq(st.requested_peak, 600);
+    ck_assert_uint_eq(st.in_use_peak, 1024);
+    afree(a, p, s);
+    ck_assert_int_eq(gpuarena_trim(a, 0), GPUARENA_SUCCESS);
+    st = stats(a);
+    ck_assert_uint_eq(st.reserved, 0);
+    ck_assert_uint_eq(st.cached, 0);
+    ck_assert_uint_eq(st.reserved_peak, reserved);
+    ck_assert_uint_eq(st.requested_peak, 600);
+    ck_assert_uint_eq(st.allocs, 4);
+    ck_assert_uint_eq(st.frees, 4);
+    ck_assert_int_eq(gpuarena_check(a), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_SUCCESS);
+}
+
+START_TEST(statistics)
+{
+    stats_sequence(GPUARENA_HOST, "thread_cache=false");
+    stats_sequence(GPUARENA_HOST, "thread_cache=true");
+    stats_sequence(GPUARENA_SIM, "thread_cache=false");
+    stats_sequence(GPUARENA_SIM, "thread_cache=true");
+    stats_sequence(GPUARENA_SIM, "thread_cache=true,expandable=false");
+}
+END_TEST
+
+/* ------------------------------------------------------------------ */
+/* Out of memory.                                                      */
+
+START_TEST(oom_releases_retries_then_fails)
+{
+    fx_t *f = fx_new(false, 2 * MI, "small_max=1M,small_segment=2M,large_segment=4K");
+    f->tp.capacity = 4 * MI;
+    void *a = fx_alloc(f, 1 * MI, 1), *b = fx_alloc(f, 1 * MI, 1);
+    void *c = fx_alloc(f, 1 * MI, 1); /* a second small segment */
+    fx_free(f, c, 1);                 /* cached, in stream 1's pool */
+    /* 2M (large) fits only once the cached segment is released. */
+    void *l = fx_alloc(f, 2 * MI, 2);
+    gpuarena_stats_t st = fx_stats(f);
+    ck_assert_uint_eq(st.oom_retries, 1);
+    ck_assert_uint_eq(st.oom_failures, 0);
+    ck_assert_uint_eq(st.reserved, 4 * MI);
+    /* Nothing left to release: fails after one retry. */
+    void *m = (void *)0x1;
+    ck_assert_int_eq(ga_bm_alloc(f->bm, 2 * MI, S(2), &m), GPUARENA_ERR_OUT_OF_MEMORY);
+    st = fx_stats(f);
+    ck_assert_uint_eq(st.oom_retries, 2);
+    ck_assert_uint_eq(st.oom_failures, 1);
+    ck_assert_uint_eq(st.last_oom_request, 2 * MI);
+    ck_assert_uint_eq(st.live_blocks, 3);
+    ck_assert_ptr_nonnull(strstr(gpuarena_last_error(), "out of memory"));
+    ck_assert_int_eq(ga_bm_check(f->bm), GPUARENA_SUCCESS);
+    /* After a free, it serves again. */
+    fx_free(f, l, 2);
+    m = fx_alloc(f, 2 * MI, 3); /* after releasing L's segment */
+    ck_assert_uint_eq(fx_stats(f).oom_retries, 3);
+    ck_assert_uint_eq(fx_stats(f).oom_failures, 1);
+    fx_free(f, m, 3);
+    fx_free(f, a, 1);
+    fx_free(f, b, 1);
+    fx_done(f);
+}
+END_TEST
+
+START_TEST(oom_sim_arena)
+{
+    gpuarena_t *a = arena(GPUARENA_SIM, "sim_capacity=8M,granule=2M");
+    void *p = aalloc(a, 5 * MI, NULL);
+    void *q = NULL;
+    ck_assert_int_eq(gpuarena_alloc(a, 5 * MI, NULL, &q), GPUARENA_ERR_OUT_OF_MEMORY);
+    ck_assert_ptr_nonnull(strstr(gpuarena_last_error(), "out of memory"));
+    gpuarena_stats_t st = stats(a);
+    ck_assert_uint_eq(st.last_oom_request, 5 * MI);
+    ck_assert_uint_eq(st.oom_retries, 1);
+    ck_assert_uint_eq(st.oom_failures, 1);
+    ck_assert_uint_eq(st.live_blocks, 1);
+    afree(a, p, NULL);
+    q = aalloc(a, 5 * MI, (gpuarena_stream_t)(uintptr_t)2);
+    afree(a, q, (gpuarena_stream_t)(uintptr_t)2);
+    ck_assert_int_eq(gpuarena_check(a), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_SUCCESS);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ */
+/* Fault injection: every provider call of a workload fails in turn.   */
+
+#define FI_MAX 24
+
+typedef struct fi {
+    fx_t *f;
+    void *p[FI_MAX];
+    unsigned s[FI_MAX];
+    unsigned n;
+    unsigned failures;
+} fi_t;
+
+static void fi_alloc(fi_t *w, size_t size, unsigned s)
+{
+    void *p = NULL;
+    tp_enqueue(&w->f->tp, s);
+    gpuarena_status_t st = ga_bm_alloc(w->f->bm, size, S(s), &p);
+    if (st == GPUARENA_SUCCESS) {
+        ck_assert_ptr_nonnull(p);
+        w->p[w->n] = p;
+        w->s[w->n++] = s;
+    } else {
+        w->failures++;
+        ck_assert_str_ne(gpuarena_last_error(), "");
+    }
+    ck_assert_msg(ga_bm_check(w->f->bm) == GPUARENA_SUCCESS, "%s", gpuarena_last_error());
+}
+
+static void fi_free(fi_t *w, unsigned i, unsigned s)
+{
+    if (i >= w->n)
+        return;
+    tp_enqueue(&w->f->tp, s);
+    ck_assert_int_eq(ga_bm_free(w->f->bm, w->p[i], S(s)), GPUARENA_SUCCESS);
+    w->p[i] = w->p[--w->n];
+    w->s[i] = w->s[w->n];
+    ck_assert_msg(ga_bm_check(w->f->bm) == GPUARENA_SUCCESS, "%s", gpuarena_last_error());
+}
+
+/* A short workload that touches every kind of provider call: maps and
+ * commits, events for sweeps and record_stream, waits, unmaps on trim. */
+static void fi_workload(fi_t *w)
+{
+    fx_t *f = w->f;
+    fi_alloc(w, 1000, 1);
+    fi_alloc(w, 200 * KI, 1);
+    fi_alloc(w, 3 * MI, 2);
+    fi_alloc(w, 5000, 2);
+    if (w->n)
+        (void)ga_bm_record_stream(f->bm, w->p[0], S(3));
+    tp_enqueue(&f->tp, 3);
+    fi_free(w, 0, 1);
+    fi_free(w, 0, 2);
+    fi_alloc(w, 1000, 2); /* misses on 2: asks 1 for a sweep */
+    fi_alloc(w, 64 * KI, 1);
+    fi_free(w, w->n - 1, 1); /* records the sweep */
+    tp_complete(&f->tp, 1);
+    tp_complete(&f->tp, 3);
+    fi_alloc(w, 1000, 3);
+    fi_alloc(w, 8 * MI, 3);
+    fi_free(w, 0, 3);
+    ck_assert_int_eq(ga_bm_trim(f->bm, 1 * MI), GPUARENA_SUCCESS);
+    ck_assert_int_eq(ga_bm_check(f->bm), GPUARENA_SUCCESS);
+    fi_alloc(w, 2 * MI, 2);
+    fi_alloc(w, 300, 1);
+    while (w->n > 2)
+        fi_free(w, 0, w->s[0]);
+    ck_assert_int_eq(ga_bm_trim(f->bm, 0), GPUARENA_SUCCESS);
+    ck_assert_int_eq(ga_bm_check(f->bm), GPUARENA_SUCCESS);
+}
+
+static uint64_t fault_sweep(bool growable, const char *opts)
+{
+    uint64_t calls = 0, injected = 0;
+    for (uint64_t k = 0;; k++) {
+        fi_t w = {0};
+        w.f = fx_new(growable, 64 * KI, opts);
+        w.f->tp.fail_at = k; /* 0: the clean run that counts the calls */
+        fi_workload(&w);
+        if (k == 0) {
+            calls = w.f->tp.calls;
+            ck_assert_uint_eq(w.failures, 0);
+        }
+        w.f->tp.fail_at = 0;
+        /* The provider's mappings are the segments' (check compares) and
+         * the arena keeps serving on every stream. */
+        ck_assert_int_eq(ga_bm_check(w.f->bm), GPUARENA_SUCCESS);
+        for (unsigned s = 1; s <= 3; s++) {
+            fi_alloc(&w, 4000 * s, s);
+            fi_alloc(&w, 2 * MI * s, s);
+        }
+        while (w.n)
+            fi_free(&w, 0, w.s[0]);
+        fx_done(w.f);
+        if (k)
+            injected++;
+        if (k > calls)
+            break;
+    }
+    ck_assert_uint_gt(calls, 5);
+    return injected;
+}
+
+START_TEST(fault_injection_every_call)
+{
+    ck_assert_uint_gt(fault_sweep(false, NULL), 5);
+    ck_assert_uint_gt(fault_sweep(true, NULL), 5);
+    ck_assert_uint_gt(fault_sweep(false, "cross_stream=wait,max_cached=1M"), 5);
+    ck_assert_uint_gt(fault_sweep(true, "cross_stream=wait,thread_cache=true"), 5);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ */
+/* Bad input through the public API: a status, and nothing changes.    */
+
+typedef struct snap {
+    gpuarena_stats_t st;
+} snap_t;
+
+static snap_t snap(gpuarena_t *a)
+{
+    snap_t s;
+    memset(&s, 0, sizeof s);
+    ck_assert_int_eq(gpuarena_stats(a, &s.st), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_check(a), GPUARENA_SUCCESS);
+    return s;
+}
+
+#define EXPECT_UNCHANGED(a, before, call, status)                                                  \
+    do {                                                                                           \
+        ga_error_clear();                                                                          \
+        ck_assert_int_eq((call), (status));                                                        \
+        ck_assert_str_ne(gpuarena_last_error(), "");                                               \
+        snap_t after_ = snap(a);                                                                   \
+        ck_assert_msg(memcmp(&(before), &after_, sizeof after_) == 0, "%s changed the statistics", \
+                      #call);                                                                      \
+    } while (0)
+
+static void bad_input(gpuarena_kind_t kind, const char *opts)
+{
+    gpuarena_t *a = arena(kind, opts);
+    gpuarena_stream_t s = (gpuarena_stream_t)(uintptr_t)1;
+    void *live = aalloc(a, 4096, s);
+    void *other = aalloc(a, 100, s);
+    void *freed = aalloc(a, 2048, s);
+    afree(a, freed, s); /* in the thread cache where there is one */
+    snap_t before = snap(a);
+    void *p = (void *)0x1234;
+
+    EXPECT_UNCHANGED(a, before, gpuarena_free(a, freed, s), GPUARENA_ERR_DOUBLE_FREE);
+    EXPECT_UNCHANGED(a, before, gpuarena_free(a, freed, (gpuarena_stream_t)(uintptr_t)2),
+                     GPUARENA_ERR_DOUBLE_FREE);
+    EXPECT_UNCHANGED(a, before, gpuarena_record_stream(a, freed, (gpuarena_stream_t)(uintptr_t)2),
+                     GPUARENA_ERR_DOUBLE_FREE);
+    int local;
+    EXPECT_UNCHANGED(a, before, gpuarena_free(a, &local, s), GPUARENA_ERR_INVALID_POINTER);
+    EXPECT_UNCHANGED(a, before, gpuarena_free(a, (void *)((uintptr_t)1 << 50), s),
+                     GPUARENA_ERR_INVALID_POINTER);
+    EXPECT_UNCHANGED(a, before, gpuarena_free(a, (char *)live + 512, s),
+                     GPUARENA_ERR_INTERIOR_POINTER);
+    EXPECT_UNCHANGED(a, before, gpuarena_free(a, (char *)live + 1, s),
+                     GPUARENA_ERR_INTERIOR_POINTER);
+    EXPECT_UNCHANGED(a, before, gpuarena_record_stream(a, (char *)live + 8, s),
+                     GPUARENA_ERR_INTERIOR_POINTER);
+    EXPECT_UNCHANGED(a, before, gpuarena_alloc(a, SIZE_MAX, s, &p), GPUARENA_ERR_SIZE_OVERFLOW);
+    ck_assert_ptr_eq(p, (void *)0x1234);
+    EXPECT_UNCHANGED(a, before, gpuarena_alloc(a, SIZE_MAX - 100, s, &p),
+                     GPUARENA_ERR_SIZE_OVERFLOW);
+    EXPECT_UNCHANGED(a, before, gpuarena_alloc(a, SIZE_MAX / 2 + 1, s, &p),
+                     GPUARENA_ERR_SIZE_OVERFLOW);
+    EXPECT_UNCHANGED(a, before, gpuarena_alloc(NULL, 64, s, &p), GPUARENA_ERR_INVALID_ARGUMENT);
+    EXPECT_UNCHANGED(a, before, gpuarena_alloc(a, 64, s, NULL), GPUARENA_ERR_INVALID_ARGUMENT);
+    EXPECT_UNCHANGED(a, before, gpuarena_free(NULL, live, s), GPUARENA_ERR_INVALID_ARGUMENT);
+    EXPECT_UNCHANGED(a, before, gpuarena_record_stream(NULL, live, s),
+                     GPUARENA_ERR_INVALID_ARGUMENT);
+    EXPECT_UNCHANGED(a, before, gpuarena_record_stream(a, NULL, s), GPUARENA_ERR_INVALID_ARGUMENT);
+    EXPECT_UNCHANGED(a, before, gpuarena_trim(NULL, 0), GPUARENA_ERR_INVALID_ARGUMENT);
+    EXPECT_UNCHANGED(a, before, gpuarena_stats(NULL, &before.st), GPUARENA_ERR_INVALID_ARGUMENT);
+    EXPECT_UNCHANGED(a, before, gpuarena_stats(a, NULL), GPUARENA_ERR_INVALID_ARGUMENT);
+    EXPECT_UNCHANGED(a, before, gpuarena_check(NULL), GPUARENA_ERR_INVALID_ARGUMENT);
+    EXPECT_UNCHANGED(a, before, gpuarena_stats_reset_peaks(NULL), GPUARENA_ERR_INVALID_ARGUMENT);
+    EXPECT_UNCHANGED(a, before, gpuarena_prefetch(a, live, 0, GPUARENA_CPU, s),
+                     GPUARENA_ERR_NOT_SUPPORTED);
+    ck_assert_ptr_eq(p, (void *)0x1234);
+
+    /* Size 0 and free(NULL): success, NULL, nothing counted. */
+    ck_assert_int_eq(gpuarena_alloc(a, 0, s, &p), GPUARENA_SUCCESS);
+    ck_assert_ptr_null(p);
+    ck_assert_int_eq(gpuarena_free(a, NULL, s), GPUARENA_SUCCESS);
+    snap_t after = snap(a);
+    ck_assert(memcmp(&before, &after, sizeof after) == 0);
+
+    /* The good blocks are intact and still free normally. */
+    afree(a, live, s);
+    afree(a, other, s);
+    before = snap(a);
+    EXPECT_UNCHANGED(a, before, gpuarena_free(a, live, s), GPUARENA_ERR_DOUBLE_FREE);
+    ck_assert_uint_eq(stats(a).live_blocks, 0);
+    ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_SUCCESS);
+}
+
+START_TEST(bad_input_changes_nothing)
+{
+    bad_input(GPUARENA_HOST, "thread_cache=true");
+    bad_input(GPUARENA_HOST, "thread_cache=false");
+    bad_input(GPUARENA_SIM, "thread_cache=true");
+    bad_input(GPUARENA_SIM, "thread_cache=false,expandable=false");
+}
+END_TEST
+
+START_TEST(destroy_with_live_blocks_is_busy)
+{
+    gpuarena_t *a = arena(GPUARENA_SIM, NULL);
+    void *p = aalloc(a, 100, NULL);
+    ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_ERR_BUSY);
+    afree(a, p, NULL);
+    ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_SUCCESS);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("block");
+    TCase *fit = tcase_create("fit");
+    tcase_add_test(fit, best_fit_picks_smallest_adequate);
+    tcase_add_test(fit, merge_on_free);
+    tcase_add_test(fit, rounding);
+    tcase_add_test(fit, small_and_large_segments);
+    tcase_add_test(fit, max_split_blocks_are_whole);
+    tcase_add_test(fit, max_split_small_request_on_new_segment);
+    suite_add_tcase(s, fit);
+    TCase *reuse = tcase_create("reuse");
+    tcase_add_test(reuse, reuse_same_stream_at_once);
+    tcase_add_test(reuse, reuse_other_stream_after_event);
+    tcase_add_test(reuse, reuse_other_stream_wait_policy);
+    tcase_add_test(reuse, reuse_other_stream_never_policy);
+    tcase_add_test(reuse, record_stream_keeps_block_pending);
+    tcase_add_test(reuse, record_stream_event_failure_is_safe);
+    suite_add_tcase(s, reuse);
+    TCase *cache = tcase_create("cache");
+    tcase_add_test(cache, trim_keeps_at_most_keep);
+    tcase_add_test(cache, trim_fixed_segments);
+    tcase_add_test(cache, max_cached_cap);
+    tcase_add_test(cache, zero_fill_on_reuse);
+    tcase_add_test(cache, statistics);
+    suite_add_tcase(s, cache);
+    TCase *fail = tcase_create("failures");
+    tcase_set_timeout(fail, 120);
+    tcase_add_test(fail, oom_releases_retries_then_fails);
+    tcase_add_test(fail, oom_sim_arena);
+    tcase_add_test(fail, fault_injection_every_call);
+    tcase_add_test(fail, bad_input_changes_nothing);
+    tcase_add_test(fail, destroy_with_live_blocks_is_busy);
+    suite_add_tcase(s, fail);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
