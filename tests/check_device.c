@@ -66,6 +66,9 @@ static void fill_and_check(void *ptr, size_t size, unsigned char byte, void *str
 static size_t device_free(void)
 {
     size_t f = 0;
+    /* Memory released while queued work still uses it is freed by the
+     * driver when that work ends: wait for it before reading. */
+    ck_assert_int_eq(ga_cuda_ctx_sync(), GPUARENA_SUCCESS);
     ck_assert_int_eq(ga_cuda_mem_info(&f, NULL), GPUARENA_SUCCESS);
     return f;
 }

@@ -91,12 +91,35 @@ static int preferred_location(managed_t *m)
     }
 }
 
+/* The preferred location, verified: a driver may accept a location it
+ * does not keep (a host NUMA node where UVM is not NUMA-aware reads back
+ * as no preference); that is counted as skipped, not as applied. */
+static void advise_preferred(managed_t *m, uint64_t a, size_t size, int where)
+{
+    if (ga_cuda_mem_advise(a, size, GA_CUDA_ADVISE_PREFERRED_LOCATION, where) != GPUARENA_SUCCESS) {
+        atomic_fetch_add(&m->advice_skipped, 1);
+        return;
+    }
+    int want = where == GPUARENA_CPU ? GA_CUDA_LOCTYPE_HOST
+               : where >= 0          ? GA_CUDA_LOCTYPE_DEVICE
+                                     : GA_CUDA_LOCTYPE_HOST_NUMA;
+    int got = GA_CUDA_LOCTYPE_INVALID;
+    if (ga_cuda_mem_range_attr(a, size, GA_CUDA_RANGE_PREFERRED_TYPE, &got, 1) ==
+            GPUARENA_SUCCESS &&
+        got == want) {
+        atomic_fetch_add(&m->advice_applied, 1);
+        return;
+    }
+    ga_cuda_mem_advise(a, size, GA_CUDA_ADVISE_UNSET_PREFERRED_LOCATION, where);
+    atomic_fetch_add(&m->advice_skipped, 1);
+}
+
 /* The advice of a new segment (context current). */
 static void advise_segment(managed_t *m, uint64_t a, size_t size)
 {
     int where = preferred_location(m);
     if (where != INT32_MIN)
-        advise(m, a, size, GA_CUDA_ADVISE_PREFERRED_LOCATION, where);
+        advise_preferred(m, a, size, where);
     if (m->accessed_by & GA_ACCESS_DEVICE)
         advise(m, a, size, GA_CUDA_ADVISE_ACCESSED_BY, m->g.ordinal);
     if (m->accessed_by & GA_ACCESS_CPU) {
@@ -250,9 +273,9 @@ static gpuarena_status_t man_prefetch(ga_provider_t *p, void *ptr, size_t size, 
     /* The stream is checked here: gpuarena_prefetch does not go through
      * the block manager, and a prefetch would break a capture. */
     uint64_t id;
-    st = ga_gpuctx_stream_id(p, s, &id);
+    st = ga_cuda_stream_check(s); /* first: no other call on a capturing stream */
     if (st == GPUARENA_SUCCESS)
-        st = ga_cuda_stream_check(s);
+        st = ga_gpuctx_stream_id(p, s, &id);
     bool issued;
     if (st == GPUARENA_SUCCESS)
         st = do_prefetch(m, ptr, size, dest, s, &issued);
