@@ -5,9 +5,11 @@
  */
 #include "gpuarena.h"
 
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 int main(int argc, char **argv)
@@ -26,7 +28,11 @@ int main(int argc, char **argv)
             return 1;
     if (argc > 1 && strcmp(argv[1], "signal") == 0) {
         raise(SIGUSR1);
-        sleep(1); /* the report thread prints */
+        /* The report thread prints meanwhile; the handler's interruption
+         * must not cut the wait short. */
+        struct timespec t = {1, 0};
+        while (nanosleep(&t, &t) != 0 && errno == EINTR)
+            ;
     }
     for (int i = 0; i < 8; i++)
         if (gpuarena_free(a, p[i], NULL) != GPUARENA_SUCCESS)
