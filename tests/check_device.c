@@ -14,6 +14,8 @@
 #include "gpuarena.h"
 #include "providers/providers.h"
 
+#include "gpulock.h"
+
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -398,6 +400,7 @@ END_TEST
 
 int main(void)
 {
+    gpu_tests_lock();
     int n = 0;
     gpuarena_status_t st = ga_cuda_load();
     if (st == GPUARENA_SUCCESS)

@@ -9,6 +9,8 @@
 #include "cuda/cuda.h"
 #include "gpuarena.h"
 
+#include "gpulock.h"
+
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -102,6 +104,7 @@ END_TEST
 
 int main(void)
 {
+    gpu_tests_lock();
     int n = 0;
     have_gpu =
         ga_cuda_load() == GPUARENA_SUCCESS && ga_cuda_device_count(&n) == GPUARENA_SUCCESS && n > 0;

@@ -13,6 +13,8 @@
 #include "cuda/cuda.h"
 #include "gpuarena.h"
 
+#include "gpulock.h"
+
 #include <check.h>
 #include <hwloc.h>
 #include <stdio.h>
@@ -345,6 +347,7 @@ END_TEST
 
 int main(void)
 {
+    gpu_tests_lock();
     int n = 0;
     gpuarena_status_t st = ga_cuda_load();
     if (st == GPUARENA_SUCCESS)

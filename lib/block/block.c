@@ -82,9 +82,10 @@ static ga_block_t *block_new(ga_bm_t *bm)
             bm->slabs = s;
             bm->cap_slabs = cap;
         }
-        ga_block_t *slab = calloc(SLAB_BLOCKS, sizeof *slab);
+        ga_block_t *slab = aligned_alloc(_Alignof(ga_block_t), SLAB_BLOCKS * sizeof *slab);
         if (!slab)
             return NULL;
+        memset(slab, 0, SLAB_BLOCKS * sizeof *slab);
         bm->slabs[bm->nslabs++] = slab;
         for (unsigned i = 0; i < SLAB_BLOCKS; i++) {
             slab[i].next = bm->spare_blocks;

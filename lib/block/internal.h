@@ -44,8 +44,10 @@ typedef struct ga_uses {
     ga_stream_t s[];
 } ga_uses_t;
 
+/* Block records are cache-line aligned: thread caches write the records
+ * of their own blocks, and two threads' records must not share a line. */
 typedef struct ga_block {
-    uintptr_t addr;
+    _Alignas(64) uintptr_t addr;
     size_t size;
     struct ga_block *prev, *next;   /* address neighbours in the segment */
     struct ga_block *fprev, *fnext; /* free index list (FREE, HOLE) */

@@ -54,7 +54,11 @@ static pthread_mutex_t registry = PTHREAD_MUTEX_INITIALIZER;
 static pthread_key_t exit_key;
 static pthread_once_t key_once = PTHREAD_ONCE_INIT;
 
-static _Thread_local ga_tcache_t *tl_list, *tl_last;
+/* The initial-exec model spares the fast path a __tls_get_addr call; two
+ * pointers fit in the static TLS that glibc keeps for dlopen'ed libraries
+ * (PyTorch and CuPy load gpuarena that way). */
+#define GA_TLS_IE __attribute__((tls_model("initial-exec")))
+static _Thread_local ga_tcache_t *tl_list GA_TLS_IE, *tl_last GA_TLS_IE;
 
 static inline void tc_lock(ga_tcache_t *t)
 {
@@ -83,6 +87,22 @@ static inline void add(_Atomic int64_t *v, int64_t d)
 static inline int64_t get(_Atomic int64_t *v)
 {
     return atomic_load_explicit(v, memory_order_relaxed);
+}
+
+/* The slot holding blocks of SIZE, two-way: SIZE may sit in its own slot
+ * or its neighbour, so two sizes that hash alike can both be cached.
+ * With EMPTY_OK, an empty one of the two when neither holds SIZE. */
+static inline tc_slot_t *slot_for(ga_tcache_t *t, size_t size, size_t round, bool empty_ok)
+{
+    unsigned i = slot_of(size, round);
+    tc_slot_t *a = &t->slots[i], *b = &t->slots[i ^ 1];
+    if (a->n && a->size == size)
+        return a;
+    if (b->n && b->size == size)
+        return b;
+    if (!empty_ok)
+        return NULL;
+    return !a->n ? a : !b->n ? b : NULL;
 }
 
 /* Give every block of T back to its manager (both locks held). */
@@ -204,8 +224,8 @@ bool ga_tcache_alloc(ga_bm_t *bm, size_t rounded, size_t size, ga_stream_t s, vo
         tc_unlock(t);
         return false;
     }
-    tc_slot_t *sl = &t->slots[slot_of(rounded, bm->round)];
-    if (!sl->n || sl->size != rounded) {
+    tc_slot_t *sl = slot_for(t, rounded, bm->round, false);
+    if (!sl) {
         tc_unlock(t);
         return false;
     }
@@ -240,8 +260,8 @@ bool ga_tcache_free(ga_bm_t *bm, ga_block_t *b, ga_stream_t s)
     if (!t && !(t = create(bm, s)))
         return false;
     tc_lock(t);
-    tc_slot_t *sl = &t->slots[slot_of(b->size, bm->round)];
-    if (t->bm != bm || (sl->n && sl->size != b->size) || sl->n >= t->count) {
+    tc_slot_t *sl = slot_for(t, b->size, bm->round, true);
+    if (t->bm != bm || !sl || sl->n >= t->count) {
         tc_unlock(t);
         return false;
     }
