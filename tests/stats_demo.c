@@ -16,9 +16,14 @@ int main(int argc, char **argv)
 {
     gpuarena_t *a;
     void *p[16];
-    /* A shell or harness may have left SIGUSR1 ignored; this program, like
-     * most, wants the default (gpuarena never replaces another handler). */
+    /* A shell or harness may have left SIGUSR1 ignored or blocked; this
+     * program, like most, wants the default (gpuarena never replaces
+     * another handler). */
     signal(SIGUSR1, SIG_DFL);
+    sigset_t usr1;
+    sigemptyset(&usr1);
+    sigaddset(&usr1, SIGUSR1);
+    sigprocmask(SIG_UNBLOCK, &usr1, NULL);
     if (gpuarena_get(GPUARENA_HOST, 0, &a) != GPUARENA_SUCCESS) {
         fprintf(stderr, "stats_demo: %s\n", gpuarena_last_error());
         return 1;
