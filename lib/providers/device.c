@@ -347,6 +347,10 @@ static gpuarena_status_t dev_stream_id(ga_provider_t *p, gpuarena_stream_t s, ui
 static gpuarena_status_t dev_stream_check(ga_provider_t *p, gpuarena_stream_t s)
 {
     device_t *d = DEV(p);
+    /* A real handle names its context; only the default streams need the
+     * arena's context current (one call less on the common path). */
+    if (!is_legacy(s) && s != GA_CUDA_STREAM_PER_THREAD)
+        return ga_cuda_stream_check(s);
     ga_cuda_scope_t sc;
     gpuarena_status_t st = enter(d, &sc);
     if (st != GPUARENA_SUCCESS)
