@@ -65,6 +65,10 @@ gpuarena_status_t ga_gpuctx_stream_id(ga_provider_t *p, gpuarena_stream_t s, uin
 gpuarena_status_t ga_gpuctx_stream_check(ga_provider_t *p, gpuarena_stream_t s)
 {
     ga_gpuctx_t *g = ga_gpuctx_of(p);
+    /* A real handle names its context; only the default streams need the
+     * arena's context current. */
+    if (s != NULL && s != GA_CUDA_STREAM_LEGACY && s != GA_CUDA_STREAM_PER_THREAD)
+        return ga_cuda_stream_check(s);
     ga_cuda_scope_t sc;
     gpuarena_status_t st = ga_gpuctx_enter(g, &sc);
     if (st != GPUARENA_SUCCESS)
