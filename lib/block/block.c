@@ -245,6 +245,18 @@ static inline bool joins(const ga_bm_t *bm, const ga_block_t *n, const ga_pool_t
     return n->pool == p || (n->pool == &bm->any && p != &bm->holes);
 }
 
+/* Merge R, the right neighbour of L, into L (both in no pool). */
+static void absorb(ga_bm_t *bm, ga_block_t *l, ga_block_t *r)
+{
+    l->size += r->size;
+    l->next = r->next;
+    if (r->next)
+        r->next->prev = l;
+    else
+        l->seg->last = l;
+    block_delete(bm, r);
+}
+
 /* Merge free block B (in no pool) with its neighbours of pool P, put the
  * result in P and return it.  In a stream pool the merged block takes the
  * newest stamp, so the age list stays in stamp order. */
@@ -256,26 +268,14 @@ static ga_block_t *coalesce_into(ga_bm_t *bm, ga_pool_t *p, ga_block_t *b, uint6
         if (n->stamp > stamp)
             stamp = n->stamp;
         pool_take(bm, n);
-        b->size += n->size;
-        b->next = n->next;
-        if (n->next)
-            n->next->prev = b;
-        else
-            b->seg->last = b;
-        block_delete(bm, n);
+        absorb(bm, b, n);
     }
     ga_block_t *v;
     while ((v = b->prev) && joins(bm, v, p)) {
         if (v->stamp > stamp)
             stamp = v->stamp;
         pool_take(bm, v);
-        v->size += b->size;
-        v->next = b->next;
-        if (b->next)
-            b->next->prev = v;
-        else
-            v->seg->last = v;
-        block_delete(bm, b);
+        absorb(bm, v, b);
         b = v;
     }
     b->stamp = stamp;

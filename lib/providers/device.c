@@ -33,19 +33,19 @@
  * mapped; the program allocates before beginning the capture.
  *
  * Events have timing disabled and are pooled: event_destroy keeps up to
- * EVENT_POOL of them for the next event_create.
+ * GA_GPUCTX_EVENT_POOL of them for the next event_create.
  */
 #include "cuda/cuda.h"
 #include "errors.h"
 #include "providers/gpu.h"
+#include "providers/gpuctx.h"
 
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define EVENT_POOL 256
-#define MAX_PEERS  64
+#define MAX_PEERS 64
 
 typedef struct reservation {
     uint64_t base;
@@ -57,22 +57,18 @@ typedef struct reservation {
 
 typedef struct device {
     ga_provider_t base;
-    int ordinal;
-    void *ctx;          /* the device's primary context (retained) */
-    uint64_t legacy_id; /* cuStreamGetId of the legacy stream */
+    ga_gpuctx_t g; /* context, streams, events: shared with pinned, managed */
     int access[MAX_PEERS];
-    int access_count; /* the device itself first, then peers */
-    pthread_mutex_t lock;
+    int access_count;     /* the device itself first, then peers */
+    pthread_mutex_t lock; /* the reservations and live_maps */
     reservation_t *resv;
-    void *events[EVENT_POOL];
-    unsigned nevents;
 } device_t;
 
 #define DEV(p) ((device_t *)(p))
 
 static gpuarena_status_t enter(device_t *d, ga_cuda_scope_t *sc)
 {
-    return ga_cuda_enter(d->ctx, sc);
+    return ga_gpuctx_enter(&d->g, sc);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -276,7 +272,7 @@ static gpuarena_status_t dev_commit(ga_provider_t *p, void *addr, size_t size)
         goto out;
     size_t i;
     for (i = first; i < last && st == GPUARENA_SUCCESS; i++) {
-        st = ga_cuda_vmm_create_map(d->ordinal, r->base + i * g, g, &r->handles[i]);
+        st = ga_cuda_vmm_create_map(d->g.ordinal, r->base + i * g, g, &r->handles[i]);
         if (st == GPUARENA_SUCCESS) {
             r->mapped[i] = 1;
             p->live_maps++;
@@ -320,126 +316,9 @@ static gpuarena_status_t dev_decommit(ga_provider_t *p, void *addr, size_t size)
 /* ---------------------------------------------------------------------- */
 /* Streams and events. */
 
-static bool is_legacy(gpuarena_stream_t s)
-{
-    return s == NULL || s == GA_CUDA_STREAM_LEGACY;
-}
-
-static gpuarena_status_t dev_stream_id(ga_provider_t *p, gpuarena_stream_t s, uint64_t *id)
-{
-    device_t *d = DEV(p);
-    if (is_legacy(s)) {
-        *id = d->legacy_id;
-        return GPUARENA_SUCCESS;
-    }
-    if (s != GA_CUDA_STREAM_PER_THREAD) /* a real handle names its context */
-        return ga_cuda_stream_id(d->ctx, s, id);
-    ga_cuda_scope_t sc;
-    gpuarena_status_t st = enter(d, &sc);
-    if (st != GPUARENA_SUCCESS)
-        return st;
-    st = ga_cuda_stream_id(d->ctx, s, id);
-    ga_cuda_leave(&sc);
-    return st;
-}
-
-/* See the head of the file for what is done under capture: refuse. */
-static gpuarena_status_t dev_stream_check(ga_provider_t *p, gpuarena_stream_t s)
-{
-    device_t *d = DEV(p);
-    /* A real handle names its context; only the default streams need the
-     * arena's context current (one call less on the common path). */
-    if (!is_legacy(s) && s != GA_CUDA_STREAM_PER_THREAD)
-        return ga_cuda_stream_check(s);
-    ga_cuda_scope_t sc;
-    gpuarena_status_t st = enter(d, &sc);
-    if (st != GPUARENA_SUCCESS)
-        return st;
-    st = ga_cuda_stream_check(s);
-    ga_cuda_leave(&sc);
-    return st;
-}
-
-static gpuarena_status_t dev_event_create(ga_provider_t *p, ga_event_t *ev)
-{
-    device_t *d = DEV(p);
-    pthread_mutex_lock(&d->lock);
-    if (d->nevents) {
-        *ev = d->events[--d->nevents];
-        pthread_mutex_unlock(&d->lock);
-        return GPUARENA_SUCCESS;
-    }
-    pthread_mutex_unlock(&d->lock);
-    ga_cuda_scope_t sc;
-    gpuarena_status_t st = enter(d, &sc);
-    if (st != GPUARENA_SUCCESS)
-        return st;
-    st = ga_cuda_event_create(ev);
-    ga_cuda_leave(&sc);
-    return st;
-}
-
-static void dev_event_destroy(ga_provider_t *p, ga_event_t ev)
-{
-    device_t *d = DEV(p);
-    pthread_mutex_lock(&d->lock);
-    if (d->nevents < EVENT_POOL) {
-        d->events[d->nevents++] = ev;
-        ev = NULL;
-    }
-    pthread_mutex_unlock(&d->lock);
-    if (ev)
-        ga_cuda_event_destroy(ev);
-}
-
-static gpuarena_status_t dev_event_record(ga_provider_t *p, ga_event_t ev, gpuarena_stream_t s)
-{
-    device_t *d = DEV(p);
-    ga_cuda_scope_t sc;
-    gpuarena_status_t st = enter(d, &sc);
-    if (st != GPUARENA_SUCCESS)
-        return st;
-    st = ga_cuda_event_record(ev, s);
-    ga_cuda_leave(&sc);
-    return st;
-}
-
-static gpuarena_status_t dev_event_query(ga_provider_t *p, ga_event_t ev)
-{
-    (void)p;
-    gpuarena_status_t st = ga_cuda_event_query(ev);
-    return st == GA_CUDA_NOT_READY ? GA_NOT_READY : st;
-}
-
-static gpuarena_status_t dev_event_sync(ga_provider_t *p, ga_event_t ev)
-{
-    (void)p;
-    return ga_cuda_event_sync(ev);
-}
-
-static gpuarena_status_t dev_sync_all(ga_provider_t *p)
-{
-    device_t *d = DEV(p);
-    ga_cuda_scope_t sc;
-    gpuarena_status_t st = enter(d, &sc);
-    if (st != GPUARENA_SUCCESS)
-        return st;
-    st = ga_cuda_ctx_sync();
-    ga_cuda_leave(&sc);
-    return st;
-}
-
-static gpuarena_status_t dev_stream_wait(ga_provider_t *p, gpuarena_stream_t s, ga_event_t ev)
-{
-    device_t *d = DEV(p);
-    ga_cuda_scope_t sc;
-    gpuarena_status_t st = enter(d, &sc);
-    if (st != GPUARENA_SUCCESS)
-        return st;
-    st = ga_cuda_stream_wait_event(s, ev);
-    ga_cuda_leave(&sc);
-    return st;
-}
+/* Streams and events are gpuctx.c's, shared with the pinned and managed
+ * providers: see the head of this file for what is done under capture
+ * (refuse). */
 
 /* ---------------------------------------------------------------------- */
 /* Hints and figures. */
@@ -453,21 +332,6 @@ static gpuarena_status_t dev_memzero(ga_provider_t *p, void *ptr, size_t size, g
         return st;
     st = ga_cuda_memset_d8_async((uint64_t)(uintptr_t)ptr, 0, size, s);
     ga_cuda_leave(&sc);
-    return st;
-}
-
-static gpuarena_status_t dev_mem_free(ga_provider_t *p, uint64_t *free_bytes)
-{
-    device_t *d = DEV(p);
-    ga_cuda_scope_t sc;
-    gpuarena_status_t st = enter(d, &sc);
-    if (st != GPUARENA_SUCCESS)
-        return st;
-    size_t f = 0;
-    st = ga_cuda_mem_info(&f, NULL);
-    ga_cuda_leave(&sc);
-    if (st == GPUARENA_SUCCESS)
-        *free_bytes = f;
     return st;
 }
 
@@ -490,12 +354,10 @@ static void dev_destroy(ga_provider_t *p)
         free(r->mapped);
         free(r);
     }
-    while (d->nevents)
-        ga_cuda_event_destroy(d->events[--d->nevents]);
     pthread_mutex_unlock(&d->lock);
     if (in)
         ga_cuda_leave(&sc);
-    ga_cuda_primary_release(d->ordinal);
+    ga_gpuctx_fini(&d->g);
     pthread_mutex_destroy(&d->lock);
     free(d);
 }
@@ -508,17 +370,9 @@ static const ga_provider_ops_t device_ops = {
     .release = dev_release,
     .commit = dev_commit,
     .decommit = dev_decommit,
-    .stream_id = dev_stream_id,
-    .stream_check = dev_stream_check,
-    .event_create = dev_event_create,
-    .event_destroy = dev_event_destroy,
-    .event_record = dev_event_record,
-    .event_query = dev_event_query,
-    .event_sync = dev_event_sync,
-    .stream_wait = dev_stream_wait,
-    .sync_all = dev_sync_all,
+    GA_GPUCTX_OPS,
     .memzero = dev_memzero,
-    .mem_free = dev_mem_free,
+    .mem_free = ga_gpuctx_mem_free,
     .destroy = dev_destroy,
 };
 
@@ -531,12 +385,12 @@ static size_t round_up(size_t x, size_t to)
 static gpuarena_status_t setup(device_t *d, const ga_settings_t *s)
 {
     int vmm = 0;
-    gpuarena_status_t st = ga_cuda_device_attr(d->ordinal, GA_CUDA_ATTR_VMM_SUPPORTED, &vmm);
+    gpuarena_status_t st = ga_cuda_device_attr(d->g.ordinal, GA_CUDA_ATTR_VMM_SUPPORTED, &vmm);
     if (st != GPUARENA_SUCCESS)
         return st;
     size_t g = (size_t)2 << 20;
     if (vmm) {
-        st = ga_cuda_vmm_granularity(d->ordinal, true, &g);
+        st = ga_cuda_vmm_granularity(d->g.ordinal, true, &g);
         if (st != GPUARENA_SUCCESS)
             return st;
     }
@@ -546,56 +400,51 @@ static gpuarena_status_t setup(device_t *d, const ga_settings_t *s)
     d->base.growable = vmm && s->expandable;
 
     size_t total = 0;
-    st = ga_cuda_device_total_mem(d->ordinal, &total);
+    st = ga_cuda_device_total_mem(d->g.ordinal, &total);
     if (st != GPUARENA_SUCCESS)
         return st;
     /* Twice the device's memory, in whole GiB and granules: room for the
      * segment to grow to all of the device, with fragmentation. */
     d->base.va_size = round_up(round_up(2 * total, (size_t)1 << 30), g);
 
-    d->access[0] = d->ordinal;
+    d->access[0] = d->g.ordinal;
     d->access_count = 1;
     if (s->peer_access && d->base.growable) {
         int n = 0;
         st = ga_cuda_device_count(&n);
         for (int i = 0; st == GPUARENA_SUCCESS && i < n && d->access_count < MAX_PEERS; i++) {
             bool can = false;
-            if (i != d->ordinal)
-                st = ga_cuda_can_access_peer(i, d->ordinal, &can);
+            if (i != d->g.ordinal)
+                st = ga_cuda_can_access_peer(i, d->g.ordinal, &can);
             if (can)
                 d->access[d->access_count++] = i;
         }
         if (st != GPUARENA_SUCCESS)
             return st;
     }
-    return ga_cuda_stream_id(d->ctx, GA_CUDA_STREAM_LEGACY, &d->legacy_id);
+    return GPUARENA_SUCCESS;
 }
 
 gpuarena_status_t ga_device_provider_create(int device, const ga_settings_t *s, ga_provider_t **out)
 {
-    gpuarena_status_t st = ga_cuda_device_check(device);
-    if (st != GPUARENA_SUCCESS)
-        return st;
     device_t *d = calloc(1, sizeof *d);
     if (!d)
         return ga_error(GPUARENA_ERR_HOST_MEMORY, "device: no memory for the provider");
     d->base.ops = &device_ops;
-    d->ordinal = device;
-    pthread_mutex_init(&d->lock, NULL);
-    st = ga_cuda_primary_retain(device, &d->ctx);
+    gpuarena_status_t st = ga_gpuctx_init(&d->g, device);
     if (st != GPUARENA_SUCCESS) {
-        pthread_mutex_destroy(&d->lock);
         free(d);
         return st;
     }
+    pthread_mutex_init(&d->lock, NULL);
     ga_cuda_scope_t sc;
-    st = ga_cuda_enter(d->ctx, &sc);
+    st = enter(d, &sc);
     if (st == GPUARENA_SUCCESS) {
         st = setup(d, s);
         ga_cuda_leave(&sc);
     }
     if (st != GPUARENA_SUCCESS) {
-        ga_cuda_primary_release(device);
+        ga_gpuctx_fini(&d->g);
         pthread_mutex_destroy(&d->lock);
         free(d);
         return st;

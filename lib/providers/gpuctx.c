@@ -1,5 +1,5 @@
 /*
- * gpuctx.c - context, streams and events shared by the pinned and managed
+ * gpuctx.c - context, streams and events shared by the device, pinned and managed
  * providers (see gpuctx.h; the rules are those of device.c).
  */
 #include "providers/gpuctx.h"

@@ -1,8 +1,8 @@
 /*
- * gpuctx.h - the part that the pinned and managed providers share: the
+ * gpuctx.h - the part that the device, pinned and managed providers share: the
  * device's primary context (retained, never reset), stream identity by
  * cuStreamGetId, the refusal of capturing streams, and a pool of events
- * without timing.  It follows device.c (see its head for the rules); a
+ * without timing (device.c's head says why each rule); a
  * provider that uses it starts with
  *
  *     struct { ga_provider_t base; ga_gpuctx_t g; ... }
@@ -61,5 +61,13 @@ gpuarena_status_t ga_gpuctx_event_sync(ga_provider_t *p, ga_event_t ev);
 gpuarena_status_t ga_gpuctx_stream_wait(ga_provider_t *p, gpuarena_stream_t s, ga_event_t ev);
 gpuarena_status_t ga_gpuctx_sync_all(ga_provider_t *p);
 gpuarena_status_t ga_gpuctx_mem_free(ga_provider_t *p, uint64_t *free_bytes);
+
+/* The entries of these operations in a provider's table. */
+#define GA_GPUCTX_OPS                                                                              \
+    .stream_id = ga_gpuctx_stream_id, .stream_check = ga_gpuctx_stream_check,                      \
+    .event_create = ga_gpuctx_event_create, .event_destroy = ga_gpuctx_event_destroy,              \
+    .event_record = ga_gpuctx_event_record, .event_query = ga_gpuctx_event_query,                  \
+    .event_sync = ga_gpuctx_event_sync, .stream_wait = ga_gpuctx_stream_wait,                      \
+    .sync_all = ga_gpuctx_sync_all
 
 #endif /* GA_PROVIDERS_GPUCTX_H */
