@@ -11,6 +11,7 @@
  */
 #include "config.h"
 
+#include "cuda/cuda.h"
 #include "gpuarena.h"
 #include "trace/trace.h"
 
@@ -159,10 +160,82 @@ static void report_failure(const ga_trace_t *t, const ga_trace_event_t *e, const
             gpuarena_strerror(st), why && *why ? ": " : "", why ? why : "");
 }
 
+/* The streams of the trace arena being replayed, by trace stream number.
+ * Trace stream 0 is the legacy default stream: NULL.  For host and sim
+ * arenas any value names a stream, so stream N is the value N (no table);
+ * for the GPU kinds they are real CUDA streams of the arena's device,
+ * created for the trace arena (open_streams) and destroyed after its runs. */
+static gpuarena_stream_t *streams;
+static uint32_t nstreams;
+static int streams_device = -1; /* device whose primary context is retained */
+#define MAX_GPU_STREAMS 4096
+
 static inline gpuarena_stream_t stream_of(uint32_t n)
 {
-    /* Trace stream 0 is the legacy default stream: NULL. */
-    return (gpuarena_stream_t)(uintptr_t)n;
+    return streams ? streams[n] : (gpuarena_stream_t)(uintptr_t)n;
+}
+
+static bool gpu_kind(gpuarena_kind_t k)
+{
+    return k == GPUARENA_DEVICE || k == GPUARENA_PINNED || k == GPUARENA_MANAGED;
+}
+
+static void close_streams(void)
+{
+    if (streams_device >= 0) {
+        /* Blocks freed on these streams were handed back with the arenas;
+         * wait for the work of the context before the streams go. */
+        ga_cuda_ctx_sync();
+        for (uint32_t i = 1; i < nstreams; i++)
+            if (streams[i])
+                ga_cuda_stream_destroy(streams[i]);
+        ga_cuda_primary_release(streams_device);
+        streams_device = -1;
+    }
+    free(streams);
+    streams = NULL;
+    nstreams = 0;
+}
+
+/* Streams 0..TA->max_stream for a replay of TA into arenas of opt_kind;
+ * 0 or EXIT_ARENA (with a message). */
+static int open_streams(const ga_trace_t *t, const ga_trace_arena_t *ta)
+{
+    if (!gpu_kind(opt_kind))
+        return 0; /* stream N is the value N */
+    if (ta->max_stream > MAX_GPU_STREAMS) {
+        fprintf(stderr,
+                "%s: %s: the trace uses stream numbers up to %" PRIu32 "; a %s replay creates "
+                "a CUDA stream per number, at most %d\n",
+                prog, t->name, ta->max_stream, kind_name(opt_kind), MAX_GPU_STREAMS);
+        return EXIT_ARENA;
+    }
+    nstreams = ta->max_stream + 1;
+    streams = xcalloc(nstreams, sizeof *streams);
+    void *ctx;
+    gpuarena_status_t st = ga_cuda_primary_retain(ta->device, &ctx);
+    if (st == GPUARENA_SUCCESS) {
+        streams_device = ta->device;
+        st = ga_cuda_set_current(ctx);
+    }
+    if (st != GPUARENA_SUCCESS) {
+        fprintf(stderr, "%s: %s: cannot create a %s arena on device %d: %s: %s\n", prog, t->name,
+                kind_name(opt_kind), ta->device, gpuarena_strerror(st), gpuarena_last_error());
+        close_streams();
+        return EXIT_ARENA;
+    }
+    for (uint32_t i = 1; i < nstreams; i++) {
+        st = ga_cuda_stream_create(true, &streams[i]);
+        if (st != GPUARENA_SUCCESS) {
+            fprintf(stderr,
+                    "%s: %s: cannot create CUDA stream %" PRIu32 " of %" PRIu32
+                    " for the trace's streams: %s: %s\n",
+                    prog, t->name, i, nstreams - 1, gpuarena_strerror(st), gpuarena_last_error());
+            close_streams();
+            return EXIT_ARENA;
+        }
+    }
+    return 0;
 }
 
 /* Replay the events of TA through A.  CHECK: gpuarena_check after every
@@ -288,9 +361,11 @@ static int run_once(result_t *r, void **ptrs, bool inspect, double *ns, gpuarena
 static int replay(result_t *r)
 {
     const ga_trace_arena_t *ta = r->ta;
+    int rc = open_streams(r->trace, ta);
+    if (rc)
+        return rc;
     void **ptrs = xcalloc(ta->nids ? ta->nids : 1, sizeof *ptrs);
     double *times = xcalloc((size_t)opt_runs, sizeof *times);
-    int rc = 0;
     if (opt_check || opt_plot) {
         gpuarena_stats_t st;
         double ns;
@@ -316,6 +391,7 @@ static int replay(result_t *r)
     }
     free(times);
     free(ptrs);
+    close_streams();
     return rc;
 }
 

@@ -2,7 +2,9 @@
  * gpuarena-topo - print what gpuarena finds on this machine (or in an
  * hwloc XML topology file): the CUDA driver, each GPU with its PCI bus id,
  * the NUMA nodes and CPUs nearest it and the nodes its pinned arena will
- * use, and the NUMA nodes of the machine.  See gpuarena-topo(1).
+ * use, the device attributes that decide what managed memory does, the
+ * NUMA nodes of the machine and the nvidia-uvm module's parameters.  See
+ * gpuarena-topo(1).
  */
 #include "config.h"
 
@@ -20,7 +22,8 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: gpuarena-topo [--topology FILE] [--help] [--version]\n"
                "Print the CUDA driver, the GPUs with their nearest NUMA nodes and CPUs,\n"
-               "the nodes each pinned arena will use, and the NUMA nodes of the machine.\n");
+               "the nodes each pinned arena will use, the managed-memory attributes of each\n"
+               "GPU, the NUMA nodes of the machine and the nvidia-uvm module parameters.\n");
 }
 
 static const char *policy_name(ga_numa_policy_t p)
@@ -98,6 +101,93 @@ static void print_gpu(hwloc_topology_t t, const ga_topo_gpu_t *g)
                pl.fallback ? " (fallback: locality unknown)" : "");
 }
 
+/* The device attributes that decide what managed memory does, for GPUs
+ * the driver knows. */
+static void print_managed_attrs(int ordinal)
+{
+    static const struct {
+        ga_cuda_attr_t attr;
+        const char *name, *meaning;
+    } attrs[] = {
+        {GA_CUDA_ATTR_MANAGED_MEMORY, "managed memory", "cuMemAllocManaged works"},
+        {GA_CUDA_ATTR_CONCURRENT_MANAGED_ACCESS, "concurrent managed access",
+         "GPU and CPU use managed memory at once; needed to prefetch to the GPU and for "
+         "device preferred location"},
+        {GA_CUDA_ATTR_PAGEABLE_MEMORY_ACCESS, "pageable memory access",
+         "the GPU reads malloc'd memory directly (HMM or ATS)"},
+        {GA_CUDA_ATTR_PAGEABLE_USES_HOST_PAGE_TABLES, "uses host page tables",
+         "that access goes through the CPU's page tables (ATS)"},
+        {GA_CUDA_ATTR_DIRECT_MANAGED_ACCESS_FROM_HOST, "direct managed access from host",
+         "the CPU reads GPU-resident managed memory without migrating it"},
+        {GA_CUDA_ATTR_HOST_NUMA_ID, "host NUMA id", "the NUMA node of the host nearest the GPU"},
+        {GA_CUDA_ATTR_VMM_SUPPORTED, "VMM supported",
+         "cuMemCreate and cuMemMap: growable device segments"},
+    };
+    printf("    managed memory and UVM attributes:\n");
+    for (size_t i = 0; i < sizeof attrs / sizeof attrs[0]; i++) {
+        int v = 0;
+        gpuarena_status_t st = ga_cuda_device_attr(ordinal, attrs[i].attr, &v);
+        char val[32];
+        if (st != GPUARENA_SUCCESS)
+            snprintf(val, sizeof val, "unknown");
+        else if (attrs[i].attr == GA_CUDA_ATTR_HOST_NUMA_ID)
+            snprintf(val, sizeof val, "%d%s", v, v < 0 ? " (none)" : "");
+        else
+            snprintf(val, sizeof val, "%s", v ? "yes" : "no");
+        printf("      %-32s %-10s %s\n", attrs[i].name, val, attrs[i].meaning);
+    }
+}
+
+/* The nvidia-uvm module parameters that matter to managed memory, with
+ * what each means; the directory can be moved for tests with
+ * GPUARENA_UVM_PARAMS. */
+static void print_uvm(void)
+{
+    static const struct {
+        const char *name, *meaning;
+    } known[] = {
+        {"uvm_perf_prefetch_enable", "1: the driver prefetches around faulting pages itself"},
+        {"uvm_perf_prefetch_threshold",
+         "percent of a 2 MiB block that must be resident before the rest is prefetched"},
+        {"uvm_perf_prefetch_min_faults", "faults in a block before its prefetch is considered"},
+        {"uvm_perf_thrashing_enable", "1: pages that bounce between processors are detected"},
+        {"uvm_perf_thrashing_threshold", "migrations of a page that count as thrashing"},
+        {"uvm_perf_thrashing_pin_threshold", "thrashing episodes before a page is pinned"},
+        {"uvm_perf_thrashing_lapse_usec", "time between migrations that still counts as thrashing"},
+        {"uvm_perf_thrashing_nap", "how long a thrashing page is throttled"},
+        {"uvm_perf_thrashing_epoch", "period after which thrashing history is forgotten"},
+        {"uvm_perf_thrashing_pin", "how long a thrashing page stays pinned"},
+        {"uvm_perf_thrashing_max_resets", "resets of a page's thrashing state before it stays"},
+        {"uvm_global_oversubscription",
+         "1: managed memory may exceed GPU memory (evicted pages go to the host); 0: "
+         "cuMemAlloc cannot evict managed memory"},
+        {"uvm_ats_mode", "1: address translation services (the GPU uses the CPU's page tables)"},
+        {"uvm_disable_hmm", "1: heterogeneous memory management off (no GPU access to malloc'd "
+                            "memory without ATS); check the device attribute, not this"},
+    };
+    const char *dir = getenv("GPUARENA_UVM_PARAMS");
+    if (!dir || !*dir)
+        dir = "/sys/module/nvidia_uvm/parameters";
+    printf("nvidia-uvm parameters (%s):\n", dir);
+    int found = 0;
+    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) {
+        char path[512], val[64] = "";
+        snprintf(path, sizeof path, "%s/%s", dir, known[i].name);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            continue;
+        if (!fgets(val, sizeof val, f))
+            snprintf(val, sizeof val, "unreadable");
+        fclose(f);
+        val[strcspn(val, "\n")] = 0;
+        printf("  %-34s %-8s %s\n", known[i].name, val, known[i].meaning);
+        found++;
+    }
+    if (!found)
+        printf("  none: the nvidia-uvm module is not loaded on this machine (managed memory "
+               "needs it)\n");
+}
+
 int main(int argc, char **argv)
 {
     static const struct option opts[] = {{"topology", required_argument, NULL, 't'},
@@ -149,9 +239,15 @@ int main(int argc, char **argv)
     printf("GPUs: %d (%s)\n", n,
            from_driver ? "from the CUDA driver"
                        : "NVIDIA display and 3D controllers of the topology, in PCI order");
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < n; i++) {
         print_gpu(t, &gpus[i]);
+        if (from_driver)
+            print_managed_attrs(gpus[i].ordinal);
+    }
+    if (n && !from_driver)
+        printf("  (the managed-memory attributes of the GPUs need the CUDA driver)\n");
     free(gpus);
     print_nodes(t);
+    print_uvm();
     return 0;
 }
