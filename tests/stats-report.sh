@@ -32,7 +32,7 @@ fi
 # 3. SIGUSR1: a report half-way (8 live... 16 live) and one at exit.
 GPUARENA_STATS="$tmp/sig.txt" GPUARENA_STATS_SIGNAL=1 $demo signal || fail "demo failed"
 n=$(grep -c '^arena host\.0 ' "$tmp/sig.txt")
-[ "$n" = 2 ] || fail "expected 2 reports (signal and exit), got $n"
+[ "$n" = 2 ] || { cat "$tmp/sig.txt"; grep -i '^Sig' /proc/self/status; fail "expected 2 reports (signal and exit), got $n"; }
 grep -q 'live blocks 16' "$tmp/sig.txt" || fail "the signal report is not from half-way"
 
 # 4. A bad value is ignored, not fatal.

@@ -8,7 +8,9 @@
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -32,12 +34,19 @@ int main(int argc, char **argv)
         if (gpuarena_alloc(a, (size_t)(i + 1) << 20, NULL, &p[i]) != GPUARENA_SUCCESS)
             return 1;
     if (argc > 1 && strcmp(argv[1], "signal") == 0) {
+        /* The report thread prints to the file of GPUARENA_STATS: wait
+         * (up to 10 s) until it has, so that the exit report comes after. */
+        const char *file = getenv("GPUARENA_STATS");
+        struct stat st0 = {0}, st1 = {0};
+        if (file)
+            stat(file, &st0);
         raise(SIGUSR1);
-        /* The report thread prints meanwhile; the handler's interruption
-         * must not cut the wait short. */
-        struct timespec t = {1, 0};
-        while (nanosleep(&t, &t) != 0 && errno == EINTR)
-            ;
+        for (int i = 0; i < 1000; i++) {
+            struct timespec t = {0, 10 * 1000 * 1000};
+            nanosleep(&t, NULL);
+            if (!file || (stat(file, &st1) == 0 && st1.st_size > st0.st_size && i > 10))
+                break;
+        }
     }
     for (int i = 0; i < 8; i++)
         if (gpuarena_free(a, p[i], NULL) != GPUARENA_SUCCESS)

@@ -578,10 +578,24 @@ static bool is_default_stream(void *stream)
     return stream == NULL || stream == GA_CUDA_STREAM_LEGACY || stream == GA_CUDA_STREAM_PER_THREAD;
 }
 
+/* The last stream this thread named, with the context it was found in:
+ * a stream id is unique for the life of the program, so a handle that
+ * still has the same id is the same stream, in the same context, and its
+ * context need not be asked again.  A recycled handle has a new id. */
+static _Thread_local struct {
+    void *stream;
+    uint64_t id;
+    void *ctx;
+} last_stream __attribute__((tls_model("initial-exec")));
+
 gpuarena_status_t ga_cuda_stream_id(void *ctx, void *stream, uint64_t *id)
 {
-    CUresult r;
-    if (!is_default_stream(stream)) {
+    unsigned long long v;
+    CUresult r = cu.cuStreamGetId((CUstream)stream, &v);
+    if (r != CUDA_SUCCESS)
+        return stream_fail("cuStreamGetId", stream, r);
+    if (!is_default_stream(stream) &&
+        !(last_stream.stream == stream && last_stream.id == v && last_stream.ctx == ctx)) {
         CUcontext owner = NULL;
         r = cu.cuStreamGetCtx((CUstream)stream, &owner);
         if (r != CUDA_SUCCESS)
@@ -591,11 +605,10 @@ gpuarena_status_t ga_cuda_stream_id(void *ctx, void *stream, uint64_t *id)
                             "stream %p belongs to another CUDA context or device than the "
                             "arena's (the device's primary context)",
                             stream);
+        last_stream.stream = stream;
+        last_stream.id = v;
+        last_stream.ctx = ctx;
     }
-    unsigned long long v;
-    r = cu.cuStreamGetId((CUstream)stream, &v);
-    if (r != CUDA_SUCCESS)
-        return stream_fail("cuStreamGetId", stream, r);
     *id = v;
     return GPUARENA_SUCCESS;
 }
