@@ -6,6 +6,7 @@
 
 #include "errors.h"
 #include "providers/providers.h"
+#include "report.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -32,6 +33,7 @@ static gpuarena_status_t make_provider(gpuarena_kind_t kind, int device, const g
 gpuarena_status_t ga_arena_create(gpuarena_kind_t kind, int device, const ga_settings_t *s,
                                   gpuarena_t **out)
 {
+    ga_report_init();
     gpuarena_t *a = calloc(1, sizeof *a);
     if (!a)
         return ga_error(GPUARENA_ERR_HOST_MEMORY, "no memory for an arena");

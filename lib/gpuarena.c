@@ -9,6 +9,7 @@
 #include "arena.h"
 #include "config/config.h"
 #include "errors.h"
+#include "trace/trace.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -120,13 +121,18 @@ gpuarena_status_t gpuarena_alloc(gpuarena_t *a, size_t size, gpuarena_stream_t s
                         a ? "ptr" : "arena");
     if (size == 0) {
         *ptr = NULL;
+        if (ga_trace_on())
+            ga_trace_record_alloc(a, a->kind, a->device, NULL, 0, stream);
         return GPUARENA_SUCCESS;
     }
     ga_stream_t s;
     gpuarena_status_t st = ga_arena_stream(a, stream, &s);
     if (st != GPUARENA_SUCCESS)
         return st;
-    return ga_bm_alloc(a->bm, size, s, ptr);
+    st = ga_bm_alloc(a->bm, size, s, ptr);
+    if (st == GPUARENA_SUCCESS && ga_trace_on())
+        ga_trace_record_alloc(a, a->kind, a->device, *ptr, size, stream);
+    return st;
 }
 
 gpuarena_status_t gpuarena_free(gpuarena_t *a, void *ptr, gpuarena_stream_t stream)
@@ -139,6 +145,8 @@ gpuarena_status_t gpuarena_free(gpuarena_t *a, void *ptr, gpuarena_stream_t stre
     gpuarena_status_t st = ga_arena_stream(a, stream, &s);
     if (st != GPUARENA_SUCCESS)
         return st;
+    if (ga_trace_on()) /* before the free: PTR may be handed out again at once */
+        ga_trace_record_free(a, a->kind, a->device, ptr, stream);
     return ga_bm_free(a->bm, ptr, s);
 }
 
@@ -151,7 +159,10 @@ gpuarena_status_t gpuarena_record_stream(gpuarena_t *a, void *ptr, gpuarena_stre
     gpuarena_status_t st = ga_arena_stream(a, stream, &s);
     if (st != GPUARENA_SUCCESS)
         return st;
-    return ga_bm_record_stream(a->bm, ptr, s);
+    st = ga_bm_record_stream(a->bm, ptr, s);
+    if (st == GPUARENA_SUCCESS && ga_trace_on())
+        ga_trace_record_stream(a, a->kind, a->device, ptr, stream);
+    return st;
 }
 
 gpuarena_status_t gpuarena_prefetch(gpuarena_t *a, void *ptr, size_t size, int destination,

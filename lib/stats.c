@@ -1,13 +1,19 @@
 /*
- * stats.c - gpuarena_stats_print(): every arena's statistics as a table for
- * people or as JSON for programs (opts containing 'j').
+ * stats.c - gpuarena_stats_print(): the statistics of every live arena,
+ * as a table for people (sizes in binary units, one block per arena, the
+ * way jemalloc's malloc_stats_print reads) or as JSON for programs (opts
+ * containing 'j'; every field of gpuarena_stats_t, bytes as integers).
  */
+#include "config.h"
+
 #include "arena.h"
 #include "config/config.h"
 #include "errors.h"
+#include "outpath.h"
 
 #include <inttypes.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef struct print_ctx {
     FILE *out;
@@ -15,32 +21,136 @@ typedef struct print_ctx {
     int n;
 } print_ctx_t;
 
+/* "1.50 GiB": three significant digits, binary units. */
+static const char *human(uint64_t v, char *buf, size_t len)
+{
+    static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+    double d = (double)v;
+    unsigned u = 0;
+    while (d >= 1024.0 && u + 1 < sizeof units / sizeof units[0]) {
+        d /= 1024.0;
+        u++;
+    }
+    if (u == 0)
+        snprintf(buf, len, "%" PRIu64 " B", v);
+    else
+        snprintf(buf, len, "%.*f %s", d < 10 ? 2 : d < 100 ? 1 : 0, d, units[u]);
+    return buf;
+}
+
+static void nodes_text(uint64_t mask, char *buf, size_t len)
+{
+    size_t n = 0;
+    buf[0] = '\0';
+    for (unsigned i = 0; i < 64 && n + 4 < len; i++)
+        if (mask >> i & 1)
+            n += (size_t)snprintf(buf + n, len - n, "%s%u", n ? "," : "", i);
+    if (!n)
+        snprintf(buf, len, "none");
+}
+
+static void print_table(FILE *out, gpuarena_t *a, const gpuarena_stats_t *st)
+{
+    char b1[32], b2[32];
+    fprintf(out, "arena %s.%d (%s segments)\n", ga_kind_name(a->kind), a->device,
+            a->prov->growable && a->settings.expandable ? "growable" : "fixed");
+    fprintf(out, "  %-10s %12s %12s\n", "bytes", "current", "peak");
+    const struct {
+        const char *name;
+        uint64_t cur, peak;
+    } rows[] = {
+        {"requested", st->requested, st->requested_peak},
+        {"in use", st->in_use, st->in_use_peak},
+        {"reserved", st->reserved, st->reserved_peak},
+        {"cached", st->cached, st->cached_peak},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+        fprintf(out, "  %-10s %12s %12s\n", rows[i].name, human(rows[i].cur, b1, sizeof b1),
+                human(rows[i].peak, b2, sizeof b2));
+    uint64_t tries = st->cache_hits + st->cache_misses;
+    fprintf(out,
+            "  allocs %" PRIu64 ", frees %" PRIu64 ", live blocks %" PRIu64 ", cache hits %" PRIu64
+            " (%.1f%%), misses %" PRIu64 "\n",
+            st->allocs, st->frees, st->live_blocks, st->cache_hits,
+            tries ? 100.0 * (double)st->cache_hits / (double)tries : 0.0, st->cache_misses);
+    fprintf(out,
+            "  segments %" PRIu64 ", free blocks %" PRIu64 ", pending frees %" PRIu64
+            ", provider maps %" PRIu64 ", unmaps %" PRIu64 ", trims %" PRIu64 "\n",
+            st->segments, st->free_blocks, st->pending_frees, st->provider_maps,
+            st->provider_unmaps, st->trims);
+    fprintf(out, "  events recorded %" PRIu64 ", cross-stream waits %" PRIu64 "\n",
+            st->events_recorded, st->cross_stream_waits);
+    if (st->oom_retries || st->oom_failures)
+        fprintf(out,
+                "  out of memory: retries %" PRIu64 ", failures %" PRIu64
+                ", last request %s, free on the device then %s\n",
+                st->oom_retries, st->oom_failures, human(st->last_oom_request, b1, sizeof b1),
+                human(st->device_free, b2, sizeof b2));
+    if (a->kind == GPUARENA_HOST || a->kind == GPUARENA_PINNED) {
+        nodes_text(st->numa_nodes, b1, sizeof b1);
+        if (a->settings.numa == GA_NUMA_LOCAL)
+            fprintf(out, "  NUMA placement local (first touch by the allocating thread)\n");
+        else
+            fprintf(out, "  NUMA nodes %s%s\n", b1,
+                    st->numa_fallbacks ? " (locality unknown: interleaved over all)" : "");
+    }
+    if (a->kind == GPUARENA_MANAGED)
+        fprintf(out,
+                "  prefetches %" PRIu64 ", skipped %" PRIu64 "; advice applied %" PRIu64
+                ", skipped %" PRIu64 "\n",
+                st->prefetches, st->prefetches_skipped, st->advice_applied, st->advice_skipped);
+}
+
+static void print_json(FILE *out, gpuarena_t *a, const gpuarena_stats_t *st, bool first)
+{
+    fprintf(out, "%s\n    {\"kind\": \"%s\", \"device\": %d", first ? "" : ",",
+            ga_kind_name(a->kind), a->device);
+#define F(name) fprintf(out, ", \"" #name "\": %" PRIu64, st->name)
+    F(requested);
+    F(requested_peak);
+    F(in_use);
+    F(in_use_peak);
+    F(reserved);
+    F(reserved_peak);
+    F(cached);
+    F(cached_peak);
+    F(allocs);
+    F(frees);
+    F(cache_hits);
+    F(cache_misses);
+    F(provider_maps);
+    F(provider_unmaps);
+    F(cross_stream_waits);
+    F(oom_retries);
+    F(oom_failures);
+    F(last_oom_request);
+    F(segments);
+    F(live_blocks);
+    F(free_blocks);
+    F(pending_frees);
+    F(events_recorded);
+    F(trims);
+    F(numa_nodes);
+    F(numa_fallbacks);
+    F(prefetches);
+    F(prefetches_skipped);
+    F(advice_applied);
+    F(advice_skipped);
+    F(device_free);
+#undef F
+    fputs("}", out);
+}
+
 static void print_one(gpuarena_t *a, void *arg)
 {
     print_ctx_t *c = arg;
     gpuarena_stats_t st;
     if (gpuarena_stats(a, &st) != GPUARENA_SUCCESS)
         return;
-    if (c->json) {
-        fprintf(c->out,
-                "%s\n  {\"kind\": \"%s\", \"device\": %d, \"requested\": %" PRIu64
-                ", \"requested_peak\": %" PRIu64 ", \"in_use\": %" PRIu64
-                ", \"in_use_peak\": %" PRIu64 ", \"reserved\": %" PRIu64
-                ", \"reserved_peak\": %" PRIu64 ", \"cached\": %" PRIu64 ", \"allocs\": %" PRIu64
-                ", \"frees\": %" PRIu64 ", \"cache_hits\": %" PRIu64 ", \"provider_maps\": %" PRIu64
-                ", \"provider_unmaps\": %" PRIu64 ", \"cross_stream_waits\": %" PRIu64
-                ", \"oom_retries\": %" PRIu64 "}",
-                c->n ? "," : "", ga_kind_name(a->kind), a->device, st.requested, st.requested_peak,
-                st.in_use, st.in_use_peak, st.reserved, st.reserved_peak, st.cached, st.allocs,
-                st.frees, st.cache_hits, st.provider_maps, st.provider_unmaps,
-                st.cross_stream_waits, st.oom_retries);
-    } else {
-        fprintf(c->out,
-                "%-8s %3d  requested %" PRIu64 " (peak %" PRIu64 ")  reserved %" PRIu64
-                " (peak %" PRIu64 ")  cached %" PRIu64 "  allocs %" PRIu64 "  frees %" PRIu64 "\n",
-                ga_kind_name(a->kind), a->device, st.requested, st.requested_peak, st.reserved,
-                st.reserved_peak, st.cached, st.allocs, st.frees);
-    }
+    if (c->json)
+        print_json(c->out, a, &st, c->n == 0);
+    else
+        print_table(c->out, a, &st);
     c->n++;
 }
 
@@ -50,9 +160,17 @@ gpuarena_status_t gpuarena_stats_print(FILE *out, const char *opts)
         return ga_error(GPUARENA_ERR_INVALID_ARGUMENT, "gpuarena_stats_print: out is NULL");
     print_ctx_t c = {out, opts && strchr(opts, 'j'), 0};
     if (c.json)
-        fputs("{\"arenas\": [", out);
+        fprintf(out, "{\"version\": \"%s\", \"pid\": %ld, \"rank\": %s, \"arenas\": [",
+                PACKAGE_VERSION, (long)getpid(), ga_output_rank());
+    else
+        fprintf(out, "gpuarena %s statistics (pid %ld, rank %s)\n", PACKAGE_VERSION, (long)getpid(),
+                ga_output_rank());
     ga_arena_foreach(print_one, &c);
     if (c.json)
-        fputs("\n]}\n", out);
-    return GPUARENA_SUCCESS;
+        fputs("\n  ]}\n", out);
+    else if (!c.n)
+        fputs("no arena\n", out);
+    fflush(out);
+    return ferror(out) ? ga_error(GPUARENA_ERR_SYSTEM, "gpuarena_stats_print: write failed")
+                       : GPUARENA_SUCCESS;
 }

@@ -122,6 +122,8 @@ START_TEST(stubs_dir_never_crashes)
 }
 END_TEST
 
+static const char *self; /* argv[0] */
+
 /* Re-execute this program under LD_LIBRARY_PATH=DIR with MODE. */
 static int reexec(const char *dir, const char *mode, const char *expect)
 {
@@ -135,7 +137,9 @@ static int reexec(const char *dir, const char *mode, const char *expect)
         setenv("LD_LIBRARY_PATH", path, 1);
         if (expect)
             setenv("GA_EXPECT", expect, 1);
-        execl("/proc/self/exe", "check_cuda", mode, (char *)NULL);
+        /* The program itself, not /proc/self/exe: under valgrind that is
+         * valgrind's own tool. */
+        execl(self, "check_cuda", mode, (char *)NULL);
         _exit(127);
     }
     int status = 0;
@@ -177,6 +181,7 @@ END_TEST
 
 int main(int argc, char **argv)
 {
+    self = argv[0];
     Suite *s = suite_create("cuda");
     TCase *tc = tcase_create("core");
     if (argc > 1 && strcmp(argv[1], "--stub") == 0) {

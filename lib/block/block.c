@@ -332,21 +332,24 @@ uint64_t ga_bm_user_in_use(ga_bm_t *bm)
     return (uint64_t)((int64_t)bm->c.in_use + bm->c.inuse_adjust + inuse);
 }
 
+/* Peaks after a change made under the lock.  The thread caches' share of
+ * the user's view is taken from the calling thread's own caches only, as
+ * on the cache's fast path (tcache.c): exact with one thread; with
+ * several, other threads' cache traffic is seen at their next slow-path
+ * operation, not at once. */
 void ga_bm_update_peaks(ga_bm_t *bm)
 {
     int64_t req, inuse;
-    uint64_t a, f, h;
-    ga_tcache_deltas(bm, &req, &inuse, &a, &f, &h);
-    uint64_t r = (uint64_t)((int64_t)bm->c.requested + bm->c.req_adjust + req);
-    uint64_t u = (uint64_t)((int64_t)bm->c.in_use + bm->c.inuse_adjust + inuse);
-    atomic_store_explicit(&bm->base_req, (int64_t)bm->c.requested + bm->c.req_adjust,
-                          memory_order_relaxed);
-    atomic_store_explicit(&bm->base_inuse, (int64_t)bm->c.in_use + bm->c.inuse_adjust,
-                          memory_order_relaxed);
-    peak_max(&bm->peak.requested, r);
+    ga_tcache_own_deltas(bm, &req, &inuse);
+    int64_t base_req = (int64_t)bm->c.requested + bm->c.req_adjust;
+    int64_t base_inuse = (int64_t)bm->c.in_use + bm->c.inuse_adjust;
+    atomic_store_explicit(&bm->base_req, base_req, memory_order_relaxed);
+    atomic_store_explicit(&bm->base_inuse, base_inuse, memory_order_relaxed);
+    uint64_t u = (uint64_t)(base_inuse + inuse);
+    peak_max(&bm->peak.requested, (uint64_t)(base_req + req));
     peak_max(&bm->peak.in_use, u);
     peak_max(&bm->peak.reserved, bm->c.reserved);
-    peak_max(&bm->peak.cached, bm->c.reserved - u);
+    peak_max(&bm->peak.cached, bm->c.reserved > u ? bm->c.reserved - u : 0);
 }
 
 /* ------------------------------------------------------------------ */

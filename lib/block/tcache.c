@@ -39,7 +39,9 @@ struct ga_tcache {
     ga_bm_t *_Atomic bm; /* NULL once the manager is gone */
     ga_stream_t stream;
     unsigned count; /* blocks per slot */
-    int64_t req_delta, inuse_delta;
+    /* Written under the cache's lock; read without it by the owner's
+     * peak checks, hence atomic (relaxed: a sum, not a handshake). */
+    _Atomic int64_t req_delta, inuse_delta;
     uint64_t allocs, frees, hits;
     ga_tcache_t *bm_prev, *bm_next; /* in the manager's list */
     ga_tcache_t *t_next;            /* in the thread's list */
@@ -71,6 +73,18 @@ static inline unsigned slot_of(size_t size, size_t round)
     return (unsigned)((k ^ (k >> 5)) % TC_SLOTS);
 }
 
+static inline void add(_Atomic int64_t *v, int64_t d)
+{
+    /* One writer at a time (the lock): load and store, no locked RMW. */
+    atomic_store_explicit(v, atomic_load_explicit(v, memory_order_relaxed) + d,
+                          memory_order_relaxed);
+}
+
+static inline int64_t get(_Atomic int64_t *v)
+{
+    return atomic_load_explicit(v, memory_order_relaxed);
+}
+
 /* Give every block of T back to its manager (both locks held). */
 static void flush(ga_tcache_t *t)
 {
@@ -82,8 +96,8 @@ static void flush(ga_tcache_t *t)
             atomic_store_explicit(&b->cached, 0, memory_order_relaxed);
             /* The user saw it freed already: undo the cache's difference
              * as the manager counts the free. */
-            t->req_delta += (int64_t)b->requested;
-            t->inuse_delta += (int64_t)b->size;
+            add(&t->req_delta, (int64_t)b->requested);
+            add(&t->inuse_delta, (int64_t)b->size);
             t->frees--; /* the manager counts this free itself */
             ga_bm_free_locked(bm, b, t->stream);
         }
@@ -95,12 +109,13 @@ static void retire(ga_tcache_t *t)
 {
     ga_bm_t *bm = t->bm;
     flush(t);
-    bm->c.req_adjust += t->req_delta;
-    bm->c.inuse_adjust += t->inuse_delta;
+    bm->c.req_adjust += get(&t->req_delta);
+    bm->c.inuse_adjust += get(&t->inuse_delta);
     bm->c.allocs += t->allocs;
     bm->c.frees += t->frees;
     bm->c.hits += t->hits;
-    t->req_delta = t->inuse_delta = 0;
+    atomic_store_explicit(&t->req_delta, 0, memory_order_relaxed);
+    atomic_store_explicit(&t->inuse_delta, 0, memory_order_relaxed);
     t->allocs = t->frees = t->hits = 0;
     if (t->bm_prev)
         t->bm_prev->bm_next = t->bm_next;
@@ -198,11 +213,11 @@ bool ga_tcache_alloc(ga_bm_t *bm, size_t rounded, size_t size, ga_stream_t s, vo
     atomic_store_explicit(&b->cached, 0, memory_order_relaxed);
     b->requested = size;
     b->stream = s; /* it may have been allocated on another stream before */
-    t->req_delta += (int64_t)size;
-    t->inuse_delta += (int64_t)b->size;
+    add(&t->req_delta, (int64_t)size);
+    add(&t->inuse_delta, (int64_t)b->size);
     t->allocs++;
     t->hits++;
-    int64_t mine_req = t->req_delta, mine_use = t->inuse_delta;
+    int64_t mine_req = get(&t->req_delta), mine_use = get(&t->inuse_delta);
     tc_unlock(t);
     /* Peaks as this thread sees them (see the top of the file). */
     uint64_t r = (uint64_t)(atomic_load_explicit(&bm->base_req, memory_order_relaxed) + mine_req);
@@ -233,8 +248,8 @@ bool ga_tcache_free(ga_bm_t *bm, ga_block_t *b, ga_stream_t s)
     sl->size = b->size;
     sl->b[sl->n++] = b;
     atomic_store_explicit(&b->cached, 1, memory_order_relaxed);
-    t->req_delta -= (int64_t)b->requested;
-    t->inuse_delta -= (int64_t)b->size;
+    add(&t->req_delta, -(int64_t)b->requested);
+    add(&t->inuse_delta, -(int64_t)b->size);
     t->frees++;
     t->stream.handle = s.handle;
     tc_unlock(t);
@@ -260,14 +275,25 @@ void ga_tcache_deltas(ga_bm_t *bm, int64_t *req, int64_t *inuse, uint64_t *alloc
     pthread_mutex_lock(&bm->tc_lock);
     for (ga_tcache_t *t = bm->tcaches; t; t = t->bm_next) {
         tc_lock(t);
-        *req += t->req_delta;
-        *inuse += t->inuse_delta;
+        *req += get(&t->req_delta);
+        *inuse += get(&t->inuse_delta);
         *allocs += t->allocs;
         *frees += t->frees;
         *hits += t->hits;
         tc_unlock(t);
     }
     pthread_mutex_unlock(&bm->tc_lock);
+}
+
+void ga_tcache_own_deltas(ga_bm_t *bm, int64_t *req, int64_t *inuse)
+{
+    *req = *inuse = 0;
+    for (ga_tcache_t *t = tl_list; t; t = t->t_next) {
+        if (atomic_load_explicit(&t->bm, memory_order_relaxed) != bm)
+            continue;
+        *req += get(&t->req_delta);
+        *inuse += get(&t->inuse_delta);
+    }
 }
 
 void ga_tcache_detach_all(ga_bm_t *bm)

@@ -1,0 +1,137 @@
+/*
+ * report.c - GPUARENA_STATS: print every arena's statistics when the
+ * program exits, and on SIGUSR1 when GPUARENA_STATS_SIGNAL=1, so that an
+ * unmodified program (an MPI job, a Python script) can be inspected.
+ *
+ *   GPUARENA_STATS=stderr | stdout | FILE    (%p: pid, %r: MPI rank)
+ *
+ * A FILE ending in ".json" gets JSON, anything else the table.  The
+ * variables are read when the first arena is made; a bad value is
+ * ignored (the library never prints on its own account), and
+ * gpuarena-config(1) reports it.
+ *
+ * A signal handler may not take locks or call stdio, so SIGUSR1 only
+ * writes a byte to a pipe; a thread started for this reads it and prints.
+ * The handler is installed only where SIGUSR1 still has its default
+ * disposition: a program's own handler is never replaced.
+ */
+#include "config.h"
+
+#include "report.h"
+
+#include "arena.h"
+#include "outpath.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static char target[PATH_MAX];
+static bool json, enabled;
+static int pipe_fds[2] = {-1, -1};
+
+static void print_now(void)
+{
+    FILE *out;
+    bool close_it = false;
+    if (strcmp(target, "stderr") == 0) {
+        out = stderr;
+    } else if (strcmp(target, "stdout") == 0) {
+        out = stdout;
+    } else {
+        out = fopen(target, "a");
+        close_it = true;
+    }
+    if (!out)
+        return;
+    (void)gpuarena_stats_print(out, json ? "j" : "");
+    if (close_it)
+        fclose(out);
+}
+
+/* A destructor rather than atexit(): it also runs, while the code is
+ * still mapped, when the library is unloaded before exit (dlclose). */
+__attribute__((destructor)) static void at_exit(void)
+{
+    if (enabled)
+        print_now();
+}
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    int e = errno;
+    char c = 1;
+    ssize_t n = write(pipe_fds[1], &c, 1);
+    (void)n;
+    errno = e;
+}
+
+static void *signal_thread(void *arg)
+{
+    (void)arg;
+    for (;;) {
+        char c;
+        ssize_t n = read(pipe_fds[0], &c, 1);
+        if (n == 1)
+            print_now();
+        else if (n < 0 && errno != EINTR)
+            return NULL;
+    }
+}
+
+static void start_signal(void)
+{
+    struct sigaction old;
+    if (sigaction(SIGUSR1, NULL, &old) != 0 || old.sa_handler != SIG_DFL)
+        return;
+    if (pipe(pipe_fds) != 0)
+        return;
+    fcntl(pipe_fds[0], F_SETFD, FD_CLOEXEC);
+    fcntl(pipe_fds[1], F_SETFD, FD_CLOEXEC);
+    pthread_attr_t attr;
+    pthread_t th;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    /* The thread must not take the program's signals. */
+    sigset_t all, saved;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &saved);
+    int rc = pthread_create(&th, &attr, signal_thread, NULL);
+    pthread_sigmask(SIG_SETMASK, &saved, NULL);
+    pthread_attr_destroy(&attr);
+    if (rc != 0)
+        return;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sa.sa_flags = SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGUSR1, &sa, NULL);
+}
+
+static void init(void)
+{
+    const char *v = secure_getenv("GPUARENA_STATS");
+    if (!v || !*v)
+        return;
+    if (ga_output_path("stats file", v, target, sizeof target) != GPUARENA_SUCCESS)
+        return;
+    size_t n = strlen(target);
+    json = n > 5 && strcmp(target + n - 5, ".json") == 0;
+    enabled = true;
+    const char *sig = secure_getenv("GPUARENA_STATS_SIGNAL");
+    if (sig && strcmp(sig, "1") == 0)
+        start_signal();
+}
+
+void ga_report_init(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, init);
+}

@@ -1,0 +1,124 @@
+/*
+ * map.c - uint64_t to uint64_t hash map (see map.h).
+ */
+#include "trace/map.h"
+
+#include <stdlib.h>
+
+static inline size_t hash(uint64_t k)
+{
+    /* A 64-bit finaliser (xorshift-multiply): pointers and small integers
+     * both spread over the whole table. */
+    k ^= k >> 33;
+    k *= 0xff51afd7ed558ccdULL;
+    k ^= k >> 33;
+    k *= 0xc4ceb9fe1a85ec53ULL;
+    k ^= k >> 33;
+    return (size_t)k;
+}
+
+void ga_map_init(ga_map_t *m)
+{
+    m->slots = NULL;
+    m->used = NULL;
+    m->mask = 0;
+    m->count = 0;
+}
+
+void ga_map_fini(ga_map_t *m)
+{
+    free(m->slots);
+    free(m->used);
+    ga_map_init(m);
+}
+
+uint64_t *ga_map_get(ga_map_t *m, uint64_t key)
+{
+    if (!m->slots)
+        return NULL;
+    for (size_t i = hash(key) & m->mask;; i = (i + 1) & m->mask) {
+        if (!m->used[i])
+            return NULL;
+        if (m->slots[i].key == key)
+            return &m->slots[i].val;
+    }
+}
+
+static void place(ga_map_slot_t *slots, uint8_t *used, size_t mask, uint64_t key, uint64_t val)
+{
+    size_t i = hash(key) & mask;
+    while (used[i])
+        i = (i + 1) & mask;
+    used[i] = 1;
+    slots[i].key = key;
+    slots[i].val = val;
+}
+
+static bool grow(ga_map_t *m)
+{
+    size_t cap = m->slots ? (m->mask + 1) * 2 : 64;
+    if (cap > SIZE_MAX / sizeof(ga_map_slot_t))
+        return false;
+    ga_map_slot_t *slots = malloc(cap * sizeof *slots);
+    uint8_t *used = calloc(cap, 1);
+    if (!slots || !used) {
+        free(slots);
+        free(used);
+        return false;
+    }
+    if (m->slots) {
+        for (size_t i = 0; i <= m->mask; i++)
+            if (m->used[i])
+                place(slots, used, cap - 1, m->slots[i].key, m->slots[i].val);
+    }
+    free(m->slots);
+    free(m->used);
+    m->slots = slots;
+    m->used = used;
+    m->mask = cap - 1;
+    return true;
+}
+
+bool ga_map_put(ga_map_t *m, uint64_t key, uint64_t val)
+{
+    uint64_t *v = ga_map_get(m, key);
+    if (v) {
+        *v = val;
+        return true;
+    }
+    if ((!m->slots || (m->count + 1) * 2 > m->mask + 1) && !grow(m))
+        return false;
+    place(m->slots, m->used, m->mask, key, val);
+    m->count++;
+    return true;
+}
+
+bool ga_map_del(ga_map_t *m, uint64_t key, uint64_t *val)
+{
+    if (!m->slots)
+        return false;
+    size_t i = hash(key) & m->mask;
+    for (;; i = (i + 1) & m->mask) {
+        if (!m->used[i])
+            return false;
+        if (m->slots[i].key == key)
+            break;
+    }
+    if (val)
+        *val = m->slots[i].val;
+    /* Backward-shift deletion: move later members of the probe run into the
+     * hole when their home slot does not lie strictly between the hole and
+     * their own position. */
+    size_t hole = i;
+    for (size_t j = (i + 1) & m->mask; m->used[j]; j = (j + 1) & m->mask) {
+        size_t home = hash(m->slots[j].key) & m->mask;
+        bool between = hole <= j ? (hole < home && home <= j) : (hole < home || home <= j);
+        if (!between) {
+            m->slots[hole] = m->slots[j];
+            hole = j;
+        }
+    }
+    m->used[hole] = 0;
+    m->count--;
+    return true;
+}

@@ -1,0 +1,376 @@
+/*
+ * recorder.c - GPUARENA_TRACE: every request of every arena, written in
+ * the gpuarena-trace 2 format (gpuarena-trace(5)).
+ *
+ * One process-wide recorder behind one mutex.  A hook formats its line
+ * with a hand-written integer formatter into a 64 KiB buffer that goes out
+ * with write(2) when it fills and at exit; nothing is allocated per event
+ * except when a hash map grows.  Allocation ids are numbered from 1 in the
+ * order the allocations were made; live pointers are mapped to their ids
+ * per arena.  Streams are numbered in order of first use, with the legacy
+ * default stream (NULL, CU_STREAM_LEGACY) as 0.  A "k" line is written
+ * whenever an event belongs to another arena than the line before it.
+ *
+ * The library never prints: when the file cannot be opened or written,
+ * recording just stops.
+ */
+#include "config.h"
+
+#include "errors.h"
+#include "outpath.h"
+#include "trace/map.h"
+#include "trace/trace.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define BUF_SIZE  (64 * 1024)
+#define LINE_MAX_ 96
+
+_Atomic int ga_trace_state = -1;
+
+typedef struct rec_arena {
+    const void *key;
+    gpuarena_kind_t kind;
+    int device;
+    unsigned instance;
+    ga_map_t live; /* pointer -> id */
+} rec_arena_t;
+
+static struct {
+    pthread_mutex_t lock;
+    int fd;
+    size_t len;
+    char buf[BUF_SIZE];
+    uint64_t next_id;
+    ga_map_t streams; /* handle -> stream number */
+    uint64_t next_stream;
+    rec_arena_t *arenas;
+    size_t narenas;
+    size_t last; /* arena of the last line written, SIZE_MAX: none */
+} R = {.lock = PTHREAD_MUTEX_INITIALIZER, .fd = -1, .last = SIZE_MAX};
+
+static pthread_once_t env_once = PTHREAD_ONCE_INIT;
+static bool hooks_installed;
+
+static const char *const kind_names[GPUARENA_KIND_COUNT] = {
+    [GPUARENA_DEVICE] = "device", [GPUARENA_PINNED] = "pinned", [GPUARENA_MANAGED] = "managed",
+    [GPUARENA_HOST] = "host",     [GPUARENA_SIM] = "sim",
+};
+
+/* ---- Output ----------------------------------------------------------- */
+
+static void write_out(void)
+{
+    size_t off = 0;
+    while (off < R.len && R.fd >= 0) {
+        ssize_t n = write(R.fd, R.buf + off, R.len - off);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            /* Disk full or the like: stop recording rather than fail the
+             * program's allocations. */
+            close(R.fd);
+            R.fd = -1;
+            atomic_store(&ga_trace_state, 0);
+            break;
+        }
+        off += (size_t)n;
+    }
+    R.len = 0;
+}
+
+static inline char *put_u64(char *p, uint64_t v)
+{
+    char tmp[20];
+    int n = 0;
+    do {
+        tmp[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    while (n)
+        *p++ = tmp[--n];
+    return p;
+}
+
+static inline char *put_str(char *p, const char *s)
+{
+    while (*s)
+        *p++ = *s++;
+    return p;
+}
+
+/* Room for one more line; flush when needed. */
+static inline char *line_start(void)
+{
+    if (BUF_SIZE - R.len < 2 * LINE_MAX_)
+        write_out();
+    return R.buf + R.len;
+}
+
+static inline void line_end(char *p)
+{
+    *p++ = '\n';
+    R.len = (size_t)(p - R.buf);
+}
+
+/* ---- State ------------------------------------------------------------ */
+
+static void reset_state(void)
+{
+    for (size_t i = 0; i < R.narenas; i++)
+        ga_map_fini(&R.arenas[i].live);
+    free(R.arenas);
+    R.arenas = NULL;
+    R.narenas = 0;
+    R.last = SIZE_MAX;
+    ga_map_fini(&R.streams);
+    R.next_stream = 1;
+    R.next_id = 1;
+    R.len = 0;
+}
+
+/* The arena entry of KEY; NULL when out of memory.  Writes its "k" line
+ * when the previous line was of another arena. */
+static rec_arena_t *arena_of(const void *key, gpuarena_kind_t kind, int device)
+{
+    size_t i;
+    if (R.last < R.narenas && R.arenas[R.last].key == key && R.arenas[R.last].kind == kind &&
+        R.arenas[R.last].device == device)
+        return &R.arenas[R.last];
+    for (i = 0; i < R.narenas; i++)
+        if (R.arenas[i].key == key && R.arenas[i].kind == kind && R.arenas[i].device == device)
+            break;
+    if (i == R.narenas) {
+        rec_arena_t *a = realloc(R.arenas, (R.narenas + 1) * sizeof *a);
+        if (!a)
+            return NULL;
+        R.arenas = a;
+        unsigned instance = 0;
+        for (size_t j = 0; j < R.narenas; j++)
+            if (a[j].kind == kind && a[j].device == device)
+                instance++;
+        a[i].key = key;
+        a[i].kind = kind;
+        a[i].device = device;
+        a[i].instance = instance;
+        ga_map_init(&a[i].live);
+        R.narenas++;
+    }
+    rec_arena_t *a = &R.arenas[i];
+    char *p = line_start();
+    p = put_str(p, "k ");
+    p = put_str(p, (unsigned)kind < GPUARENA_KIND_COUNT ? kind_names[kind] : "device");
+    *p++ = ' ';
+    p = put_u64(p, (uint64_t)(device < 0 ? 0 : device));
+    *p++ = ' ';
+    p = put_u64(p, a->instance);
+    line_end(p);
+    R.last = i;
+    return a;
+}
+
+static uint64_t stream_of(gpuarena_stream_t s)
+{
+    uintptr_t h = (uintptr_t)s;
+    if (h <= 1) /* NULL and CU_STREAM_LEGACY */
+        return 0;
+    uint64_t *v = ga_map_get(&R.streams, h);
+    if (v)
+        return *v;
+    uint64_t n = R.next_stream;
+    if (!ga_map_put(&R.streams, h, n))
+        return 0;
+    R.next_stream++;
+    return n;
+}
+
+/* ---- Opening ---------------------------------------------------------- */
+
+static void at_exit(void)
+{
+    pthread_mutex_lock(&R.lock);
+    write_out();
+    pthread_mutex_unlock(&R.lock);
+}
+
+static void fork_prepare(void)
+{
+    pthread_mutex_lock(&R.lock);
+}
+
+static void fork_parent(void)
+{
+    pthread_mutex_unlock(&R.lock);
+}
+
+static void fork_child(void)
+{
+    /* The child would write the parent's buffer twice and mix its events
+     * into the parent's file: it records nothing. */
+    if (R.fd >= 0)
+        close(R.fd);
+    R.fd = -1;
+    R.len = 0;
+    atomic_store(&ga_trace_state, 0);
+    pthread_mutex_unlock(&R.lock);
+}
+
+/* Called with R.lock held. */
+static gpuarena_status_t open_locked(const char *pattern)
+{
+    char path[4096];
+    gpuarena_status_t st = ga_output_path("trace file", pattern, path, sizeof path);
+    if (st != GPUARENA_SUCCESS)
+        return st;
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return ga_error(GPUARENA_ERR_SYSTEM, "trace file '%s': %s", path, strerror(errno));
+    if (!hooks_installed) {
+        atexit(at_exit);
+        pthread_atfork(fork_prepare, fork_parent, fork_child);
+        hooks_installed = true;
+    }
+    if (R.fd >= 0) {
+        write_out();
+        close(R.fd);
+    }
+    reset_state();
+    R.fd = fd;
+    char *p = line_start();
+    p = put_str(p, "# gpuarena-trace 2\n# source: gpuarena " PACKAGE_VERSION " pid ");
+    p = put_u64(p, (uint64_t)getpid());
+    line_end(p);
+    atomic_store(&ga_trace_state, 1);
+    return GPUARENA_SUCCESS;
+}
+
+static void read_env(void)
+{
+    const char *pattern = getenv("GPUARENA_TRACE");
+    pthread_mutex_lock(&R.lock);
+    if (!pattern || !*pattern || open_locked(pattern) != GPUARENA_SUCCESS)
+        atomic_store(&ga_trace_state, 0);
+    pthread_mutex_unlock(&R.lock);
+}
+
+bool ga_trace_start(void)
+{
+    pthread_once(&env_once, read_env);
+    return atomic_load(&ga_trace_state) > 0;
+}
+
+gpuarena_status_t ga_trace_open(const char *path)
+{
+    if (!path)
+        return ga_error(GPUARENA_ERR_INVALID_ARGUMENT, "ga_trace_open: path is NULL");
+    pthread_once(&env_once, read_env);
+    pthread_mutex_lock(&R.lock);
+    gpuarena_status_t st = open_locked(path);
+    pthread_mutex_unlock(&R.lock);
+    return st;
+}
+
+void ga_trace_stop(void)
+{
+    pthread_once(&env_once, read_env);
+    pthread_mutex_lock(&R.lock);
+    atomic_store(&ga_trace_state, 0);
+    write_out();
+    if (R.fd >= 0)
+        close(R.fd);
+    R.fd = -1;
+    reset_state();
+    pthread_mutex_unlock(&R.lock);
+}
+
+void ga_trace_flush(void)
+{
+    pthread_mutex_lock(&R.lock);
+    write_out();
+    pthread_mutex_unlock(&R.lock);
+}
+
+/* ---- Hooks ------------------------------------------------------------ */
+
+void ga_trace_record_alloc(const void *arena, gpuarena_kind_t kind, int device, const void *ptr,
+                           size_t size, gpuarena_stream_t stream)
+{
+    pthread_mutex_lock(&R.lock);
+    if (R.fd >= 0) {
+        rec_arena_t *a = arena_of(arena, kind, device);
+        uint64_t id = R.next_id;
+        /* Size 0 hands out NULL, which is never freed: it gets an id and
+         * stays live in the trace, as a replay does with it. */
+        if (a && (!ptr || ga_map_put(&a->live, (uintptr_t)ptr, id))) {
+            R.next_id++;
+            uint64_t sn = stream_of(stream);
+            char *p = line_start();
+            p = put_str(p, "a ");
+            p = put_u64(p, id);
+            *p++ = ' ';
+            p = put_u64(p, size);
+            *p++ = ' ';
+            p = put_u64(p, sn);
+            line_end(p);
+        }
+    }
+    pthread_mutex_unlock(&R.lock);
+}
+
+static void id_event(const void *arena, gpuarena_kind_t kind, int device, const void *ptr,
+                     gpuarena_stream_t stream, bool is_free)
+{
+    if (!ptr)
+        return;
+    pthread_mutex_lock(&R.lock);
+    if (R.fd >= 0) {
+        /* Find the arena without writing a "k" line for a pointer it never
+         * handed out. */
+        rec_arena_t *a = NULL;
+        for (size_t i = 0; i < R.narenas; i++)
+            if (R.arenas[i].key == arena && R.arenas[i].kind == kind &&
+                R.arenas[i].device == device)
+                a = &R.arenas[i];
+        uint64_t id = 0;
+        bool known = false;
+        if (a) {
+            if (is_free) {
+                known = ga_map_del(&a->live, (uintptr_t)ptr, &id);
+            } else {
+                uint64_t *v = ga_map_get(&a->live, (uintptr_t)ptr);
+                if (v) {
+                    id = *v;
+                    known = true;
+                }
+            }
+        }
+        if (known && arena_of(arena, kind, device)) {
+            uint64_t sn = stream_of(stream);
+            char *p = line_start();
+            *p++ = is_free ? 'f' : 'r';
+            *p++ = ' ';
+            p = put_u64(p, id);
+            *p++ = ' ';
+            p = put_u64(p, sn);
+            line_end(p);
+        }
+    }
+    pthread_mutex_unlock(&R.lock);
+}
+
+void ga_trace_record_free(const void *arena, gpuarena_kind_t kind, int device, const void *ptr,
+                          gpuarena_stream_t stream)
+{
+    id_event(arena, kind, device, ptr, stream, true);
+}
+
+void ga_trace_record_stream(const void *arena, gpuarena_kind_t kind, int device, const void *ptr,
+                            gpuarena_stream_t stream)
+{
+    id_event(arena, kind, device, ptr, stream, false);
+}

@@ -1,0 +1,413 @@
+/* check_trace.c - the gpuarena-trace reader, its errors with their lines,
+ * the id map, and the recorder read back by the reader. */
+#include "outpath.h"
+#include "trace/map.h"
+#include "trace/trace.h"
+
+#include <check.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static ga_trace_t *parse_ok(const char *text)
+{
+    ga_trace_t *t = NULL;
+    gpuarena_status_t st = ga_trace_parse(text, strlen(text), "t.trace", &t);
+    ck_assert_msg(st == GPUARENA_SUCCESS, "parse failed: %s", gpuarena_last_error());
+    ck_assert_ptr_nonnull(t);
+    return t;
+}
+
+/* Parsing TEXT fails with STATUS and a message starting with WANT. */
+static void parse_bad(const char *text, gpuarena_status_t status, const char *want)
+{
+    ga_trace_t *t = (ga_trace_t *)0x1;
+    gpuarena_status_t st = ga_trace_parse(text, strlen(text), "t.trace", &t);
+    ck_assert_int_eq(st, status);
+    ck_assert_ptr_null(t);
+    const char *msg = gpuarena_last_error();
+    ck_assert_msg(strncmp(msg, want, strlen(want)) == 0, "message '%s' does not start with '%s'",
+                  msg, want);
+}
+
+START_TEST(version1_basic)
+{
+    ga_trace_t *t = parse_ok("# gpuarena-trace 1\n"
+                             "# source: test\n"
+                             "a 10 100 0\n"
+                             "\n"
+                             "   # an indented comment\n"
+                             "a 7 0 1\n"
+                             "a 99 50 1\n"
+                             "r 10 1\n"
+                             "f 10 0\n"
+                             "f 7 1\n"
+                             "a 3 400 2\n");
+    ck_assert_int_eq(t->version, 1);
+    ck_assert_uint_eq(t->narenas, 1);
+    ck_assert_uint_eq(t->nevents, 7);
+    ck_assert_uint_eq(t->lines, 11);
+    const ga_trace_arena_t *a = &t->arenas[0];
+    ck_assert_int_eq(a->kind, GPUARENA_DEVICE);
+    ck_assert_int_eq(a->device, 0);
+    ck_assert(!a->declared);
+    ck_assert_uint_eq(a->nids, 4);
+    ck_assert_uint_eq(a->nzero, 1);
+    ck_assert_uint_eq(a->nfrees, 2);
+    ck_assert_uint_eq(a->nrecords, 1);
+    ck_assert_uint_eq(a->max_stream, 2);
+    /* live: 100, 100, 150, 150, 50, 50, 450 */
+    ck_assert_uint_eq(a->peak_requested, 450);
+    ck_assert_uint_eq(a->live_end, 450);
+    ck_assert_uint_eq(a->nlive_end, 2);
+    const ga_trace_event_t *e = a->events;
+    ck_assert_uint_eq(e[0].op, GA_TRACE_ALLOC);
+    ck_assert_uint_eq(e[0].id, 0);
+    ck_assert_uint_eq(e[0].size, 100);
+    ck_assert_uint_eq(e[0].line, 3);
+    ck_assert_uint_eq(e[1].id, 1);
+    ck_assert_uint_eq(e[1].size, 0);
+    ck_assert_uint_eq(e[1].stream, 1);
+    ck_assert_uint_eq(e[1].line, 6);
+    ck_assert_uint_eq(e[2].id, 2);
+    ck_assert_uint_eq(e[3].op, GA_TRACE_RECORD);
+    ck_assert_uint_eq(e[3].id, 0);
+    ck_assert_uint_eq(e[3].stream, 1);
+    ck_assert_uint_eq(e[4].op, GA_TRACE_FREE);
+    ck_assert_uint_eq(e[4].id, 0);
+    ck_assert_uint_eq(e[5].id, 1);
+    ck_assert_uint_eq(e[6].id, 3);
+    ck_assert_uint_eq(e[6].line, 11);
+    ga_trace_free(t);
+}
+END_TEST
+
+START_TEST(crlf_tabs_no_final_newline)
+{
+    ga_trace_t *t = parse_ok("# gpuarena-trace 1\r\na\t1\t18446744073709551615\t4294967295\r\nf 1 "
+                             "0  ");
+    ck_assert_uint_eq(t->nevents, 2);
+    ck_assert_uint_eq(t->arenas[0].events[0].size, UINT64_MAX);
+    ck_assert_uint_eq(t->arenas[0].events[0].stream, UINT32_MAX);
+    ck_assert_uint_eq(t->arenas[0].peak_requested, UINT64_MAX);
+    ga_trace_free(t);
+}
+END_TEST
+
+START_TEST(header_only)
+{
+    ga_trace_t *t = parse_ok("# gpuarena-trace 2\n");
+    ck_assert_int_eq(t->version, 2);
+    ck_assert_uint_eq(t->narenas, 0);
+    ck_assert_uint_eq(t->nevents, 0);
+    ga_trace_free(t);
+}
+END_TEST
+
+START_TEST(version2_arenas)
+{
+    ga_trace_t *t = parse_ok("# gpuarena-trace 2\n"
+                             "a 1 10 0\n"   /* before any k: device 0 */
+                             "k pinned 1\n" /* pinned 1, instance 0 */
+                             "a 2 20 0\n"
+                             "k device 0 0\n" /* back to the implicit arena */
+                             "f 1 0\n"
+                             "k host 0 3\n"
+                             "a 3 30 5\n"
+                             "k pinned 1 0\n"
+                             "f 2 0\n");
+    ck_assert_uint_eq(t->narenas, 3);
+    ck_assert_int_eq(t->arenas[0].kind, GPUARENA_DEVICE);
+    ck_assert(t->arenas[0].declared);
+    ck_assert_uint_eq(t->arenas[0].nevents, 2);
+    ck_assert_int_eq(t->arenas[1].kind, GPUARENA_PINNED);
+    ck_assert_int_eq(t->arenas[1].device, 1);
+    ck_assert_uint_eq(t->arenas[1].nevents, 2);
+    ck_assert_uint_eq(t->arenas[1].events[1].op, GA_TRACE_FREE);
+    ck_assert_uint_eq(t->arenas[1].events[1].id, 0);
+    ck_assert_uint_eq(t->arenas[1].events[1].line, 10);
+    ck_assert_int_eq(t->arenas[2].kind, GPUARENA_HOST);
+    ck_assert_uint_eq(t->arenas[2].instance, 3);
+    ck_assert_uint_eq(t->arenas[2].events[0].id, 0);
+    ck_assert_uint_eq(t->arenas[2].max_stream, 5);
+    ga_trace_free(t);
+}
+END_TEST
+
+START_TEST(errors_with_lines)
+{
+    const gpuarena_status_t I = GPUARENA_ERR_INVALID_ARGUMENT;
+    parse_bad("", I, "t.trace:1: empty file");
+    parse_bad("a 1 2 0\n", I, "t.trace:1: missing header");
+    parse_bad("\n# gpuarena-trace 1\n", I, "t.trace:1: missing header");
+    parse_bad("# gpuarena-trace\n", I, "t.trace:1: missing header");
+    parse_bad("# gpuarena-trace 3\n", I, "t.trace:1: unsupported gpuarena-trace version");
+    parse_bad("# gpuarena-trace 0\n", I, "t.trace:1: unsupported gpuarena-trace version");
+    parse_bad("# gpuarena-trace x\n", I, "t.trace:1: the version must be a decimal number");
+    parse_bad("# gpuarena-trace 1\na 1 2 0\nx 1 2\n", I, "t.trace:3: unknown event");
+    parse_bad("# gpuarena-trace 1\nalloc 1 2 0\n", I, "t.trace:2: unknown event");
+    parse_bad("# gpuarena-trace 1\n\n\na 1 -2 0\n", I,
+              "t.trace:4: SIZE must be a decimal number, not -2");
+    parse_bad("# gpuarena-trace 1\na 1x 2 0\n", I, "t.trace:2: ID must be a decimal number");
+    parse_bad("# gpuarena-trace 1\na 1 2 s\n", I, "t.trace:2: STREAM must be a decimal number");
+    parse_bad("# gpuarena-trace 1\na 1 18446744073709551616 0\n", I,
+              "t.trace:2: SIZE is too large");
+    parse_bad("# gpuarena-trace 1\na 1 2 4294967296\n", I, "t.trace:2: STREAM is too large");
+    parse_bad("# gpuarena-trace 1\na 1 2\n", I, "t.trace:2: 'a' takes ID SIZE STREAM (a field");
+    parse_bad("# gpuarena-trace 1\na 1 2 0 0\n", I, "t.trace:2: 'a' takes ID SIZE STREAM (too");
+    parse_bad("# gpuarena-trace 1\na 1 2 0\nf 1\n", I, "t.trace:3: 'f' takes ID STREAM");
+    parse_bad("# gpuarena-trace 1\na 1 2 0\nr 1 0 0\n", I, "t.trace:3: 'r' takes ID STREAM");
+    parse_bad("# gpuarena-trace 1\na 1 2 0\na 1 3 0\n", I, "t.trace:3: duplicate allocation id 1");
+    parse_bad("# gpuarena-trace 1\na 1 2 0\nf 1 0\na 1 3 0\n", I,
+              "t.trace:4: duplicate allocation id 1");
+    parse_bad("# gpuarena-trace 1\na 1 2 0\nf 2 0\n", I, "t.trace:3: free of unknown id 2");
+    parse_bad("# gpuarena-trace 1\nr 5 0\n", I, "t.trace:2: record_stream of unknown id 5");
+    parse_bad("# gpuarena-trace 1\na 1 2 0\nf 1 0\nf 1 0\n", I,
+              "t.trace:4: free of id already freed: 1");
+    parse_bad("# gpuarena-trace 1\na 1 2 0\nf 1 0\nr 1 0\n", I,
+              "t.trace:4: record_stream of id already freed");
+    parse_bad("# gpuarena-trace 1\nk device 0\n", I, "t.trace:2: 'k' lines need");
+    parse_bad("# gpuarena-trace 2\nk gpu 0\n", I, "t.trace:2: unknown arena kind");
+    parse_bad("# gpuarena-trace 2\nk device\n", I, "t.trace:2: 'k' takes KIND DEVICE");
+    parse_bad("# gpuarena-trace 2\nk device 5000\n", I, "t.trace:2: DEVICE is too large");
+    parse_bad("# gpuarena-trace 2\na 1 2 0\nk host 0\nf 1 0\n", I,
+              "t.trace:4: free of an id allocated in another arena");
+    parse_bad("# gpuarena-trace 1\na 1 2 0 0 0 0 0\n", I, "t.trace:2: too many fields");
+    static const char nul[] = "# gpuarena-trace 1\na 1\0 2 0\n";
+    ga_trace_t *t = (ga_trace_t *)0x1;
+    ck_assert_int_eq(ga_trace_parse(nul, sizeof nul - 1, "n.trace", &t), I);
+    ck_assert_ptr_null(t);
+    ck_assert_str_eq(gpuarena_last_error(), "n.trace:2: a NUL byte: this is not a text file");
+}
+END_TEST
+
+START_TEST(long_garbage_is_shortened)
+{
+    char text[4096] = "# gpuarena-trace 1\n";
+    size_t n = strlen(text);
+    memset(text + n, 'z', 3000);
+    text[n + 3000] = '\0';
+    parse_bad(text, GPUARENA_ERR_INVALID_ARGUMENT,
+              "t.trace:2: unknown event (a, f, r or k expected): zzzzzzzzzzzzzzzzzzzzzzzz...");
+}
+END_TEST
+
+START_TEST(load_files)
+{
+    ga_trace_t *t = NULL;
+    ck_assert_int_eq(ga_trace_load("/nonexistent/x.trace", &t), GPUARENA_ERR_SYSTEM);
+    ck_assert_ptr_null(t);
+    ck_assert_int_eq(ga_trace_load(GA_TEST_DATA "/multistream_resnet18.trace", &t),
+                     GPUARENA_SUCCESS);
+    ck_assert_uint_eq(t->narenas, 1);
+    ck_assert_uint_eq(t->arenas[0].nids, 4111);
+    ck_assert_uint_eq(t->arenas[0].nrecords, 24);
+    ck_assert_uint_eq(t->arenas[0].max_stream, 1);
+    ck_assert_uint_eq(t->nevents, 4111 + 3352 + 24);
+    ga_trace_free(t);
+}
+END_TEST
+
+START_TEST(map_against_reference)
+{
+    /* Plain comparisons in the loop: every ck_assert costs Check a write. */
+    enum { N = 5000 };
+    static uint64_t ref[N];
+    static bool in[N];
+    ga_map_t m;
+    ga_map_init(&m);
+    srand(7);
+    long wrong = 0;
+    for (int step = 0; step < 200000; step++) {
+        int k = rand() % N;
+        uint64_t key = (uint64_t)k * 4096; /* pointer-like keys collide in low bits */
+        if (rand() % 3) {
+            uint64_t v = (uint64_t)rand();
+            wrong += !ga_map_put(&m, key, v);
+            ref[k] = v;
+            in[k] = true;
+        } else {
+            uint64_t v = 0;
+            bool had = ga_map_del(&m, key, &v);
+            wrong += had != in[k] || (had && v != ref[k]);
+            in[k] = false;
+        }
+        if (step % 1000 == 0) {
+            size_t count = 0;
+            for (int i = 0; i < N; i++) {
+                uint64_t *v = ga_map_get(&m, (uint64_t)i * 4096);
+                wrong += (v != NULL) != in[i] || (v && *v != ref[i]);
+                count += in[i];
+            }
+            wrong += m.count != count;
+        }
+    }
+    ck_assert_int_eq(wrong, 0);
+    ga_map_fini(&m);
+}
+END_TEST
+
+START_TEST(expand_path)
+{
+    char out[64], want[64];
+    setenv("PMI_RANK", "12", 1);
+    ck_assert_int_eq(ga_output_path("trace file", "t.%r.%p.%%", out, sizeof out), GPUARENA_SUCCESS);
+    snprintf(want, sizeof want, "t.12.%ld.%%", (long)getpid());
+    ck_assert_str_eq(out, want);
+    unsetenv("PMI_RANK");
+    ck_assert_int_eq(ga_output_path("trace file", "%x", out, sizeof out),
+                     GPUARENA_ERR_INVALID_ARGUMENT);
+    ck_assert_int_eq(ga_output_path("trace file", "%", out, sizeof out),
+                     GPUARENA_ERR_INVALID_ARGUMENT);
+    ck_assert_int_eq(ga_output_path("trace file", "abcdef", out, 4), GPUARENA_ERR_INVALID_ARGUMENT);
+}
+END_TEST
+
+/* The recorder's file reads back with the reader: ids, sizes, streams,
+ * arenas, NULL for size 0, unknown pointers ignored. */
+START_TEST(recorder_round_trip)
+{
+    char path[] = "/tmp/check_trace_XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    ck_assert_int_eq(ga_trace_open(path), GPUARENA_SUCCESS);
+    ck_assert(ga_trace_on());
+    int a1, a2; /* two arenas: their addresses are their keys */
+    char *p = (char *)0x10000, *q = (char *)0x20000;
+    void *s1 = (void *)0x7777, *s2 = (void *)0x8888;
+    ga_trace_record_alloc(&a1, GPUARENA_DEVICE, 0, p, 100, NULL);
+    ga_trace_record_alloc(&a1, GPUARENA_DEVICE, 0, NULL, 0, s1);
+    ga_trace_record_alloc(&a2, GPUARENA_PINNED, 1, p, 64, s2); /* same pointer, other arena */
+    ga_trace_record_stream(&a1, GPUARENA_DEVICE, 0, p, s2);
+    ga_trace_record_free(&a1, GPUARENA_DEVICE, 0, q, NULL); /* never allocated: nothing */
+    ga_trace_record_free(&a1, GPUARENA_DEVICE, 0, p, s1);
+    ga_trace_record_free(&a1, GPUARENA_DEVICE, 0, p, s1);              /* double free: nothing */
+    ga_trace_record_alloc(&a1, GPUARENA_DEVICE, 0, p, 300, (void *)1); /* legacy: stream 0 */
+    ga_trace_record_free(&a2, GPUARENA_PINNED, 1, p, s2);
+    ga_trace_stop();
+    ck_assert(!ga_trace_on());
+    ga_trace_record_alloc(&a1, GPUARENA_DEVICE, 0, q, 1, NULL); /* after stop: nothing */
+
+    ga_trace_t *t = NULL;
+    ck_assert_msg(ga_trace_load(path, &t) == GPUARENA_SUCCESS, "%s", gpuarena_last_error());
+    unlink(path);
+    ck_assert_int_eq(t->version, 2);
+    ck_assert_uint_eq(t->narenas, 2);
+    const ga_trace_arena_t *d = &t->arenas[0], *pn = &t->arenas[1];
+    ck_assert_int_eq(d->kind, GPUARENA_DEVICE);
+    ck_assert(d->declared);
+    ck_assert_int_eq(pn->kind, GPUARENA_PINNED);
+    ck_assert_int_eq(pn->device, 1);
+    ck_assert_uint_eq(d->nevents, 5);
+    ck_assert_uint_eq(d->nids, 3);
+    ck_assert_uint_eq(d->nzero, 1);
+    ck_assert_uint_eq(d->peak_requested, 300);
+    ck_assert_uint_eq(d->events[1].stream, 1); /* s1 first used */
+    ck_assert_uint_eq(d->events[2].op, GA_TRACE_RECORD);
+    ck_assert_uint_eq(d->events[2].stream, 2); /* s2 */
+    ck_assert_uint_eq(d->events[3].op, GA_TRACE_FREE);
+    ck_assert_uint_eq(d->events[3].id, 0);
+    ck_assert_uint_eq(d->events[4].size, 300);
+    ck_assert_uint_eq(d->events[4].stream, 0);
+    ck_assert_uint_eq(pn->nevents, 2);
+    ck_assert_uint_eq(pn->nfrees, 1);
+    ga_trace_free(t);
+}
+END_TEST
+
+/* Enough events to flush the buffer several times. */
+START_TEST(recorder_many)
+{
+    char path[] = "/tmp/check_trace_XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    ck_assert_int_eq(ga_trace_open(path), GPUARENA_SUCCESS);
+    int a;
+    for (uintptr_t i = 1; i <= 20000; i++) {
+        ga_trace_record_alloc(&a, GPUARENA_SIM, 0, (void *)(i * 512), i, (void *)(i % 3 + 2));
+        if (i % 2 == 0)
+            ga_trace_record_free(&a, GPUARENA_SIM, 0, (void *)((i - 1) * 512), NULL);
+    }
+    ga_trace_stop();
+    ga_trace_t *t = NULL;
+    ck_assert_msg(ga_trace_load(path, &t) == GPUARENA_SUCCESS, "%s", gpuarena_last_error());
+    unlink(path);
+    ck_assert_uint_eq(t->narenas, 1);
+    ck_assert_int_eq(t->arenas[0].kind, GPUARENA_SIM);
+    ck_assert_uint_eq(t->arenas[0].nids, 20000);
+    ck_assert_uint_eq(t->arenas[0].nfrees, 10000);
+    ck_assert_uint_eq(t->arenas[0].max_stream, 3);
+    ga_trace_free(t);
+}
+END_TEST
+
+/* Four threads record at once: every line is whole and every free follows
+ * its allocation. */
+static int thread_arena;
+
+static void *record_many(void *arg)
+{
+    uintptr_t base = (uintptr_t)arg << 32;
+    for (uintptr_t i = 1; i <= 5000; i++) {
+        void *p = (void *)(base + i * 256);
+        ga_trace_record_alloc(&thread_arena, GPUARENA_HOST, 0, p, i, (void *)(base + 7));
+        if (i % 3 == 0)
+            ga_trace_record_stream(&thread_arena, GPUARENA_HOST, 0, p, NULL);
+        ga_trace_record_free(&thread_arena, GPUARENA_HOST, 0, p, (void *)(base + 7));
+    }
+    return NULL;
+}
+
+START_TEST(recorder_threads)
+{
+    char path[] = "/tmp/check_trace_XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    ck_assert_int_eq(ga_trace_open(path), GPUARENA_SUCCESS);
+    pthread_t th[4];
+    for (uintptr_t i = 0; i < 4; i++)
+        ck_assert_int_eq(pthread_create(&th[i], NULL, record_many, (void *)(i + 1)), 0);
+    for (int i = 0; i < 4; i++)
+        pthread_join(th[i], NULL);
+    ga_trace_stop();
+    ga_trace_t *t = NULL;
+    ck_assert_msg(ga_trace_load(path, &t) == GPUARENA_SUCCESS, "%s", gpuarena_last_error());
+    unlink(path);
+    ck_assert_uint_eq(t->narenas, 1);
+    ck_assert_uint_eq(t->arenas[0].nids, 20000);
+    ck_assert_uint_eq(t->arenas[0].nfrees, 20000);
+    ck_assert_uint_eq(t->arenas[0].nrecords, 4 * 1666);
+    ck_assert_uint_eq(t->arenas[0].max_stream, 4);
+    ga_trace_free(t);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("trace");
+    TCase *tc = tcase_create("reader");
+    tcase_add_test(tc, version1_basic);
+    tcase_add_test(tc, crlf_tabs_no_final_newline);
+    tcase_add_test(tc, header_only);
+    tcase_add_test(tc, version2_arenas);
+    tcase_add_test(tc, errors_with_lines);
+    tcase_add_test(tc, long_garbage_is_shortened);
+    tcase_add_test(tc, load_files);
+    tcase_add_test(tc, map_against_reference);
+    suite_add_tcase(s, tc);
+    TCase *tr = tcase_create("recorder");
+    tcase_add_test(tr, expand_path);
+    tcase_add_test(tr, recorder_round_trip);
+    tcase_add_test(tr, recorder_many);
+    tcase_add_test(tr, recorder_threads);
+    suite_add_tcase(s, tr);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,0 +1,53 @@
+#!/bin/sh
+# replay-known.sh - gpuarena-replay on a hand-written trace whose figures
+# are known exactly, its JSON, --compare, --plot, and its exit codes.
+srcdir=${srcdir:-.}
+replay=../tools/gpuarena-replay
+known=$srcdir/data/replay/known.trace
+out=replay-known.out
+err=replay-known.err
+fail() {
+    echo "FAIL: $*"
+    echo "--- stdout"; cat $out 2>/dev/null
+    echo "--- stderr"; cat $err 2>/dev/null
+    rm -f $out $err replay-known.svg replay-known.trace
+    exit 1
+}
+expect_rc() { # WANT COMMAND...
+    want=$1; shift
+    "$@" > $out 2> $err
+    rc=$?
+    [ $rc -eq "$want" ] || fail "exit $rc, not $want: $*"
+}
+
+expect_rc 0 "$replay" --check --json --runs 1 "$known"
+for want in '"peak_requested":3500000' '"trace_peak_requested":3500000' \
+            '"allocations":6' '"zero_size_allocations":1' '"events":12' '"ok":true'; do
+    grep -q "$want" $out || fail "no $want in the JSON"
+done
+
+expect_rc 0 "$replay" --runs 3 "$known"
+grep -q 'peak requested *3.338 MiB' $out || fail "human table"
+
+# Two setting groups side by side, and a plot of them.
+expect_rc 0 "$replay" --runs 1 --compare 'first:;second:' --plot replay-known.svg "$known"
+grep -q 'first *second' $out || fail "--compare columns"
+grep -q '^<svg' replay-known.svg || fail "--plot wrote no SVG"
+grep -q 'requested: peak 3.338 MiB at event 6' replay-known.svg || fail "no peak in the SVG"
+grep -q 'reserved (second)' replay-known.svg || fail "no second group in the SVG"
+
+# Version 2: one table per arena.
+expect_rc 0 "$replay" --check --runs 1 "$srcdir/data/replay/v2-arenas.trace"
+grep -q 'v2-arenas.trace \[pinned 0\]' $out || fail "no pinned arena table"
+
+# Exit codes: 2 usage, 3 bad trace (with its line), 4 bad settings.
+expect_rc 2 "$replay"
+expect_rc 2 "$replay" --runs 0 "$known"
+expect_rc 2 "$replay" -a nosuchkind "$known"
+printf '# gpuarena-trace 1\na 1 10 0\nf 2 0\n' > replay-known.trace
+expect_rc 3 "$replay" replay-known.trace
+grep -q 'replay-known.trace:3: free of unknown id 2' $err || fail "no line in the trace error"
+expect_rc 3 "$replay" /nonexistent.trace
+expect_rc 4 "$replay" -o no_such_key=1 "$known"
+rm -f $out $err replay-known.svg replay-known.trace
+echo ok

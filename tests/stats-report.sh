@@ -1,0 +1,41 @@
+#!/bin/sh
+# stats-report.sh - GPUARENA_STATS as a user meets it: a table on stderr at
+# exit, JSON in a file named with %p, and a report on SIGUSR1 with
+# GPUARENA_STATS_SIGNAL=1; a program's own SIGUSR1 handler is left alone.
+set -u
+demo=./stats_demo
+[ -x "$demo" ] || { echo "no $demo"; exit 99; }
+tmp=$(mktemp -d) || exit 99
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+# 1. The table at exit on stderr.
+GPUARENA_STATS=stderr $demo 2> "$tmp/err" || fail "demo failed"
+cat "$tmp/err"
+grep -q '^gpuarena .* statistics (pid [0-9]*, rank 0)$' "$tmp/err" || fail "no heading"
+grep -q '^arena host\.0 ' "$tmp/err" || fail "no host arena block"
+# 16 blocks of 1..16 MiB were requested, 8 freed: 136 MiB peak, 100 MiB left.
+grep -Eq '^  requested +100 MiB +136 MiB$' "$tmp/err" || fail "requested line wrong"
+grep -q 'allocs 16, frees 8, live blocks 8' "$tmp/err" || fail "counts wrong"
+
+# 2. JSON in a file named with %p and %r, the rank from the launcher.
+OMPI_COMM_WORLD_RANK=3 GPUARENA_STATS="$tmp/s.%r.%p.json" $demo || fail "demo failed"
+set -- "$tmp"/s.3.*.json
+[ -f "$1" ] || fail "no JSON file named with %r and %p"
+grep -q '"rank": 3' "$1" || fail "rank not in JSON"
+grep -q '"requested_peak": 142606336' "$1" || fail "requested_peak wrong in JSON"
+if command -v python3 >/dev/null 2>&1; then
+    python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["arenas"][0]["allocs"] == 16' "$1" \
+        || fail "JSON does not parse or says the wrong thing"
+fi
+
+# 3. SIGUSR1: a report half-way (8 live... 16 live) and one at exit.
+GPUARENA_STATS="$tmp/sig.txt" GPUARENA_STATS_SIGNAL=1 $demo signal || fail "demo failed"
+n=$(grep -c '^arena host\.0 ' "$tmp/sig.txt")
+[ "$n" = 2 ] || fail "expected 2 reports (signal and exit), got $n"
+grep -q 'live blocks 16' "$tmp/sig.txt" || fail "the signal report is not from half-way"
+
+# 4. A bad value is ignored, not fatal.
+GPUARENA_STATS='%q' $demo 2> "$tmp/bad" || fail "a bad GPUARENA_STATS broke the program"
+[ ! -s "$tmp/bad" ] || fail "the library printed on its own account"
+echo "PASS: GPUARENA_STATS table, JSON with %r/%p, SIGUSR1, bad value"
