@@ -26,12 +26,14 @@ if "$MPIRUN" --version 2>&1 | grep -q 'Open MPI'; then
     : "${OMPI_MCA_btl_vader_single_copy_mechanism:=none}"
     export OMPI_MCA_btl_vader_single_copy_mechanism
 fi
-# Under AddressSanitizer (the CI's sanitizer build), leaks inside the MPI
-# library are not this program's.
+# Under AddressSanitizer (the CI's sanitizer build), LeakSanitizer reports
+# what Open MPI and hwloc keep until exit in plugins they have unloaded by
+# then, which no suppression can name: check memory errors, not leaks, here
+# (the unit tests check the library's leaks, under ASan and valgrind).
 case "${ASAN_OPTIONS:-}" in
 *detect_leaks=1*)
-    LSAN_OPTIONS="suppressions=$srcdir/lsan-mpi.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
-    export LSAN_OPTIONS
+    ASAN_OPTIONS=$ASAN_OPTIONS:detect_leaks=0
+    export ASAN_OPTIONS
     ;;
 esac
 
