@@ -938,7 +938,9 @@ gpuarena_status_t ga_bm_alloc(ga_bm_t *bm, size_t size, ga_stream_t s, void **pt
     if (size > MAX_REQUEST)
         return ga_error(GPUARENA_ERR_SIZE_OVERFLOW, "a request of %zu bytes is too large", size);
     size_t rs = round_up(size, bm->round);
-    if (bm->set.thread_cache && !host_guard(bm) && rs <= bm->set.thread_cache_max &&
+    /* Thread caches of host-visible memory hold only blocks freed on an
+     * idle stream (see ga_bm_free), so they may serve at once too. */
+    if (bm->set.thread_cache && rs <= bm->set.thread_cache_max &&
         ga_tcache_alloc(bm, rs, size, s, ptr)) {
         gpuarena_status_t st = GPUARENA_SUCCESS;
         if (bm->set.zero && bm->prov->ops->memzero)
@@ -1001,7 +1003,7 @@ static gpuarena_status_t bad_pointer(ga_bm_t *bm, uintptr_t a, const char *what)
                     (void *)a);
 }
 
-void ga_bm_free_locked(ga_bm_t *bm, ga_block_t *b, ga_stream_t s)
+void ga_bm_free_locked(ga_bm_t *bm, ga_block_t *b, ga_stream_t s, bool done)
 {
     bm->c.requested -= b->requested_bm;
     bm->c.req_adjust += (int64_t)b->requested_bm - (int64_t)b->requested;
@@ -1009,8 +1011,10 @@ void ga_bm_free_locked(ga_bm_t *bm, ga_block_t *b, ga_stream_t s)
     bm->c.frees++;
     bm->c.live--;
     ga_lmap_remove(&bm->live, b->addr);
-    bool guard = host_guard(bm);
-    ga_pool_t *p = guard ? &bm->any : pool_get(bm, s);
+    /* DONE: the stream had no work left when the block was freed, so the
+     * free point has passed; host-visible memory then needs no event. */
+    bool guard = host_guard(bm) && !done;
+    ga_pool_t *p = host_guard(bm) ? &bm->any : pool_get(bm, s);
     if (!p)
         p = &bm->any; /* no memory for a pool record: be conservative below */
     ga_uses_t *u = b->uses;
@@ -1084,10 +1088,16 @@ gpuarena_status_t ga_bm_free(ga_bm_t *bm, void *ptr, ga_stream_t s)
 {
     uintptr_t a = (uintptr_t)ptr;
     ga_block_t *b = ga_lmap_find(&bm->live, a);
+    bool done = false;
     if (b && b->addr == a && b->state == BLOCK_LIVE) {
         if (atomic_load_explicit(&b->cached, memory_order_relaxed))
             return ga_error(GPUARENA_ERR_DOUBLE_FREE, "gpuarena_free: %p was already freed", ptr);
-        if (bm->set.thread_cache && !host_guard(bm) && ga_tcache_free(bm, b, s))
+        /* Host-visible memory may be reused at once only if the stream is
+         * idle: then the free point has passed and no event is needed
+         * (one query instead of an event record and a query). */
+        if (host_guard(bm) && !b->uses && bm->prov->ops->stream_idle)
+            done = bm->prov->ops->stream_idle(bm->prov, s.handle) == GPUARENA_SUCCESS;
+        if (bm->set.thread_cache && (!host_guard(bm) || done) && ga_tcache_free(bm, b, s))
             return GPUARENA_SUCCESS;
     }
     pthread_mutex_lock(&bm->lock);
@@ -1098,7 +1108,7 @@ gpuarena_status_t ga_bm_free(ga_bm_t *bm, void *ptr, ga_stream_t s)
     } else if (atomic_load_explicit(&b->cached, memory_order_relaxed)) {
         st = ga_error(GPUARENA_ERR_DOUBLE_FREE, "gpuarena_free: %p was already freed", ptr);
     } else {
-        ga_bm_free_locked(bm, b, s);
+        ga_bm_free_locked(bm, b, s, done && !b->uses);
         ga_pool_t *p = bm->events ? pool_find(bm, s.id) : NULL;
         if (p)
             sweep_on_free(bm, p, s);

@@ -188,7 +188,8 @@ struct ga_bm {
 };
 
 /* block.c, for tcache.c and check.c (the manager's lock held). */
-void ga_bm_free_locked(ga_bm_t *bm, ga_block_t *b, ga_stream_t s);
+/* DONE: the free point is known to have passed (the stream was idle). */
+void ga_bm_free_locked(ga_bm_t *bm, ga_block_t *b, ga_stream_t s, bool done);
 void ga_bm_update_peaks(ga_bm_t *bm);
 uint64_t ga_bm_user_requested(ga_bm_t *bm);
 uint64_t ga_bm_user_in_use(ga_bm_t *bm);

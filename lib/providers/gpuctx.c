@@ -173,3 +173,17 @@ gpuarena_status_t ga_gpuctx_mem_free(ga_provider_t *p, uint64_t *free_bytes)
         *free_bytes = f;
     return st;
 }
+
+gpuarena_status_t ga_gpuctx_stream_idle(ga_provider_t *p, gpuarena_stream_t s)
+{
+    ga_gpuctx_t *g = ga_gpuctx_of(p);
+    if (s != NULL && s != GA_CUDA_STREAM_LEGACY && s != GA_CUDA_STREAM_PER_THREAD)
+        return ga_cuda_stream_query(s) == GPUARENA_SUCCESS ? GPUARENA_SUCCESS : GA_NOT_READY;
+    ga_cuda_scope_t sc;
+    gpuarena_status_t st = ga_gpuctx_enter(g, &sc);
+    if (st != GPUARENA_SUCCESS)
+        return st;
+    st = ga_cuda_stream_query(s);
+    ga_cuda_leave(&sc);
+    return st == GPUARENA_SUCCESS ? GPUARENA_SUCCESS : GA_NOT_READY;
+}

@@ -60,6 +60,7 @@ gpuarena_status_t ga_gpuctx_event_query(ga_provider_t *p, ga_event_t ev);
 gpuarena_status_t ga_gpuctx_event_sync(ga_provider_t *p, ga_event_t ev);
 gpuarena_status_t ga_gpuctx_stream_wait(ga_provider_t *p, gpuarena_stream_t s, ga_event_t ev);
 gpuarena_status_t ga_gpuctx_sync_all(ga_provider_t *p);
+gpuarena_status_t ga_gpuctx_stream_idle(ga_provider_t *p, gpuarena_stream_t s);
 gpuarena_status_t ga_gpuctx_mem_free(ga_provider_t *p, uint64_t *free_bytes);
 
 /* The entries of these operations in a provider's table. */

@@ -341,6 +341,7 @@ static const ga_provider_ops_t managed_ops = {
     .map = man_map,
     .unmap = man_unmap,
     GA_GPUCTX_OPS,
+    .stream_idle = ga_gpuctx_stream_idle,
     .memzero = man_memzero,
     .on_alloc = man_on_alloc,
     .prefetch = man_prefetch,
@@ -386,6 +387,9 @@ gpuarena_status_t ga_managed_provider_create(int device, const ga_settings_t *s,
         g = (s->granule + g - 1) / g * g;
     m->base.granule = g;
     m->base.growable = false;
+    /* The host reads and writes managed memory too: a freed block is
+     * reused only once the GPU has passed the free (as for pinned). */
+    m->base.host_visible = true;
     *out = &m->base;
     return GPUARENA_SUCCESS;
 }

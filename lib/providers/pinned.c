@@ -198,6 +198,7 @@ static const ga_provider_ops_t pinned_ops = {
     .map = pin_map,
     .unmap = pin_unmap,
     GA_GPUCTX_OPS,
+    .stream_idle = ga_gpuctx_stream_idle,
     .memzero = pin_memzero,
     .stats = pin_stats,
     .destroy = pin_destroy,

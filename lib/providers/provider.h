@@ -69,6 +69,10 @@ typedef struct ga_provider_ops {
      * stream after the call that named it returns, since the program may
      * have destroyed it since; this is how it catches up on those. */
     gpuarena_status_t (*sync_all)(ga_provider_t *p);
+    /* Optional: GPUARENA_SUCCESS when S has no work pending now, else
+     * GA_NOT_READY (or an error).  Host-visible memory freed on an idle
+     * stream is reusable at once, with no event. */
+    gpuarena_status_t (*stream_idle)(ga_provider_t *p, gpuarena_stream_t s);
 
     /* Optional: zero SIZE bytes at PTR in stream order on S. */
     gpuarena_status_t (*memzero)(ga_provider_t *p, void *ptr, size_t size, gpuarena_stream_t s);
