@@ -17,8 +17,9 @@
  *                             (mmap + bind) and growable ones (reserve,
  *                             then commit + bind per granule): every page
  *                             on node N
- *   list:map, list:grow       numa=LIST (the nodes but 0, or 0-1 on two
- *                             nodes): every page in LIST
+ *   list:L:fromN:map|grow     numa=L (the nodes but the first, or both of
+ *                             two nodes) with the thread on node N: every
+ *                             page on N when L holds it, else in L
  *   interleave:all, interleave:LIST
  *                             every page in the set, and consecutive pages
  *                             go round the set in order (transparent huge
@@ -383,23 +384,40 @@ static void test_nodes(void)
     }
 }
 
-/* The list: every node but the first (where the test usually runs, so that
- * pages there would prove nothing), or all of them on two nodes. */
+/* The list: every node but the first, or both of two nodes. */
 static uint64_t list_mask(void)
 {
     return nnodes > 2 ? all_nodes & ~((uint64_t)1 << node_ids[0]) : all_nodes;
 }
 
+static bool pin_to(int node);
+
+/* Bound to a list, pages go to the nodes of the list only; the kernel
+ * takes the calling thread's node when the list holds it (so the pages do
+ * not all pile up on one node of the list), else one of the list.  The
+ * thread runs on each node in turn. */
 static void test_list(void)
 {
     uint64_t m = list_mask();
-    expect_t e = {m, false};
-    char opt[192], numa[160];
+    char opt[192], numa[160], name[192], list[128];
     nodes_option(numa, sizeof numa, "", planted_mask(m));
-    snprintf(opt, sizeof opt, "%s,expandable=false", numa);
-    arena_test("list:map", opt, &e, planted_mask(m), false);
-    snprintf(opt, sizeof opt, "%s,expandable=true", numa);
-    arena_test("list:grow", opt, &e, planted_mask(m), false);
+    ga_topo_nodes_string(m, list, sizeof list);
+    hwloc_bitmap_t saved = hwloc_bitmap_alloc();
+    hwloc_get_cpubind(machine, saved, HWLOC_CPUBIND_THREAD);
+    for (int i = 0; i < nnodes; i++) {
+        int n = node_ids[i];
+        if (!pin_to(n))
+            continue;
+        expect_t e = {m >> n & 1 ? (uint64_t)1 << n : m, false};
+        snprintf(name, sizeof name, "list:%s:from%d:map", list, n);
+        snprintf(opt, sizeof opt, "%s,expandable=false", numa);
+        arena_test(name, opt, &e, planted_mask(m), false);
+        snprintf(name, sizeof name, "list:%s:from%d:grow", list, n);
+        snprintf(opt, sizeof opt, "%s,expandable=true", numa);
+        arena_test(name, opt, &e, planted_mask(m), false);
+    }
+    hwloc_set_cpubind(machine, saved, HWLOC_CPUBIND_THREAD);
+    hwloc_bitmap_free(saved);
 }
 
 static void test_interleave(void)
