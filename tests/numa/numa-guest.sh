@@ -52,8 +52,9 @@ if [ -z "$kernel" ]; then
         [ -r "$k" ] && kernel=$k
     done
 fi
-[ -n "$kernel" ] && [ -r "$kernel" ] ||
+if [ -z "$kernel" ] || [ ! -r "$kernel" ]; then
     skip "no readable kernel image in /boot (Debian: apt-get install linux-image-amd64)"
+fi
 busybox=$(command -v busybox 2>/dev/null) ||
     skip "no busybox (Debian: apt-get install busybox-static)"
 command -v cpio >/dev/null 2>&1 || skip "no cpio (Debian: apt-get install cpio)"
@@ -119,6 +120,7 @@ chmod +x "$root/init"
 # on the image itself.
 boot=$kernel
 if command -v xz >/dev/null 2>&1; then
+    # shellcheck disable=SC2013
     for off in $(LC_ALL=C grep -obUaP '\xfd7zXZ\x00' "$kernel" 2>/dev/null | cut -d: -f1); do
         tail -c +"$((off + 1))" "$kernel" | xz -dc --single-stream >"$work/vmlinux" 2>/dev/null
         if [ "$(head -c 4 "$work/vmlinux" | od -An -tx1 | tr -d ' ')" = 7f454c46 ]; then
@@ -162,7 +164,7 @@ run_guest() {
     fi
     t1=$(date +%s)
     tr -d '\r' <"$log" >"$log.txt"
-    echo "=== guest $name: $smp CPUs, $mem, $(($t1 - $t0)) s (qemu status $rc)"
+    echo "=== guest $name: $smp CPUs, $mem, $((t1 - t0)) s (qemu status $rc)"
     grep '^RESULT' "$log.txt"
     if [ "$rc" = 124 ]; then
         echo "numa-guest: FAIL: guest $name took longer than $limit s; its console:"
