@@ -2,11 +2,16 @@
  * arena.c - putting an arena together (provider + block manager +
  * settings) and the list of live arenas.
  */
+#include "config.h"
+
 #include "arena.h"
 
 #include "errors.h"
 #include "providers/providers.h"
 #include "report.h"
+#ifdef GA_FAULT_INJECTION
+#include "providers/faulty.h"
+#endif
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -45,6 +50,15 @@ gpuarena_status_t ga_arena_create(gpuarena_kind_t kind, int device, const ga_set
         free(a);
         return st;
     }
+#ifdef GA_FAULT_INJECTION
+    /* Test builds: every provider call may be made to fail (faulty.h). */
+    st = ga_fault_wrap(&a->prov);
+    if (st != GPUARENA_SUCCESS) {
+        a->prov->ops->destroy(a->prov);
+        free(a);
+        return st;
+    }
+#endif
     st = ga_bm_create(a->prov, s, &a->bm);
     if (st != GPUARENA_SUCCESS) {
         a->prov->ops->destroy(a->prov);
@@ -81,8 +95,8 @@ gpuarena_status_t ga_arena_stream(gpuarena_t *a, gpuarena_stream_t handle, ga_st
     /* A stream under graph capture is refused first, before anything
      * changes and before any other driver call on it: the arena cannot
      * query or record events in a capture. */
-    gpuarena_status_t st = ops->stream_check ? ops->stream_check(a->prov, handle)
-                                             : GPUARENA_SUCCESS;
+    gpuarena_status_t st =
+        ops->stream_check ? ops->stream_check(a->prov, handle) : GPUARENA_SUCCESS;
     if (st == GPUARENA_SUCCESS)
         st = ops->stream_id(a->prov, handle, &s->id);
     return st;

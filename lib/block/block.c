@@ -38,9 +38,14 @@
  * Only the out-of-memory path blocks the host: it synchronises on the
  * outstanding events, releases every cached byte and retries once.
  */
+#include "config.h"
+
 #include "block/internal.h"
 
 #include "errors.h"
+#ifdef GA_FAULT_INJECTION
+#include "providers/faulty.h"
+#endif
 
 #include <inttypes.h>
 #include <stdlib.h>
@@ -423,6 +428,12 @@ static gpuarena_status_t seg_map(ga_bm_t *bm, int cls, size_t size, ga_block_t *
 static gpuarena_status_t seg_unmap(ga_bm_t *bm, ga_segment_t *g)
 {
     gpuarena_status_t st = bm->prov->ops->unmap(bm->prov, (void *)g->base, g->size);
+#ifdef GA_FAULT_INJECTION
+    /* A planted bug (tests only, GPUARENA_FAULT_PLANT=unmap-leak): forget
+     * a segment whose unmap failed, which leaks it. */
+    if (st != GPUARENA_SUCCESS && ga_fault_planted("unmap-leak"))
+        st = GPUARENA_SUCCESS;
+#endif
     if (st != GPUARENA_SUCCESS)
         return st;
     bm->c.reserved -= g->size;

@@ -213,6 +213,19 @@ static ga_tcache_t *create(ga_bm_t *bm, ga_stream_t s)
         bm->tcaches->bm_prev = t;
     bm->tcaches = t;
     pthread_mutex_unlock(&bm->tc_lock);
+    /* Caches of managers destroyed since (retired: bm is NULL) are freed
+     * here: a thread that outlives many arenas would otherwise keep them
+     * all, and every lookup would walk them.  Under the registry lock no
+     * retirement is half done. */
+    for (ga_tcache_t **pp = &tl_list; *pp;) {
+        ga_tcache_t *r = *pp;
+        if (atomic_load_explicit(&r->bm, memory_order_relaxed) == NULL) {
+            *pp = r->t_next;
+            free(r);
+        } else {
+            pp = &r->t_next;
+        }
+    }
     t->t_next = tl_list;
     tl_list = t;
     pthread_mutex_unlock(&registry);
