@@ -9,7 +9,7 @@
 lib=$(cd "$top_builddir/lib/.libs" 2> /dev/null && pwd)/libgpuarena.so.0
 [ -r "$lib" ] || { echo "SKIP: $lib not built (static-only build?)"; exit 77; }
 command -v python3 > /dev/null || { echo "SKIP: no python3"; exit 77; }
-# One GPU test at a time (see gpulock.h): hold gpu-tests.lock from here on.
+# One GPU test at a time (see gputest.h): hold gpu-tests.lock from here on.
 if command -v flock > /dev/null; then
     exec 9> gpu-tests.lock && flock 9
 fi

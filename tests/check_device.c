@@ -14,7 +14,7 @@
 #include "gpuarena.h"
 #include "providers/providers.h"
 
-#include "gpulock.h"
+#include "gputest.h"
 
 #include <check.h>
 #include <stdio.h>
@@ -23,21 +23,6 @@
 #include <time.h>
 
 #define MiB ((size_t)1 << 20)
-
-static void *ctx; /* device 0's primary context, current in every test */
-
-static void setup(void)
-{
-    gpuarena_status_t st = ga_cuda_primary_retain(0, &ctx);
-    ck_assert_msg(st == GPUARENA_SUCCESS, "primary context: %s", gpuarena_last_error());
-    st = ga_cuda_set_current(ctx);
-    ck_assert_msg(st == GPUARENA_SUCCESS, "set current: %s", gpuarena_last_error());
-}
-
-static void teardown(void)
-{
-    ga_cuda_primary_release(0);
-}
 
 static ga_provider_t *device_provider(bool expandable)
 {
@@ -195,7 +180,7 @@ START_TEST(stream_identity)
         ck_assert_int_eq(ga_cuda_set_current(other), GPUARENA_SUCCESS);
         void *foreign;
         ck_assert_int_eq(ga_cuda_stream_create(true, &foreign), GPUARENA_SUCCESS);
-        ck_assert_int_eq(ga_cuda_set_current(ctx), GPUARENA_SUCCESS);
+        ck_assert_int_eq(ga_cuda_set_current(gpu_ctx), GPUARENA_SUCCESS);
         uint64_t id;
         ck_assert_int_eq(p->ops->stream_id(p, foreign, &id), GPUARENA_ERR_INVALID_STREAM);
         ck_assert_ptr_nonnull(strstr(gpuarena_last_error(), "another"));
@@ -205,7 +190,7 @@ START_TEST(stream_identity)
         ck_assert_int_eq(p->ops->stream_id(p, a, &id), GPUARENA_SUCCESS);
         ck_assert_uint_eq(id, a_id);
         ga_cuda_stream_destroy(foreign);
-        ck_assert_int_eq(ga_cuda_set_current(ctx), GPUARENA_SUCCESS);
+        ck_assert_int_eq(ga_cuda_set_current(gpu_ctx), GPUARENA_SUCCESS);
         ga_cuda_ctx_destroy(other);
     }
     /* A stream of another device, where there is one. */
@@ -216,7 +201,7 @@ START_TEST(stream_identity)
         ck_assert_int_eq(ga_cuda_primary_retain(1, &ctx1), GPUARENA_SUCCESS);
         ck_assert_int_eq(ga_cuda_set_current(ctx1), GPUARENA_SUCCESS);
         ck_assert_int_eq(ga_cuda_stream_create(true, &s1), GPUARENA_SUCCESS);
-        ck_assert_int_eq(ga_cuda_set_current(ctx), GPUARENA_SUCCESS);
+        ck_assert_int_eq(ga_cuda_set_current(gpu_ctx), GPUARENA_SUCCESS);
         uint64_t id;
         ck_assert_int_eq(p->ops->stream_id(p, s1, &id), GPUARENA_ERR_INVALID_STREAM);
         ga_cuda_stream_destroy(s1);
@@ -423,19 +408,11 @@ END_TEST
 
 int main(void)
 {
-    gpu_tests_lock();
-    int n = 0;
-    gpuarena_status_t st = ga_cuda_load();
-    if (st == GPUARENA_SUCCESS)
-        st = ga_cuda_device_count(&n);
-    if (st != GPUARENA_SUCCESS || n == 0) {
-        printf("check_device: no GPU here (%s): skipped\n",
-               st != GPUARENA_SUCCESS ? gpuarena_last_error() : "the driver sees none");
+    if (!gpu_tests_begin("check_device"))
         return 77;
-    }
     Suite *s = suite_create("device");
     TCase *prov = tcase_create("provider");
-    tcase_add_checked_fixture(prov, setup, teardown);
+    tcase_add_checked_fixture(prov, gpu_setup, gpu_teardown);
     tcase_add_test(prov, fixed_segments);
     tcase_add_test(prov, growable_segments_return_memory);
     tcase_add_test(prov, stream_identity);
@@ -445,18 +422,11 @@ int main(void)
     tcase_set_timeout(prov, 120);
     suite_add_tcase(s, prov);
     TCase *api = tcase_create("arena");
-    tcase_add_checked_fixture(api, setup, teardown);
+    tcase_add_checked_fixture(api, gpu_setup, gpu_teardown);
     tcase_add_test(api, arena_alloc_free_on_streams);
     tcase_add_test(api, arena_trim_returns_memory);
     tcase_add_test(api, arena_out_of_memory_then_trim);
     tcase_set_timeout(api, 300);
     suite_add_tcase(s, api);
-    SRunner *sr = srunner_create(s);
-    /* CUDA cannot be used in a child forked after the parent initialised
-     * it (main did, to know whether to skip): run the tests in-process. */
-    srunner_set_fork_status(sr, CK_NOFORK);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return gpu_tests_run(s);
 }

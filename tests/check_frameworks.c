@@ -9,7 +9,7 @@
 #include "cuda/cuda.h"
 #include "gpuarena.h"
 
-#include "gpulock.h"
+#include "gputest.h"
 
 #include <check.h>
 #include <stdio.h>
@@ -115,10 +115,5 @@ int main(void)
     tcase_add_test(tc, cupy_entry_points);
     tcase_set_timeout(tc, 120);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_set_fork_status(sr, CK_NOFORK);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return gpu_tests_run(s);
 }

@@ -14,7 +14,7 @@
 #include "cuda/cuda.h"
 #include "gpuarena.h"
 
-#include "gpulock.h"
+#include "gputest.h"
 
 #include <check.h>
 #include <stdio.h>
@@ -23,28 +23,7 @@
 
 #define MiB ((size_t)1 << 20)
 
-static void *ctx;
 static int concurrent; /* CONCURRENT_MANAGED_ACCESS of device 0 */
-
-static void setup(void)
-{
-    gpuarena_status_t st = ga_cuda_primary_retain(0, &ctx);
-    ck_assert_msg(st == GPUARENA_SUCCESS, "primary context: %s", gpuarena_last_error());
-    st = ga_cuda_set_current(ctx);
-    ck_assert_msg(st == GPUARENA_SUCCESS, "set current: %s", gpuarena_last_error());
-}
-
-static void teardown(void)
-{
-    ga_cuda_primary_release(0);
-}
-
-#define OK(call)                                                                                   \
-    do {                                                                                           \
-        gpuarena_status_t st_ = (call);                                                            \
-        ck_assert_msg(st_ == GPUARENA_SUCCESS, "%s: %s (%d): %s", #call, gpuarena_strerror(st_),   \
-                      (int)st_, gpuarena_last_error());                                            \
-    } while (0)
 
 static gpuarena_t *managed_arena(const char *options)
 {
@@ -272,16 +251,8 @@ END_TEST
 
 int main(void)
 {
-    gpu_tests_lock();
-    int n = 0;
-    gpuarena_status_t st = ga_cuda_load();
-    if (st == GPUARENA_SUCCESS)
-        st = ga_cuda_device_count(&n);
-    if (st != GPUARENA_SUCCESS || n == 0) {
-        printf("check_managed: no GPU here (%s): skipped\n",
-               st != GPUARENA_SUCCESS ? gpuarena_last_error() : "the driver sees none");
+    if (!gpu_tests_begin("check_managed"))
         return 77;
-    }
     int managed = 0, pageable = 0, tables = 0, direct = 0;
     ga_cuda_device_attr(0, GA_CUDA_ATTR_MANAGED_MEMORY, &managed);
     ga_cuda_device_attr(0, GA_CUDA_ATTR_CONCURRENT_MANAGED_ACCESS, &concurrent);
@@ -297,7 +268,7 @@ int main(void)
     }
     Suite *s = suite_create("managed");
     TCase *tc = tcase_create("managed");
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, gpu_setup, gpu_teardown);
     tcase_add_test(tc, advice_read_back);
     tcase_add_test(tc, prefetch_on_alloc_and_on_request);
     tcase_add_test(tc, host_and_gpu_see_the_same_data);
@@ -305,10 +276,5 @@ int main(void)
     tcase_add_test(tc, segments_come_and_go);
     tcase_set_timeout(tc, 300);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_set_fork_status(sr, CK_NOFORK);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return gpu_tests_run(s);
 }

@@ -13,7 +13,7 @@
 #include "cuda/cuda.h"
 #include "gpuarena.h"
 
-#include "gpulock.h"
+#include "gputest.h"
 
 #include <check.h>
 #include <hwloc.h>
@@ -24,28 +24,6 @@
 #include <unistd.h>
 
 #define MiB ((size_t)1 << 20)
-
-static void *ctx;
-
-static void setup(void)
-{
-    gpuarena_status_t st = ga_cuda_primary_retain(0, &ctx);
-    ck_assert_msg(st == GPUARENA_SUCCESS, "primary context: %s", gpuarena_last_error());
-    st = ga_cuda_set_current(ctx);
-    ck_assert_msg(st == GPUARENA_SUCCESS, "set current: %s", gpuarena_last_error());
-}
-
-static void teardown(void)
-{
-    ga_cuda_primary_release(0);
-}
-
-#define OK(call)                                                                                   \
-    do {                                                                                           \
-        gpuarena_status_t st_ = (call);                                                            \
-        ck_assert_msg(st_ == GPUARENA_SUCCESS, "%s: %s (%d): %s", #call, gpuarena_strerror(st_),   \
-                      (int)st_, gpuarena_last_error());                                            \
-    } while (0)
 
 static gpuarena_t *pinned_arena(const char *options)
 {
@@ -347,19 +325,11 @@ END_TEST
 
 int main(void)
 {
-    gpu_tests_lock();
-    int n = 0;
-    gpuarena_status_t st = ga_cuda_load();
-    if (st == GPUARENA_SUCCESS)
-        st = ga_cuda_device_count(&n);
-    if (st != GPUARENA_SUCCESS || n == 0) {
-        printf("check_pinned: no GPU here (%s): skipped\n",
-               st != GPUARENA_SUCCESS ? gpuarena_last_error() : "the driver sees none");
+    if (!gpu_tests_begin("check_pinned"))
         return 77;
-    }
     Suite *s = suite_create("pinned");
     TCase *tc = tcase_create("pinned");
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, gpu_setup, gpu_teardown);
     tcase_add_test(tc, placement_every_page);
     tcase_add_test(tc, copies_both_ways);
     tcase_add_test(tc, freed_block_waits_for_its_copy);
@@ -369,11 +339,5 @@ int main(void)
     tcase_add_test(tc, default_arena_per_gpu);
     tcase_set_timeout(tc, 300);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    /* CUDA cannot be used in a forked child: run in-process. */
-    srunner_set_fork_status(sr, CK_NOFORK);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return gpu_tests_run(s);
 }
