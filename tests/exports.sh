@@ -39,6 +39,18 @@ for f in $(grep -oE '\bgpuarena_[a-z0-9_]+\(' "$hdr" | tr -d '(' | grep -v '_t$'
     fi
 done
 
+# The Debian symbols file lists every exported function (a new one missing
+# there fails the package build's lintian as a versioning error).
+symfile=${srcdir:-.}/../debian/libgpuarena0.symbols
+if [ -f "$symfile" ]; then
+    for f in $(printf '%s\n' "$syms" | sed -n 's/^T //p'); do
+        if ! grep -q "^ $f@GPUARENA_0 " "$symfile"; then
+            echo "FAIL: $f is exported but not in debian/libgpuarena0.symbols"
+            fail=1
+        fi
+    done
+fi
+
 if ldd "$lib" | grep -i 'libcuda' >/dev/null; then
     echo "FAIL: $lib is linked against the CUDA driver:"
     ldd "$lib" | grep -i libcuda
