@@ -391,26 +391,25 @@ static void seg_unlink(ga_bm_t *bm, ga_segment_t *g)
     bm->c.segments--;
 }
 
-/* A new fixed segment of SIZE bytes, as one free block in ANY. */
-static gpuarena_status_t seg_map(ga_bm_t *bm, int cls, size_t size, ga_block_t **out)
+/* Records for a new segment and its one block, taken before the provider
+ * is asked for memory, so that running out of them leaves nothing mapped. */
+static gpuarena_status_t seg_records(ga_bm_t *bm, ga_segment_t **g, ga_block_t **b)
 {
-    ga_segment_t *g = calloc(1, sizeof *g);
-    ga_block_t *b = block_new(bm);
-    if (!g || !b) {
-        free(g);
-        if (b)
-            block_delete(bm, b);
-        return ga_error(GPUARENA_ERR_HOST_MEMORY, "no memory for a segment record");
-    }
-    void *base;
-    gpuarena_status_t st = bm->prov->ops->map(bm->prov, size, &base);
-    if (st != GPUARENA_SUCCESS) {
-        free(g);
-        block_delete(bm, b);
-        return st;
-    }
+    *g = calloc(1, sizeof **g);
+    *b = block_new(bm);
+    if (*g && *b)
+        return GPUARENA_SUCCESS;
+    free(*g);
+    if (*b)
+        block_delete(bm, *b);
+    return ga_error(GPUARENA_ERR_HOST_MEMORY, "no memory for a segment record");
+}
+
+/* Fill in and link segment G of SIZE bytes at BASE, tiled by block B. */
+static void seg_setup(ga_bm_t *bm, ga_segment_t *g, ga_block_t *b, int cls, void *base, size_t size)
+{
     g->base = (uintptr_t)base;
-    g->size = g->mapped = size;
+    g->size = size;
     g->cls = (uint8_t)cls;
     g->first = g->last = b;
     seg_link(bm, g);
@@ -418,6 +417,25 @@ static gpuarena_status_t seg_map(ga_bm_t *bm, int cls, size_t size, ga_block_t *
     b->size = size;
     b->seg = g;
     b->cls = (uint8_t)cls;
+}
+
+/* A new fixed segment of SIZE bytes, as one free block in ANY. */
+static gpuarena_status_t seg_map(ga_bm_t *bm, int cls, size_t size, ga_block_t **out)
+{
+    ga_segment_t *g;
+    ga_block_t *b;
+    gpuarena_status_t st = seg_records(bm, &g, &b);
+    if (st != GPUARENA_SUCCESS)
+        return st;
+    void *base;
+    st = bm->prov->ops->map(bm->prov, size, &base);
+    if (st != GPUARENA_SUCCESS) {
+        free(g);
+        block_delete(bm, b);
+        return st;
+    }
+    seg_setup(bm, g, b, cls, base, size);
+    g->mapped = size;
     bm->c.reserved += size;
     bm->c.maps++;
     pool_put(bm, &bm->any, b);
@@ -450,33 +468,21 @@ static gpuarena_status_t seg_growable(ga_bm_t *bm, int cls, ga_segment_t **out)
         *out = bm->grow[cls];
         return GPUARENA_SUCCESS;
     }
-    ga_segment_t *g = calloc(1, sizeof *g);
-    ga_block_t *h = block_new(bm);
-    if (!g || !h) {
-        free(g);
-        if (h)
-            block_delete(bm, h);
-        return ga_error(GPUARENA_ERR_HOST_MEMORY, "no memory for a segment record");
-    }
+    ga_segment_t *g;
+    ga_block_t *h;
+    gpuarena_status_t st = seg_records(bm, &g, &h);
+    if (st != GPUARENA_SUCCESS)
+        return st;
     void *base;
-    size_t va = bm->prov->va_size;
-    gpuarena_status_t st = bm->prov->ops->reserve(bm->prov, va, &base);
+    st = bm->prov->ops->reserve(bm->prov, bm->prov->va_size, &base);
     if (st != GPUARENA_SUCCESS) {
         free(g);
         block_delete(bm, h);
         return st;
     }
-    va = bm->prov->va_size; /* the provider may have had less */
-    g->base = (uintptr_t)base;
-    g->size = va;
+    /* The provider's va_size now: it may have had less than it asked. */
+    seg_setup(bm, g, h, cls, base, bm->prov->va_size);
     g->growable = true;
-    g->cls = (uint8_t)cls;
-    g->first = g->last = h;
-    seg_link(bm, g);
-    h->addr = g->base;
-    h->size = va;
-    h->seg = g;
-    h->cls = (uint8_t)cls;
     pool_put(bm, &bm->holes, h);
     bm->grow[cls] = g;
     *out = g;
