@@ -183,9 +183,26 @@ int main(int argc, char **argv)
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
 
+    /* With a GPU, the rank's data lives in the device arena of the same
+     * GPU: a device buffer per round, as large as the staging buffers (a
+     * real code copies between the two with cudaMemcpyAsync). */
+    gpuarena_t *dev = NULL;
+    if (kind == GPUARENA_PINNED &&
+        gpuarena_get(GPUARENA_DEVICE, device, &dev) != GPUARENA_SUCCESS) {
+        fprintf(stderr, "rank %d: no device arena: %s\n", rank, gpuarena_last_error());
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+
     long bad = 0;
-    for (int round = 0; round < ROUNDS; round++)
+    for (int round = 0; round < ROUNDS; round++) {
+        void *d = NULL;
+        if (dev && gpuarena_alloc(dev, ((size_t)1024 << (round % 5)) * sizeof(uint64_t), NULL,
+                                  &d) != GPUARENA_SUCCESS)
+            bad++;
         bad += ring(arena, rank, size, round);
+        if (dev && gpuarena_free(dev, d, NULL) != GPUARENA_SUCCESS)
+            bad++;
+    }
     for (int round = 0; round < 4; round++)
         bad += alltoall(arena, rank, size, ROUNDS + round);
 
@@ -194,14 +211,22 @@ int main(int argc, char **argv)
         memset(&s, 0, sizeof s);
     if (s.live_blocks != 0)
         bad++;
+    gpuarena_stats_t ds = {0};
+    if (dev && (gpuarena_stats(dev, &ds) != GPUARENA_SUCCESS || ds.allocs != ROUNDS ||
+                ds.live_blocks != 0))
+        bad++;
+    char devtext[96] = "";
+    if (dev)
+        snprintf(devtext, sizeof devtext, "; device arena: %" PRIu64 " allocs, %" PRIu64 " live",
+                 ds.allocs, ds.live_blocks);
 
     char line[LINE];
     snprintf(line, sizeof line,
              "rank %d/%d: local rank %d, %s arena of device %d%s: %" PRIu64 " allocs, %" PRIu64
              " frees, %" PRIu64 " cache hits, %" PRIu64 " live, peak in use %" PRIu64
-             " B, reserved %" PRIu64 " B: %s",
+             " B, reserved %" PRIu64 " B%s: %s",
              rank, size, lrank, kind == GPUARENA_PINNED ? "pinned" : "host", device, why, s.allocs,
-             s.frees, s.cache_hits, s.live_blocks, s.in_use_peak, s.reserved,
+             s.frees, s.cache_hits, s.live_blocks, s.in_use_peak, s.reserved, devtext,
              bad ? "MISMATCH" : "ok");
     /* One line per rank, printed by rank 0 in rank order. */
     char *all = rank == 0 ? malloc((size_t)size * LINE) : NULL;
