@@ -65,14 +65,6 @@ static inline size_t round_down(size_t n, size_t a)
     return n & ~(a - 1);
 }
 
-/* Host-visible memory with GPU events (pinned): a freed block is reusable,
- * by any stream, only once the GPU has passed its free; no thread cache,
- * no same-stream reuse, no reuse by waiting on the GPU. */
-static inline bool host_guard(const ga_bm_t *bm)
-{
-    return bm->events && bm->prov->host_visible;
-}
-
 /* ------------------------------------------------------------------ */
 /* Block records: slabs that live as long as the manager.              */
 
@@ -109,6 +101,18 @@ static void block_delete(ga_bm_t *bm, ga_block_t *b)
     b->addr = 0;
     b->next = bm->spare_blocks;
     bm->spare_blocks = b;
+}
+
+/* Make sure two records are spare, so that the two splits that follow
+ * cannot fail half-way; false when there is no memory for them. */
+static bool spare_records(ga_bm_t *bm)
+{
+    ga_block_t *a = block_new(bm), *b = block_new(bm);
+    if (a)
+        block_delete(bm, a);
+    if (b)
+        block_delete(bm, b);
+    return a && b;
 }
 
 /* ------------------------------------------------------------------ */
@@ -330,14 +334,6 @@ static void peak_max(_Atomic uint64_t *peak, uint64_t v)
         ;
 }
 
-uint64_t ga_bm_user_requested(ga_bm_t *bm)
-{
-    int64_t req, inuse;
-    uint64_t a, f, h;
-    ga_tcache_deltas(bm, &req, &inuse, &a, &f, &h);
-    return (uint64_t)((int64_t)bm->c.requested + bm->c.req_adjust + req);
-}
-
 uint64_t ga_bm_user_in_use(ga_bm_t *bm)
 {
     int64_t req, inuse;
@@ -495,22 +491,11 @@ static gpuarena_status_t commit_hole(ga_bm_t *bm, ga_block_t *h, uintptr_t addr,
                                      ga_block_t **out)
 {
     /* Records first, so that a failure leaves the hole as it was. */
-    ga_block_t *r1 = block_new(bm), *r2 = block_new(bm);
-    if (!r1 || !r2) {
-        if (r1)
-            block_delete(bm, r1);
-        if (r2)
-            block_delete(bm, r2);
+    if (!spare_records(bm))
         return ga_error(GPUARENA_ERR_HOST_MEMORY, "no memory for block records");
-    }
     gpuarena_status_t st = bm->prov->ops->commit(bm->prov, (void *)addr, len);
-    if (st != GPUARENA_SUCCESS) {
-        block_delete(bm, r1);
-        block_delete(bm, r2);
+    if (st != GPUARENA_SUCCESS)
         return st;
-    }
-    block_delete(bm, r1);
-    block_delete(bm, r2);
     pool_take(bm, h);
     ga_block_t *b = h;
     if (addr > h->addr) {
@@ -538,21 +523,9 @@ static size_t release_growable(ga_bm_t *bm, ga_block_t *b)
     if (hi <= lo)
         return 0;
     /* Records for the two splits, taken before anything changes. */
-    ga_block_t *r1 = block_new(bm), *r2 = block_new(bm);
-    if (!r1 || !r2) {
-        if (r1)
-            block_delete(bm, r1);
-        if (r2)
-            block_delete(bm, r2);
+    if (!spare_records(bm) ||
+        bm->prov->ops->decommit(bm->prov, (void *)lo, hi - lo) != GPUARENA_SUCCESS)
         return 0;
-    }
-    if (bm->prov->ops->decommit(bm->prov, (void *)lo, hi - lo) != GPUARENA_SUCCESS) {
-        block_delete(bm, r1);
-        block_delete(bm, r2);
-        return 0;
-    }
-    block_delete(bm, r1);
-    block_delete(bm, r2);
     pool_take(bm, b);
     ga_block_t *h = b;
     if (lo > b->addr) {

@@ -191,8 +191,16 @@ struct ga_bm {
 /* DONE: the free point is known to have passed (the stream was idle). */
 void ga_bm_free_locked(ga_bm_t *bm, ga_block_t *b, ga_stream_t s, bool done);
 void ga_bm_update_peaks(ga_bm_t *bm);
-uint64_t ga_bm_user_requested(ga_bm_t *bm);
 uint64_t ga_bm_user_in_use(ga_bm_t *bm);
+
+/* Host-visible memory with GPU events (pinned, managed): a freed block is
+ * reusable, by any stream, only once the GPU has passed its free, unless
+ * its stream was idle when it was freed (then it may enter a thread
+ * cache). */
+static inline bool host_guard(const ga_bm_t *bm)
+{
+    return bm->events && bm->prov->host_visible;
+}
 
 /* tcache.c */
 bool ga_tcache_alloc(ga_bm_t *bm, size_t rounded, size_t size, ga_stream_t s, void **ptr);

@@ -105,11 +105,6 @@ static inline tc_slot_t *slot_for(ga_tcache_t *t, size_t size, size_t round, boo
     return !a->n ? a : !b->n ? b : NULL;
 }
 
-static inline bool host_guard_of(const ga_bm_t *bm)
-{
-    return bm->events && bm->prov->host_visible;
-}
-
 /* Give every block of T back to its manager (both locks held). */
 static void flush(ga_tcache_t *t)
 {
@@ -127,7 +122,7 @@ static void flush(ga_tcache_t *t)
             /* Host-visible blocks enter a cache only when freed on an idle
              * stream: their free has passed.  Others go to the stream's
              * pool, with no event recorded on the remembered handle. */
-            ga_bm_free_locked(bm, b, t->stream, host_guard_of(bm));
+            ga_bm_free_locked(bm, b, t->stream, host_guard(bm));
         }
     }
 }
