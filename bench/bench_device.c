@@ -23,6 +23,14 @@
  *       together (4 KiB, inside the thread caches, and 1 MiB, outside).
  *       Target: 30 or more.
  *
+ *   (d) for the record: the (a) pair of gpuarena on the legacy stream
+ *       (NULL) and with no stream (GPUARENA_STREAM_HOST), and what the
+ *       driver calls on the arena's path cost one by one (ns per call,
+ *       median of RUNS runs): they bound what a stream-ordered pair can
+ *       cost, since gpuarena must ask the driver whether the stream is
+ *       being captured into a graph before it hands out or takes back
+ *       memory on it.
+ *
  * cuMemAlloc costs 0.1 ms or more per call: its loops are time-boxed
  * (each run stops after its time whatever the count), so it is measured
  * everywhere, with fewer operations.  The anchor figures of an H200 are in
@@ -381,6 +389,60 @@ static void row(const char *op, const double v[K_COUNT], double target, bool low
            lower ? "<=" : ">=", target, ok ? "met" : "MISSED");
 }
 
+/* (d): ns per call of CALL, median of RUNS runs of N calls. */
+#define PER_CALL_NS(what, n, call)                                                                 \
+    do {                                                                                           \
+        double v_[RUNS];                                                                           \
+        for (int r_ = 0; r_ < RUNS; r_++) {                                                        \
+            double t0_ = gb_now();                                                                 \
+            for (long i_ = 0; i_ < (n); i_++)                                                      \
+                GB_CHECK(what, call);                                                              \
+            v_[r_] = (gb_now() - t0_) / (double)(n)*1e9;                                           \
+        }                                                                                          \
+        printf("  %-58s %8.1f\n", what, gb_median(v_, RUNS));                                      \
+    } while (0)
+
+static gpuarena_status_t enter_leave(void)
+{
+    ga_cuda_scope_t sc;
+    gpuarena_status_t st = ga_cuda_enter(ctx, &sc);
+    if (st == GPUARENA_SUCCESS)
+        ga_cuda_leave(&sc);
+    return st;
+}
+
+static gpuarena_status_t record_query(void *ev, void *s)
+{
+    gpuarena_status_t st = ga_cuda_event_record(ev, s);
+    if (st == GPUARENA_SUCCESS)
+        st = ga_cuda_event_query(ev);
+    return st == GA_CUDA_NOT_READY ? GPUARENA_SUCCESS : st;
+}
+
+static void driver_calls(const target_t *t)
+{
+    target_t o = *t;
+    long n;
+    printf("\n(d) gpuarena pair of 512 B on other streams (ns, no target):\n");
+    o.stream = NULL;
+    printf("  %-58s %8.1f\n", "legacy stream (NULL)", cached_pair_ns(K_ARENA, &o, 512, &n));
+    o.stream = GPUARENA_STREAM_HOST;
+    printf("  %-58s %8.1f\n", "no stream (GPUARENA_STREAM_HOST)",
+           cached_pair_ns(K_ARENA, &o, 512, &n));
+    GB_CHECK("waiting for the stream", ga_cuda_stream_sync(t->stream));
+    printf("driver calls on the arena's path (ns per call; stream idle):\n");
+    const long N = 200000;
+    PER_CALL_NS("cuStreamIsCapturing, a stream", N, ga_cuda_stream_check(t->stream));
+    PER_CALL_NS("cuStreamIsCapturing, the legacy stream", N, ga_cuda_stream_check(NULL));
+    PER_CALL_NS("cuCtxGetCurrent (context already current)", N, enter_leave());
+    PER_CALL_NS("cuStreamQuery, an idle stream", N, ga_cuda_stream_query(t->stream));
+    void *ev;
+    GB_CHECK("cuEventCreate", ga_cuda_event_create(&ev));
+    PER_CALL_NS("cuEventRecord + cuEventQuery", N / 4, record_query(ev, t->stream));
+    GB_CHECK("waiting for the stream", ga_cuda_stream_sync(t->stream));
+    ga_cuda_event_destroy(ev);
+}
+
 static void release_caches(const target_t *t)
 {
     GB_CHECK("waiting for the stream", ga_cuda_stream_sync(t->stream));
@@ -414,6 +476,7 @@ int main(void)
         row(op, v, 60, true);
         printf("%-44s   (pairs timed: %ld, %ld, %ld)\n", "", n[0], n[1], n[2]);
     }
+    driver_calls(&t);
     release_caches(&t);
 
     /* (b) */

@@ -75,6 +75,13 @@ typedef struct gpuarena gpuarena_t;
  * stream, as in CUDA.  For host and sim arenas any value names a stream. */
 typedef void *gpuarena_stream_t;
 
+/* No stream: the calling host thread.  A block allocated with it may be
+ * used on any stream; freeing a block with it says that no GPU work uses
+ * the block any more (the program waited for it), apart from streams
+ * named with gpuarena_record_stream(), so it is reusable at once and the
+ * arena makes no driver call for it.  See gpuarena_alloc(3). */
+#define GPUARENA_STREAM_HOST ((gpuarena_stream_t) ~(uintptr_t)0)
+
 /* Statistics of one arena.  Byte counts are current values with their
  * peaks since creation or the last gpuarena_stats_reset_peaks(). */
 typedef struct gpuarena_stats {

@@ -91,6 +91,11 @@ void ga_arena_destroy(gpuarena_t *a)
 gpuarena_status_t ga_arena_stream(gpuarena_t *a, gpuarena_stream_t handle, ga_stream_t *s)
 {
     s->handle = handle;
+    if (handle == GPUARENA_STREAM_HOST) {
+        /* No stream: nothing to ask the driver (see gpuarena.h). */
+        s->id = GA_STREAM_ANY;
+        return GPUARENA_SUCCESS;
+    }
     const ga_provider_ops_t *ops = a->prov->ops;
     /* A stream under graph capture is refused first, before anything
      * changes and before any other driver call on it: the arena cannot

@@ -155,6 +155,9 @@ gpuarena_status_t gpuarena_record_stream(gpuarena_t *a, void *ptr, gpuarena_stre
     if (!a || !ptr)
         return ga_error(GPUARENA_ERR_INVALID_ARGUMENT, "gpuarena_record_stream: %s is NULL",
                         a ? "ptr" : "arena");
+    if (stream == GPUARENA_STREAM_HOST)
+        return ga_error(GPUARENA_ERR_INVALID_STREAM,
+                        "gpuarena_record_stream: GPUARENA_STREAM_HOST is no stream to record");
     ga_stream_t s;
     gpuarena_status_t st = ga_arena_stream(a, stream, &s);
     if (st != GPUARENA_SUCCESS)

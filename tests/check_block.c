@@ -24,8 +24,13 @@
 #define KI ((size_t)1 << 10)
 #define MI ((size_t)1 << 20)
 
+/* Stream number HOST is GPUARENA_STREAM_HOST, as ga_arena_stream makes it. */
+#define HOST 99u
+
 static ga_stream_t S(unsigned s)
 {
+    if (s == HOST)
+        return (ga_stream_t){GPUARENA_STREAM_HOST, GA_STREAM_ANY};
     return (ga_stream_t){tp_handle(s), s};
 }
 
@@ -55,7 +60,8 @@ static fx_t *fx_new(bool growable, size_t granule, const char *opts)
 static void *fx_alloc(fx_t *f, size_t size, unsigned s)
 {
     void *p = NULL;
-    tp_enqueue(&f->tp, s);
+    if (s != HOST)
+        tp_enqueue(&f->tp, s);
     gpuarena_status_t st = ga_bm_alloc(f->bm, size, S(s), &p);
     ck_assert_msg(st == GPUARENA_SUCCESS, "alloc %zu on %u: %s", size, s, gpuarena_last_error());
     ck_assert_int_eq(ga_bm_check(f->bm), GPUARENA_SUCCESS);
@@ -64,7 +70,8 @@ static void *fx_alloc(fx_t *f, size_t size, unsigned s)
 
 static void fx_free(fx_t *f, void *p, unsigned s)
 {
-    tp_enqueue(&f->tp, s);
+    if (s != HOST)
+        tp_enqueue(&f->tp, s);
     ck_assert_msg(ga_bm_free(f->bm, p, S(s)) == GPUARENA_SUCCESS, "free: %s",
                   gpuarena_last_error());
     ck_assert_msg(ga_bm_check(f->bm) == GPUARENA_SUCCESS, "check: %s", gpuarena_last_error());
@@ -90,6 +97,7 @@ static void fx_done(fx_t *f)
     ck_assert_uint_eq(f->tp.committed, 0);
     ga_bm_destroy(f->bm);
     ck_assert_uint_eq(f->tp.events_live, 0);
+    ck_assert_uint_eq(f->tp.bad_handles, 0); /* nothing queued on "no stream" */
     free(f);
 }
 
@@ -322,6 +330,79 @@ START_TEST(reuse_other_stream_wait_policy)
     for (unsigned i = 0; i < 4; i++)
         fx_free(f, all[i], 1);
     fx_done(f);
+}
+END_TEST
+
+/* GPUARENA_STREAM_HOST: a block freed with no stream is everyone's at once,
+ * with no event and no wait, for every policy; a block freed on a stream
+ * is never handed to an allocation with no stream before that stream has
+ * passed the free; recorded uses are still watched. */
+static void host_stream_case(const char *policy, bool host_visible)
+{
+    char opts[160];
+    snprintf(opts, sizeof opts, "%s,cross_stream=%s", SEG_OPTS, policy);
+    fx_t *f = fx_new(false, 64 * KI, opts);
+    f->tp.base.host_visible = host_visible;
+    void *p = fx_alloc(f, 32 * KI, 1);
+    void *keep = fx_alloc(f, 32 * KI, 1); /* segment 1 full */
+    uint64_t events = fx_stats(f).events_recorded, syncs = f->tp.syncs;
+    fx_free(f, p, HOST); /* stream 1 still has work queued */
+    void *q = fx_alloc(f, 32 * KI, 2);
+    ck_assert_ptr_eq(q, p);
+    ck_assert_uint_eq(fx_stats(f).events_recorded, events);
+    ck_assert_uint_eq(fx_stats(f).cross_stream_waits, 0);
+    ck_assert_uint_eq(f->tp.syncs, syncs);
+    /* Freed on stream 2, whose work is pending: not for "no stream". */
+    fx_free(f, q, 2);
+    void *h = fx_alloc(f, 32 * KI, HOST);
+    ck_assert_ptr_ne(h, p);
+    ck_assert_uint_eq(f->tp.syncs, syncs);
+    /* A use recorded on stream 3 is waited for even after a host free. */
+    ck_assert_int_eq(ga_bm_record_stream(f->bm, h, S(3)), GPUARENA_SUCCESS);
+    tp_enqueue(&f->tp, 3);
+    fx_free(f, h, HOST);
+    if (!host_visible) /* device memory: recorded use, one event */
+        ck_assert_uint_eq(fx_stats(f).events_recorded, events + 1);
+    void *r = fx_alloc(f, 32 * KI, 4);
+    ck_assert_ptr_ne(r, h);
+    void *all[] = {keep, r};
+    for (unsigned i = 0; i < 2; i++)
+        fx_free(f, all[i], HOST);
+    tp_complete(&f->tp, 2);
+    tp_complete(&f->tp, 3);
+    fx_done(f);
+}
+
+START_TEST(host_stream_frees_need_no_event)
+{
+    static const char *const policies[] = {"event", "wait", "never"};
+    for (int hv = 0; hv < 2; hv++)
+        for (unsigned i = 0; i < 3; i++)
+            host_stream_case(policies[i], hv);
+}
+END_TEST
+
+/* Through the public API: GPUARENA_STREAM_HOST is no stream to record,
+ * and the refusal changes nothing. */
+START_TEST(host_stream_public_api)
+{
+    gpuarena_t *a;
+    ck_assert_int_eq(gpuarena_create(GPUARENA_SIM, 0, NULL, &a), GPUARENA_SUCCESS);
+    void *p;
+    ck_assert_int_eq(gpuarena_alloc(a, 1000, GPUARENA_STREAM_HOST, &p), GPUARENA_SUCCESS);
+    gpuarena_stats_t before, after;
+    ck_assert_int_eq(gpuarena_stats(a, &before), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_record_stream(a, p, GPUARENA_STREAM_HOST),
+                     GPUARENA_ERR_INVALID_STREAM);
+    ck_assert_int_eq(gpuarena_stats(a, &after), GPUARENA_SUCCESS);
+    ck_assert_mem_eq(&before, &after, sizeof before);
+    ck_assert_int_eq(gpuarena_free(a, p, GPUARENA_STREAM_HOST), GPUARENA_SUCCESS);
+    void *q;
+    ck_assert_int_eq(gpuarena_alloc(a, 1000, (gpuarena_stream_t)7, &q), GPUARENA_SUCCESS);
+    ck_assert_ptr_eq(q, p); /* no stream's block: stream 7 takes it at once */
+    ck_assert_int_eq(gpuarena_free(a, q, GPUARENA_STREAM_HOST), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_check(a), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_SUCCESS);
 }
 END_TEST
 
@@ -916,6 +997,8 @@ int main(void)
     tcase_add_test(reuse, reuse_other_stream_after_event);
     tcase_add_test(reuse, reuse_other_stream_wait_policy);
     tcase_add_test(reuse, reuse_other_stream_never_policy);
+    tcase_add_test(reuse, host_stream_frees_need_no_event);
+    tcase_add_test(reuse, host_stream_public_api);
     tcase_add_test(reuse, record_stream_keeps_block_pending);
     tcase_add_test(reuse, record_stream_event_failure_is_safe);
     suite_add_tcase(s, reuse);

@@ -13,6 +13,10 @@
  *     another stream T once S has passed p too, or once T was made to
  *     wait for S at p or later (cross_stream = wait);
  *   - requested bytes equal the model's sum.
+ * Stream number NSTREAMS is GPUARENA_STREAM_HOST (no stream): the program
+ * frees with it only after waiting for the block's stream (the model
+ * completes that stream), and a block allocated with it must be free of
+ * every stream's pending work but for the recorded uses.
  * Every configuration (fixed and growable segments, thread caches on and
  * off, both cross-stream policies) runs a share of the operations.
  * GA_TEST_OPS scales the total (default one million).  For debugging:
@@ -75,8 +79,12 @@ static uint64_t rnd(model_t *m)
     return m->rng;
 }
 
+#define HOST NSTREAMS
+
 static ga_stream_t stream_of(unsigned s)
 {
+    if (s == HOST)
+        return (ga_stream_t){GPUARENA_STREAM_HOST, GA_STREAM_ANY};
     return (ga_stream_t){tp_handle(s), s};
 }
 
@@ -116,7 +124,8 @@ static void do_alloc(model_t *m, unsigned s)
     /* Log-uniform sizes from 1 byte to 16 MiB, and some zero. */
     unsigned bits = (unsigned)(rnd(m) % 25);
     size_t size = (size_t)(rnd(m) & ((1ull << bits) - 1)) + (bits ? 1 : 0);
-    tp_enqueue(&m->tp, s);
+    if (s != HOST)
+        tp_enqueue(&m->tp, s);
     void *p = NULL;
     gpuarena_status_t st = ga_bm_alloc(m->bm, size ? size : 1, stream_of(s), &p);
     REQUIRE(st == GPUARENA_SUCCESS, "alloc %zu: %s", size, gpuarena_last_error());
@@ -143,12 +152,19 @@ static void do_free(model_t *m, unsigned i, unsigned s)
     if (getenv("GA_MODEL_TRACE"))
         fprintf(stderr, "FREE %#lx alloc-stream %u on %u uses %x\n", (unsigned long)l.p, l.stream,
                 s, l.uses);
-    tp_enqueue(&m->tp, s);
-    /* A free on a stream other than the allocation's is correct only if
-     * the program ordered that stream after the allocation stream's work
-     * on the block (an event wait): model it. */
-    if (s != l.stream)
-        tp_wait(&m->tp, s, l.stream);
+    if (s == HOST) {
+        /* The program waited for the block's stream before saying that no
+         * GPU work uses the block (recorded uses apart). */
+        if (l.stream != HOST)
+            tp_complete(&m->tp, l.stream);
+    } else {
+        tp_enqueue(&m->tp, s);
+        /* A free on a stream other than the allocation's is correct only
+         * if the program ordered that stream after the allocation
+         * stream's work on the block (an event wait): model it. */
+        if (s != l.stream)
+            tp_wait(&m->tp, s, l.stream);
+    }
     gpuarena_status_t st = ga_bm_free(m->bm, (void *)l.p, stream_of(s));
     REQUIRE(st == GPUARENA_SUCCESS, "free: %s", gpuarena_last_error());
     if (m->nq == MAX_QUAR) {
@@ -185,7 +201,7 @@ static void run_model(unsigned long ops, bool growable, bool tcache, ga_cross_st
     ck_assert_int_eq(ga_bm_create(&m->tp.base, &set, &m->bm), GPUARENA_SUCCESS);
 
     for (unsigned long n = 0; n < ops; n++) {
-        unsigned s = (unsigned)(rnd(m) % NSTREAMS);
+        unsigned s = (unsigned)(rnd(m) % (NSTREAMS + 1)); /* HOST too */
         unsigned r = (unsigned)(rnd(m) % 100);
         if (m->nlive < MAX_LIVE && (r < 45 || m->nlive == 0)) {
             do_alloc(m, s);
@@ -195,6 +211,7 @@ static void run_model(unsigned long ops, bool growable, bool tcache, ga_cross_st
             do_free(m, i, rnd(m) % 8 ? m->live[i].stream : s);
         } else if (r < 93 && m->nlive) {
             unsigned i = (unsigned)(rnd(m) % m->nlive);
+            s %= NSTREAMS; /* a use is on a stream */
             tp_enqueue(&m->tp, s);
             REQUIRE(ga_bm_record_stream(m->bm, (void *)m->live[i].p, stream_of(s)) ==
                         GPUARENA_SUCCESS,
@@ -204,7 +221,7 @@ static void run_model(unsigned long ops, bool growable, bool tcache, ga_cross_st
             if (getenv("GA_MODEL_TRACE"))
                 fprintf(stderr, "RECORD %#lx on %u\n", (unsigned long)m->live[i].p, s);
         } else if (r < 99) {
-            tp_complete(&m->tp, s); /* the GPU catches up on one stream */
+            tp_complete(&m->tp, s % NSTREAMS); /* the GPU catches up on one stream */
             prune(m);
         } else {
             size_t keep = rnd(m) % 2 ? 0 : (size_t)(rnd(m) % (64u << 20));
@@ -247,6 +264,7 @@ static void run_model(unsigned long ops, bool growable, bool tcache, ga_cross_st
     ck_assert_uint_eq(m->tp.committed, 0);
     ga_bm_destroy(m->bm);
     ck_assert_uint_eq(m->tp.events_live, 0);
+    ck_assert_uint_eq(m->tp.bad_handles, 0); /* nothing queued on "no stream" */
     free(m);
 }
 

@@ -120,6 +120,10 @@ static gpuarena_status_t tp_event_record(ga_provider_t *p, ga_event_t ev, gpuare
     gpuarena_status_t st = tick(t);
     if (st != GPUARENA_SUCCESS)
         return st;
+    if ((uintptr_t)h >= TP_STREAMS) {
+        t->bad_handles++;
+        return GPUARENA_ERR_INVALID_STREAM;
+    }
     tp_event_t *e = ev;
     e->stream = (unsigned)(uintptr_t)h;
     e->pos = t->enqueued[e->stream];
@@ -176,6 +180,10 @@ static gpuarena_status_t tp_stream_wait(ga_provider_t *p, gpuarena_stream_t h, g
     gpuarena_status_t st = tick(t);
     if (st != GPUARENA_SUCCESS)
         return st;
+    if ((uintptr_t)h >= TP_STREAMS) {
+        t->bad_handles++;
+        return GPUARENA_ERR_INVALID_STREAM;
+    }
     tp_event_t *e = ev;
     unsigned s = (unsigned)(uintptr_t)h;
     if (t->waited[s][e->stream] < e->pos)

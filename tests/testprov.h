@@ -37,6 +37,7 @@ typedef struct tp {
     uint64_t calls;   /* provider calls made */
     uint64_t fail_at; /* fail this call number (0: never) */
     uint64_t events_live;
+    uint64_t bad_handles; /* records or waits on a handle that is no stream */
     uint64_t syncs;
     size_t capacity, committed;
 } tp_t;

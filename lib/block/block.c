@@ -889,7 +889,8 @@ static gpuarena_status_t alloc_locked(ga_bm_t *bm, size_t rs, size_t size, ga_st
     if (bm->events && bm->set.cross_stream != GA_CROSS_NEVER) {
         poll_events(bm, false);
         b = find_free(bm, cls, rs, s);
-        if (!b && bm->set.cross_stream == GA_CROSS_WAIT) {
+        /* No stream (GPUARENA_STREAM_HOST) has nothing that could wait. */
+        if (!b && bm->set.cross_stream == GA_CROSS_WAIT && s.id != GA_STREAM_ANY) {
             ga_pool_t *p = NULL;
             b = find_other(bm, cls, rs, s, &p);
             if (b) {
@@ -930,8 +931,11 @@ gpuarena_status_t ga_bm_alloc(ga_bm_t *bm, size_t size, ga_stream_t s, void **pt
     size_t rs = round_up(size, bm->round);
     /* Thread caches of host-visible memory hold only blocks freed on an
      * idle stream (see ga_bm_free), so they may serve at once too. */
+    /* Blocks freed with no stream (GPUARENA_STREAM_HOST) suit any stream:
+     * the stream's own cache first, then that of "no stream". */
     if (bm->set.thread_cache && rs <= bm->set.thread_cache_max &&
-        ga_tcache_alloc(bm, rs, size, s, ptr)) {
+        (ga_tcache_alloc(bm, rs, size, s, ptr) ||
+         (s.id != GA_STREAM_ANY && ga_tcache_alloc_any(bm, rs, size, s, ptr)))) {
         gpuarena_status_t st = GPUARENA_SUCCESS;
         if (bm->set.zero && bm->prov->ops->memzero)
             st = bm->prov->ops->memzero(bm->prov, *ptr, size, s.handle);
@@ -1002,10 +1006,15 @@ void ga_bm_free_locked(ga_bm_t *bm, ga_block_t *b, ga_stream_t s, bool done)
     bm->c.live--;
     ga_lmap_remove(&bm->live, b->addr);
     /* DONE: the stream had no work left when the block was freed, so the
-     * free point has passed; host-visible memory then needs no event. */
-    bool guard = host_guard(bm) && !done;
-    ga_pool_t *p = host_guard(bm) ? &bm->any : pool_get(bm, s);
-    if (!p)
+     * free point has passed; host-visible memory then needs no event.  A
+     * free with no stream (GPUARENA_STREAM_HOST) has passed already. */
+    bool guard = host_guard(bm) && !done && s.id != GA_STREAM_ANY;
+    /* Host-visible memory and frees with no stream (GPUARENA_STREAM_HOST)
+     * go to ANY; a device block freed on a stream to that stream's pool. */
+    bool to_any = host_guard(bm) || s.id == GA_STREAM_ANY;
+    ga_pool_t *p = to_any ? &bm->any : pool_get(bm, s);
+    bool no_pool = !p;
+    if (no_pool)
         p = &bm->any; /* no memory for a pool record: be conservative below */
     ga_uses_t *u = b->uses;
     b->uses = NULL;
@@ -1047,7 +1056,7 @@ void ga_bm_free_locked(ga_bm_t *bm, ga_block_t *b, ga_stream_t s, bool done)
         }
     }
     free(u);
-    if ((unwatched || (p == &bm->any && !guard)) && bm->events && bm->prov->ops->sync_all) {
+    if ((unwatched || no_pool) && bm->events && bm->prov->ops->sync_all) {
         /* Only reached when a provider call or host memory failed: an
          * event for the free or a recorded use, or a pool record.  Make
          * the free and every use complete before the block goes where a
@@ -1085,7 +1094,9 @@ gpuarena_status_t ga_bm_free(ga_bm_t *bm, void *ptr, ga_stream_t s)
         /* Host-visible memory may be reused at once only if the stream is
          * idle: then the free point has passed and no event is needed
          * (one query instead of an event record and a query). */
-        if (host_guard(bm) && !b->uses && bm->prov->ops->stream_idle)
+        if (host_guard(bm) && !b->uses && s.id == GA_STREAM_ANY)
+            done = true; /* the program says no GPU work uses it */
+        else if (host_guard(bm) && !b->uses && bm->prov->ops->stream_idle)
             done = bm->prov->ops->stream_idle(bm->prov, s.handle) == GPUARENA_SUCCESS;
         if (bm->set.thread_cache && (!host_guard(bm) || done) && ga_tcache_free(bm, b, s))
             return GPUARENA_SUCCESS;

@@ -204,6 +204,8 @@ static inline bool host_guard(const ga_bm_t *bm)
 
 /* tcache.c */
 bool ga_tcache_alloc(ga_bm_t *bm, size_t rounded, size_t size, ga_stream_t s, void **ptr);
+/* The same from the cache of blocks freed with no stream (they suit S). */
+bool ga_tcache_alloc_any(ga_bm_t *bm, size_t rounded, size_t size, ga_stream_t s, void **ptr);
 bool ga_tcache_free(ga_bm_t *bm, ga_block_t *b, ga_stream_t s);
 /* Return every cached block of BM to it (the manager's lock held). */
 void ga_tcache_flush_all(ga_bm_t *bm);

@@ -230,9 +230,11 @@ static ga_tcache_t *create(ga_bm_t *bm, ga_stream_t s)
     return t;
 }
 
-bool ga_tcache_alloc(ga_bm_t *bm, size_t rounded, size_t size, ga_stream_t s, void **ptr)
+/* A block of ROUNDED bytes from this thread's cache of stream ID, for an
+ * allocation on S. */
+static bool take(ga_bm_t *bm, uint64_t id, size_t rounded, size_t size, ga_stream_t s, void **ptr)
 {
-    ga_tcache_t *t = find(bm, s.id);
+    ga_tcache_t *t = find(bm, id);
     if (!t)
         return false;
     tc_lock(t);
@@ -266,6 +268,16 @@ bool ga_tcache_alloc(ga_bm_t *bm, size_t rounded, size_t size, ga_stream_t s, vo
     }
     *ptr = (void *)b->addr;
     return true;
+}
+
+bool ga_tcache_alloc(ga_bm_t *bm, size_t rounded, size_t size, ga_stream_t s, void **ptr)
+{
+    return take(bm, s.id, rounded, size, s, ptr);
+}
+
+bool ga_tcache_alloc_any(ga_bm_t *bm, size_t rounded, size_t size, ga_stream_t s, void **ptr)
+{
+    return take(bm, GA_STREAM_ANY, rounded, size, s, ptr);
 }
 
 bool ga_tcache_free(ga_bm_t *bm, ga_block_t *b, ga_stream_t s)

@@ -578,24 +578,63 @@ static bool is_default_stream(void *stream)
     return stream == NULL || stream == GA_CUDA_STREAM_LEGACY || stream == GA_CUDA_STREAM_PER_THREAD;
 }
 
-/* The last stream this thread named, with the context it was found in:
- * a stream id is unique for the life of the program, so a handle that
- * still has the same id is the same stream, in the same context, and its
- * context need not be asked again.  A recycled handle has a new id. */
+/* The streams this thread named last, each with the context it was found
+ * in and its id, so that the hot path (an alloc and a free on the stream
+ * the program keeps using) makes no driver call to name the stream.
+ *
+ * A handle is only reused by the driver after the stream it named was
+ * destroyed and its queued work had completed (cuStreamDestroy releases
+ * the stream's resources once its work is done).  So a cached entry whose
+ * handle now names a newer stream only makes that stream inherit the old
+ * stream's pool, all of whose frees have long passed: reuse stays safe.
+ * What the cache cannot notice is a recycled handle that now names a
+ * stream of another context; such a program error is then caught by the
+ * next event operation on it instead of here (gpuarena(7), STREAMS).
+ * The per-thread default stream has one id per thread and context. */
+#define LAST_STREAMS 4
 static _Thread_local struct {
-    void *stream;
-    uint64_t id;
-    void *ctx;
-} last_stream __attribute__((tls_model("initial-exec")));
+    struct {
+        void *stream;
+        void *ctx;
+        uint64_t id;
+    } e[LAST_STREAMS];
+    unsigned next;
+    void *pt_ctx; /* context of the per-thread stream's id below */
+    uint64_t pt_id;
+} last_streams __attribute__((tls_model("initial-exec")));
+
+bool ga_cuda_stream_id_cached(void *ctx, void *stream, uint64_t *id)
+{
+    if (stream == GA_CUDA_STREAM_PER_THREAD) {
+        if (!ctx || last_streams.pt_ctx != ctx)
+            return false;
+        *id = last_streams.pt_id;
+        return true;
+    }
+    if (is_default_stream(stream))
+        return false;
+    for (unsigned i = 0; i < LAST_STREAMS; i++) {
+        if (last_streams.e[i].stream == stream && last_streams.e[i].ctx == ctx) {
+            *id = last_streams.e[i].id;
+            return true;
+        }
+    }
+    return false;
+}
 
 gpuarena_status_t ga_cuda_stream_id(void *ctx, void *stream, uint64_t *id)
 {
+    bool per_thread = stream == GA_CUDA_STREAM_PER_THREAD;
+    if (ga_cuda_stream_id_cached(ctx, stream, id))
+        return GPUARENA_SUCCESS;
     unsigned long long v;
     CUresult r = cu.cuStreamGetId((CUstream)stream, &v);
     if (r != CUDA_SUCCESS)
         return stream_fail("cuStreamGetId", stream, r);
-    if (!is_default_stream(stream) &&
-        !(last_stream.stream == stream && last_stream.id == v && last_stream.ctx == ctx)) {
+    if (per_thread) {
+        last_streams.pt_ctx = ctx;
+        last_streams.pt_id = v;
+    } else if (!is_default_stream(stream)) {
         CUcontext owner = NULL;
         r = cu.cuStreamGetCtx((CUstream)stream, &owner);
         if (r != CUDA_SUCCESS)
@@ -605,9 +644,10 @@ gpuarena_status_t ga_cuda_stream_id(void *ctx, void *stream, uint64_t *id)
                             "stream %p belongs to another CUDA context or device than the "
                             "arena's (the device's primary context)",
                             stream);
-        last_stream.stream = stream;
-        last_stream.id = v;
-        last_stream.ctx = ctx;
+        unsigned i = last_streams.next++ % LAST_STREAMS;
+        last_streams.e[i].stream = stream;
+        last_streams.e[i].ctx = ctx;
+        last_streams.e[i].id = v;
     }
     *id = v;
     return GPUARENA_SUCCESS;

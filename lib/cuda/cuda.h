@@ -106,6 +106,9 @@ gpuarena_status_t ga_cuda_set_current(void *ctx);
  * GPUARENA_ERR_INVALID_STREAM when the stream is of another context or
  * device, or unknown to the driver.  CTX must be current. */
 gpuarena_status_t ga_cuda_stream_id(void *ctx, void *stream, uint64_t *id);
+/* The id of STREAM in CTX when this thread named it recently (no driver
+ * call, no context needed); false when it must be asked for. */
+bool ga_cuda_stream_id_cached(void *ctx, void *stream, uint64_t *id);
 
 /* GPUARENA_ERR_STREAM_CAPTURE when STREAM is being captured into a graph
  * (or when the call is illegal because another capture is under way in

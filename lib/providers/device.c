@@ -330,7 +330,8 @@ static gpuarena_status_t dev_memzero(ga_provider_t *p, void *ptr, size_t size, g
     gpuarena_status_t st = enter(d, &sc);
     if (st != GPUARENA_SUCCESS)
         return st;
-    st = ga_cuda_memset_d8_async((uint64_t)(uintptr_t)ptr, 0, size, s);
+    st = ga_cuda_memset_d8_async((uint64_t)(uintptr_t)ptr, 0, size, ga_gpuctx_queue(s));
+    st = ga_gpuctx_host_wait(s, st);
     ga_cuda_leave(&sc);
     return st;
 }

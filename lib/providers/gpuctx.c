@@ -44,6 +44,41 @@ void ga_gpuctx_fini(ga_gpuctx_t *g)
     pthread_mutex_destroy(&g->lock);
 }
 
+/* Run FN on stream S: a real handle names its context, so FN runs as it
+ * is; the default streams (NULL, legacy, per-thread) mean "of the current
+ * context", so the arena's context is made current around FN. */
+static gpuarena_status_t on_stream(ga_gpuctx_t *g, gpuarena_stream_t s,
+                                   gpuarena_status_t (*fn)(void *ctx, void *s, void *out),
+                                   void *out)
+{
+    if (s != NULL && s != GA_CUDA_STREAM_LEGACY && s != GA_CUDA_STREAM_PER_THREAD)
+        return fn(g->ctx, s, out);
+    ga_cuda_scope_t sc;
+    gpuarena_status_t st = ga_gpuctx_enter(g, &sc);
+    if (st != GPUARENA_SUCCESS)
+        return st;
+    st = fn(g->ctx, s, out);
+    ga_cuda_leave(&sc);
+    return st;
+}
+
+static gpuarena_status_t get_id(void *ctx, void *s, void *out)
+{
+    return ga_cuda_stream_id(ctx, s, out);
+}
+
+static gpuarena_status_t check_capture(void *ctx, void *s, void *out)
+{
+    (void)ctx, (void)out;
+    return ga_cuda_stream_check(s);
+}
+
+static gpuarena_status_t query(void *ctx, void *s, void *out)
+{
+    (void)ctx, (void)out;
+    return ga_cuda_stream_query(s);
+}
+
 gpuarena_status_t ga_gpuctx_stream_id(ga_provider_t *p, gpuarena_stream_t s, uint64_t *id)
 {
     ga_gpuctx_t *g = ga_gpuctx_of(p);
@@ -51,31 +86,14 @@ gpuarena_status_t ga_gpuctx_stream_id(ga_provider_t *p, gpuarena_stream_t s, uin
         *id = g->legacy_id;
         return GPUARENA_SUCCESS;
     }
-    if (s != GA_CUDA_STREAM_PER_THREAD)
-        return ga_cuda_stream_id(g->ctx, s, id);
-    ga_cuda_scope_t sc;
-    gpuarena_status_t st = ga_gpuctx_enter(g, &sc);
-    if (st != GPUARENA_SUCCESS)
-        return st;
-    st = ga_cuda_stream_id(g->ctx, s, id);
-    ga_cuda_leave(&sc);
-    return st;
+    if (ga_cuda_stream_id_cached(g->ctx, s, id))
+        return GPUARENA_SUCCESS;
+    return on_stream(g, s, get_id, id);
 }
 
 gpuarena_status_t ga_gpuctx_stream_check(ga_provider_t *p, gpuarena_stream_t s)
 {
-    ga_gpuctx_t *g = ga_gpuctx_of(p);
-    /* A real handle names its context; only the default streams need the
-     * arena's context current. */
-    if (s != NULL && s != GA_CUDA_STREAM_LEGACY && s != GA_CUDA_STREAM_PER_THREAD)
-        return ga_cuda_stream_check(s);
-    ga_cuda_scope_t sc;
-    gpuarena_status_t st = ga_gpuctx_enter(g, &sc);
-    if (st != GPUARENA_SUCCESS)
-        return st;
-    st = ga_cuda_stream_check(s);
-    ga_cuda_leave(&sc);
-    return st;
+    return on_stream(ga_gpuctx_of(p), s, check_capture, NULL);
 }
 
 gpuarena_status_t ga_gpuctx_event_create(ga_provider_t *p, ga_event_t *ev)
@@ -176,14 +194,6 @@ gpuarena_status_t ga_gpuctx_mem_free(ga_provider_t *p, uint64_t *free_bytes)
 
 gpuarena_status_t ga_gpuctx_stream_idle(ga_provider_t *p, gpuarena_stream_t s)
 {
-    ga_gpuctx_t *g = ga_gpuctx_of(p);
-    if (s != NULL && s != GA_CUDA_STREAM_LEGACY && s != GA_CUDA_STREAM_PER_THREAD)
-        return ga_cuda_stream_query(s) == GPUARENA_SUCCESS ? GPUARENA_SUCCESS : GA_NOT_READY;
-    ga_cuda_scope_t sc;
-    gpuarena_status_t st = ga_gpuctx_enter(g, &sc);
-    if (st != GPUARENA_SUCCESS)
-        return st;
-    st = ga_cuda_stream_query(s);
-    ga_cuda_leave(&sc);
+    gpuarena_status_t st = on_stream(ga_gpuctx_of(p), s, query, NULL);
     return st == GPUARENA_SUCCESS ? GPUARENA_SUCCESS : GA_NOT_READY;
 }

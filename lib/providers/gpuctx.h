@@ -50,6 +50,19 @@ static inline gpuarena_status_t ga_gpuctx_enter(ga_gpuctx_t *g, ga_cuda_scope_t 
     return ga_cuda_enter(g->ctx, sc);
 }
 
+/* Work queued for GPUARENA_STREAM_HOST (no stream: memzero, hints) goes
+ * on the legacy stream, and the caller waits for it before returning,
+ * since no later stream order would cover it.  The context is current. */
+static inline gpuarena_stream_t ga_gpuctx_queue(gpuarena_stream_t s)
+{
+    return s == GPUARENA_STREAM_HOST ? NULL : s;
+}
+
+static inline gpuarena_status_t ga_gpuctx_host_wait(gpuarena_stream_t s, gpuarena_status_t st)
+{
+    return st == GPUARENA_SUCCESS && s == GPUARENA_STREAM_HOST ? ga_cuda_stream_sync(NULL) : st;
+}
+
 /* Provider operations. */
 gpuarena_status_t ga_gpuctx_stream_id(ga_provider_t *p, gpuarena_stream_t s, uint64_t *id);
 gpuarena_status_t ga_gpuctx_stream_check(ga_provider_t *p, gpuarena_stream_t s);

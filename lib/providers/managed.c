@@ -273,12 +273,14 @@ static gpuarena_status_t man_prefetch(ga_provider_t *p, void *ptr, size_t size, 
     /* The stream is checked here: gpuarena_prefetch does not go through
      * the block manager, and a prefetch would break a capture. */
     uint64_t id;
-    st = ga_cuda_stream_check(s); /* first: no other call on a capturing stream */
-    if (st == GPUARENA_SUCCESS)
-        st = ga_gpuctx_stream_id(p, s, &id);
+    if (s != GPUARENA_STREAM_HOST) {
+        st = ga_cuda_stream_check(s); /* first: no other call on a capturing stream */
+        if (st == GPUARENA_SUCCESS)
+            st = ga_gpuctx_stream_id(p, s, &id);
+    }
     bool issued;
     if (st == GPUARENA_SUCCESS)
-        st = do_prefetch(m, ptr, size, dest, s, &issued);
+        st = ga_gpuctx_host_wait(s, do_prefetch(m, ptr, size, dest, ga_gpuctx_queue(s), &issued));
     ga_cuda_leave(&sc);
     return st;
 }
@@ -296,7 +298,8 @@ static gpuarena_status_t man_on_alloc(ga_provider_t *p, void *ptr, size_t size, 
     if (st != GPUARENA_SUCCESS)
         return st;
     bool issued = false;
-    st = do_prefetch(m, ptr, size, m->g.ordinal, s, &issued);
+    st = ga_gpuctx_host_wait(s,
+                             do_prefetch(m, ptr, size, m->g.ordinal, ga_gpuctx_queue(s), &issued));
     ga_cuda_leave(&sc);
     if (st == GPUARENA_ERR_STREAM_CAPTURE || st == GPUARENA_ERR_INVALID_STREAM)
         return st;
@@ -315,7 +318,8 @@ static gpuarena_status_t man_memzero(ga_provider_t *p, void *ptr, size_t size, g
     gpuarena_status_t st = ga_gpuctx_enter(&m->g, &sc);
     if (st != GPUARENA_SUCCESS)
         return st;
-    st = ga_cuda_memset_d8_async((uint64_t)(uintptr_t)ptr, 0, size, s);
+    st = ga_cuda_memset_d8_async((uint64_t)(uintptr_t)ptr, 0, size, ga_gpuctx_queue(s));
+    st = ga_gpuctx_host_wait(s, st);
     ga_cuda_leave(&sc);
     return st;
 }
