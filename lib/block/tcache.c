@@ -39,6 +39,7 @@ struct ga_tcache {
     ga_bm_t *_Atomic bm; /* NULL once the manager is gone */
     ga_stream_t stream;
     unsigned count; /* blocks per slot */
+    size_t bytes;   /* held now, at most the thread_cache_bytes setting */
     /* Written under the cache's lock; read without it by the owner's
      * peak checks, hence atomic (relaxed: a sum, not a handshake). */
     _Atomic int64_t req_delta, inuse_delta;
@@ -73,7 +74,9 @@ static inline void tc_unlock(ga_tcache_t *t)
 
 static inline unsigned slot_of(size_t size, size_t round)
 {
-    size_t k = size / round;
+    /* ROUND is a power of two (the key says so): a shift, not a divide,
+     * which would cost more than the rest of the lookup. */
+    size_t k = size >> __builtin_ctzl(round);
     return (unsigned)((k ^ (k >> 5)) % TC_SLOTS);
 }
 
@@ -113,6 +116,7 @@ static void flush(ga_tcache_t *t)
         tc_slot_t *sl = &t->slots[i];
         while (sl->n) {
             ga_block_t *b = sl->b[--sl->n];
+            t->bytes -= b->size;
             atomic_store_explicit(&b->cached, 0, memory_order_relaxed);
             /* The user saw it freed already: undo the cache's difference
              * as the manager counts the free. */
@@ -248,6 +252,7 @@ static bool take(ga_bm_t *bm, uint64_t id, size_t rounded, size_t size, ga_strea
         return false;
     }
     ga_block_t *b = sl->b[--sl->n];
+    t->bytes -= b->size;
     atomic_store_explicit(&b->cached, 0, memory_order_relaxed);
     b->requested = size;
     b->stream = s; /* it may have been allocated on another stream before */
@@ -289,10 +294,12 @@ bool ga_tcache_free(ga_bm_t *bm, ga_block_t *b, ga_stream_t s)
         return false;
     tc_lock(t);
     tc_slot_t *sl = slot_for(t, b->size, bm->round, true);
-    if (t->bm != bm || !sl || sl->n >= t->count) {
+    if (t->bm != bm || !sl || sl->n >= t->count ||
+        t->bytes + b->size > bm->set.thread_cache_bytes) {
         tc_unlock(t);
         return false;
     }
+    t->bytes += b->size;
     sl->size = b->size;
     sl->b[sl->n++] = b;
     atomic_store_explicit(&b->cached, 1, memory_order_relaxed);

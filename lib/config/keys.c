@@ -148,6 +148,8 @@ static const ga_key_t keys[] = {
      "keep per-thread caches of small blocks"},
     {"thread_cache_max", GA_KEY_SIZE, GA_KINDS_ALL, FIELD(thread_cache_max), 0, GI, 0, NULL,
      "a size from 0 to 1G, at most small_max", "largest block a thread cache holds"},
+    {"thread_cache_bytes", GA_KEY_SIZE, GA_KINDS_ALL, FIELD(thread_cache_bytes), 0, SIZE_MAX, 0,
+     NULL, "a size", "bytes one thread's cache of one stream holds at most"},
     {"thread_cache_count", GA_KEY_UINT, GA_KINDS_ALL, FIELD(thread_cache_count), 1, 1024, 0, NULL,
      "an integer from 1 to 1024", "blocks per size class a thread cache holds"},
     {"sim_event_delay", GA_KEY_UINT, K_SIM, FIELD(sim_event_delay), 0, 1000000, 0, NULL,
@@ -202,7 +204,8 @@ void ga_config_defaults(gpuarena_kind_t kind, ga_settings_t *s)
     s->max_cached = SIZE_MAX;
     s->cross_stream = GA_CROSS_EVENT;
     s->thread_cache = true;
-    s->thread_cache_max = 256 << 10;
+    s->thread_cache_max = 1 << 20;
+    s->thread_cache_bytes = 4 << 20;
     s->thread_cache_count = 8;
     s->sim_event_delay = 4;
     s->numa = kind == GPUARENA_PINNED ? GA_NUMA_NEAREST : GA_NUMA_LOCAL;

@@ -68,6 +68,7 @@ typedef struct ga_settings {
     bool thread_cache;           /* per-thread caches of small blocks */
     size_t thread_cache_max;     /* largest block a thread cache holds */
     unsigned thread_cache_count; /* blocks per size class per thread */
+    size_t thread_cache_bytes;   /* bytes per thread, stream and arena */
     /* Sim provider. */
     unsigned sim_event_delay; /* operations before a sim event completes */
     size_t sim_capacity;      /* bytes the sim provider can map (0: no limit) */
