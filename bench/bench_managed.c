@@ -212,7 +212,7 @@ typedef struct row {
     double fill, copy;                      /* ms, medians; < 0: not measured */
 } row_t;
 
-static row_t rows[8];
+static row_t rows[12];
 static int nrows;
 
 static void add_setup(acc_t *a, double ms)
@@ -290,11 +290,11 @@ static void load_kernels(void)
         pass_fill(w, n, "warm-up, fill + read");
     }
     GB_CHECK("cuMemFree (warm-up buffer)", ga_cuda_mem_free(w));
-    printf("kernels: PTX (%s) compiled by the driver in %.1f ms; %u blocks of %d threads (%d "
+    const char *v = strstr(ga_bench_kernels_ptx, ".version");
+    int vlen = v ? (int)strcspn(v, "\n") : 0;
+    printf("kernels: PTX (%.*s) compiled by the driver in %.1f ms; %u blocks of %d threads (%d "
            "multiprocessors); checked on a warm-up buffer\n",
-           strstr(ga_bench_kernels_ptx, ".version 9.0") ? ".version 9.0"
-                                                        : "see bench_kernels_ptx.h",
-           (t1 - t0) * 1e3, grid, THREADS, sms);
+           vlen, v ? v : "", (t1 - t0) * 1e3, grid, THREADS, sms);
 }
 
 /* Room on the device for managed SIZE (plus the arena's default prefetch
@@ -359,10 +359,15 @@ static row_t *case_device(void)
     return row;
 }
 
+/* Every key that would change what is measured is set here, so that a
+ * gpuarena.conf or GPUARENA_OPTIONS cannot (prefetch_headroom and
+ * prefetch_chunk are left to them). */
 static const char *const prefetch_opts = "prefetch=on-alloc,advise_preferred=none,"
-                                         "advise_accessed_by=none,read_mostly=false";
+                                         "advise_accessed_by=none,read_mostly=false,zero=false,"
+                                         "max_cached=none";
 static const char *const no_hint_opts = "prefetch=none,advise_preferred=none,"
-                                        "advise_accessed_by=none,read_mostly=false";
+                                        "advise_accessed_by=none,read_mostly=false,zero=false,"
+                                        "max_cached=none";
 
 static const char *location_name(int type, int id, char buf[32])
 {
@@ -388,6 +393,10 @@ static void print_arena(const char *what, gpuarena_t *a)
     if (st.prefetches_skipped)
         printf("  WARNING: prefetches were skipped (the guard or the device): the rows of this "
                "arena then measure fault-driven paging\n");
+    if (st.provider_maps > 1)
+        printf("  WARNING: %" PRIu64 " segments were mapped: the block was not always the "
+               "pooled one\n",
+               st.provider_maps);
 }
 
 static row_t *case_prefetch(bool host_ok, row_t **first)
