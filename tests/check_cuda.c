@@ -46,6 +46,13 @@ START_TEST(result_names)
     ck_assert_str_eq(ga_cuda_result_name(2), "CUDA_ERROR_OUT_OF_MEMORY");
     ck_assert_str_eq(ga_cuda_result_name(34), "CUDA_ERROR_STUB_LIBRARY");
     ck_assert_str_eq(ga_cuda_result_name(900), "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED");
+    /* Numbers as in CUDA 13.0's cuda.h (35 is unused there; 224 and 225
+     * were once off by one in the table). */
+    ck_assert_str_eq(ga_cuda_result_name(36), "CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER");
+    ck_assert_str_eq(ga_cuda_result_name(218), "CUDA_ERROR_INVALID_PTX");
+    ck_assert_str_eq(ga_cuda_result_name(222), "CUDA_ERROR_UNSUPPORTED_PTX_VERSION");
+    ck_assert_str_eq(ga_cuda_result_name(224), "CUDA_ERROR_UNSUPPORTED_EXEC_AFFINITY");
+    ck_assert_str_eq(ga_cuda_result_name(225), "CUDA_ERROR_UNSUPPORTED_DEVSIDE_SYNC");
     ck_assert_str_eq(ga_cuda_result_name(12345), "CUDA_ERROR_(unnamed)");
 }
 END_TEST

@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define MiB ((size_t)1 << 20)
 
@@ -227,6 +228,80 @@ START_TEST(guard_skips_and_counts)
 }
 END_TEST
 
+/* MemFree and MemAvailable of /proc/meminfo, bytes (0 when unknown). */
+static void host_memory(size_t *free_b, size_t *avail)
+{
+    *free_b = *avail = 0;
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f)
+        return;
+    char line[128];
+    unsigned long long kb;
+    while (fgets(line, sizeof line, f)) {
+        if (sscanf(line, "MemFree: %llu kB", &kb) == 1)
+            *free_b = (size_t)kb * 1024;
+        else if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
+            *avail = (size_t)kb * 1024;
+    }
+    fclose(f);
+}
+
+/* The guard of a prefetch to the CPU counts the host's available memory
+ * (page cache included), not only its free pages: with a headroom between
+ * the two, a small prefetch to the CPU is issued.  Needs 1 GiB of
+ * reclaimable page cache: made by writing a file when there is less. */
+START_TEST(cpu_guard_counts_page_cache)
+{
+    if (!concurrent) {
+        printf("check_managed: no concurrent managed access: CPU guard not tested\n");
+        return;
+    }
+    size_t free_b, avail;
+    host_memory(&free_b, &avail);
+    char path[] = "check_managed-cache-XXXXXX";
+    int fd = -1;
+    if (avail < free_b + 1024 * MiB && avail > 3072 * MiB) {
+        /* Page cache: 1.5 GiB written to a file (dirty or clean, it is
+         * reclaimable and counted in MemAvailable). */
+        fd = mkstemp(path);
+        ck_assert_msg(fd >= 0, "mkstemp");
+        unlink(path); /* gone even if an assertion fails; its pages stay while it is open */
+        static char buf[1 << 20];
+        memset(buf, 0x5a, sizeof buf);
+        for (int i = 0; i < 1536; i++)
+            ck_assert_int_eq(write(fd, buf, sizeof buf), (ssize_t)sizeof buf);
+        host_memory(&free_b, &avail);
+    }
+    if (avail < free_b + 768 * MiB) {
+        printf("check_managed: MemFree %zu MiB, MemAvailable %zu MiB: too little page cache to "
+               "test the CPU guard\n",
+               free_b / MiB, avail / MiB);
+    } else {
+        /* Headroom halfway between the two, less the block: room for the
+         * block by MemAvailable, none by MemFree. */
+        size_t block = 4 * MiB, headroom = free_b + (avail - free_b) / 2 - block;
+        char opt[128];
+        snprintf(opt, sizeof opt, "prefetch_headroom=%zuK", headroom / 1024);
+        printf("check_managed: MemFree %zu MiB, MemAvailable %zu MiB, headroom %zu MiB\n",
+               free_b / MiB, avail / MiB, headroom / MiB);
+        gpuarena_t *a = managed_arena(opt);
+        void *p;
+        OK(gpuarena_alloc(a, block, NULL, &p));
+        OK(gpuarena_prefetch(a, p, 0, GPUARENA_CPU, NULL));
+        OK(ga_cuda_stream_sync(NULL));
+        gpuarena_stats_t st = stats(a);
+        ck_assert_uint_eq(st.prefetches_skipped, 0);
+        ck_assert_uint_eq(st.prefetches, 1);
+        ck_assert_int_eq(range_attr(p, block, GA_CUDA_RANGE_LAST_PREFETCH_TYPE),
+                         GA_CUDA_LOCTYPE_HOST);
+        OK(gpuarena_free(a, p, NULL));
+        OK(gpuarena_destroy(a));
+    }
+    if (fd >= 0)
+        close(fd);
+}
+END_TEST
+
 START_TEST(segments_come_and_go)
 {
     gpuarena_t *a = managed_arena("advise_preferred=cpu");
@@ -273,6 +348,7 @@ int main(void)
     tcase_add_test(tc, prefetch_on_alloc_and_on_request);
     tcase_add_test(tc, host_and_gpu_see_the_same_data);
     tcase_add_test(tc, guard_skips_and_counts);
+    tcase_add_test(tc, cpu_guard_counts_page_cache);
     tcase_add_test(tc, segments_come_and_go);
     tcase_set_timeout(tc, 300);
     suite_add_tcase(s, tc);

@@ -101,7 +101,14 @@
     X(cuMemcpyDtoHAsync, 3020, 0)                                                                  \
     X(cuMemcpyDtoD, 3020, 0)                                                                       \
     X(cuMemsetD8, 3020, 0)                                                                         \
-    X(cuStreamQuery, 2000, 0)
+    X(cuStreamQuery, 2000, 0)                                                                      \
+    X(cuMemsetD32Async, 3020, 0)                                                                   \
+    X(cuMemcpyDtoDAsync, 3020, 0)                                                                  \
+    X(cuEventElapsedTime, 12080, 0)                                                                \
+    X(cuModuleLoadDataEx, 2010, 0)                                                                 \
+    X(cuModuleUnload, 2000, 0)                                                                     \
+    X(cuModuleGetFunction, 2000, 0)                                                                \
+    X(cuLaunchKernel, 4000, 0)
 
 #define GA_CU_FIELD(name, ver, req) PFN_##name##_v##ver name;
 static struct {
@@ -130,7 +137,7 @@ static const struct {
     {4, "CUDA_ERROR_DEINITIALIZED"},
     {5, "CUDA_ERROR_PROFILER_DISABLED"},
     {34, "CUDA_ERROR_STUB_LIBRARY"},
-    {35, "CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER"},
+    {36, "CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER"},
     {46, "CUDA_ERROR_DEVICE_UNAVAILABLE"},
     {100, "CUDA_ERROR_NO_DEVICE"},
     {101, "CUDA_ERROR_INVALID_DEVICE"},
@@ -148,10 +155,16 @@ static const struct {
     {215, "CUDA_ERROR_UNSUPPORTED_LIMIT"},
     {216, "CUDA_ERROR_CONTEXT_ALREADY_IN_USE"},
     {217, "CUDA_ERROR_PEER_ACCESS_UNSUPPORTED"},
+    {218, "CUDA_ERROR_INVALID_PTX"},
+    {221, "CUDA_ERROR_JIT_COMPILER_NOT_FOUND"},
     {222, "CUDA_ERROR_UNSUPPORTED_PTX_VERSION"},
-    {225, "CUDA_ERROR_UNSUPPORTED_EXEC_AFFINITY"},
+    {223, "CUDA_ERROR_JIT_COMPILATION_DISABLED"},
+    {224, "CUDA_ERROR_UNSUPPORTED_EXEC_AFFINITY"},
+    {225, "CUDA_ERROR_UNSUPPORTED_DEVSIDE_SYNC"},
     {300, "CUDA_ERROR_INVALID_SOURCE"},
     {301, "CUDA_ERROR_FILE_NOT_FOUND"},
+    {302, "CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND"},
+    {303, "CUDA_ERROR_SHARED_OBJECT_INIT_FAILED"},
     {304, "CUDA_ERROR_OPERATING_SYSTEM"},
     {400, "CUDA_ERROR_INVALID_HANDLE"},
     {401, "CUDA_ERROR_ILLEGAL_STATE"},
@@ -469,6 +482,7 @@ gpuarena_status_t ga_cuda_device_attr(int device, ga_cuda_attr_t attr, int *valu
         [GA_CUDA_ATTR_DIRECT_MANAGED_ACCESS_FROM_HOST] =
             CU_DEVICE_ATTRIBUTE_DIRECT_MANAGED_MEM_ACCESS_FROM_HOST,
         [GA_CUDA_ATTR_CONCURRENT_KERNELS] = CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS,
+        [GA_CUDA_ATTR_MULTIPROCESSOR_COUNT] = CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
     };
     if ((unsigned)attr >= sizeof attrs / sizeof attrs[0])
         return ga_error(GPUARENA_ERR_INVALID_ARGUMENT, "unknown device attribute %d", (int)attr);
@@ -1186,4 +1200,109 @@ gpuarena_status_t ga_cuda_stream_query(void *stream)
     if (r == CUDA_ERROR_NOT_READY)
         return GA_CUDA_NOT_READY;
     return stream_fail("cuStreamQuery", stream, r);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Kernels and timing events (for benchmarks): PTX loaded and compiled by
+ * the driver for the GPU at hand, launches on a stream, events that
+ * measure the time between two points of a stream. */
+
+gpuarena_status_t ga_cuda_memset_d32_async(uint64_t dptr, uint32_t value, size_t count,
+                                           void *stream)
+{
+    NEED(cuMemsetD32Async);
+    CUresult r = cu.cuMemsetD32Async((CUdeviceptr)dptr, value, count, (CUstream)stream);
+    if (r != CUDA_SUCCESS)
+        return ga_error(status_of(r), "cuMemsetD32Async of %zu words at %#llx: %s (%d)", count,
+                        (unsigned long long)dptr, ga_cuda_result_name((int)r), (int)r);
+    return GPUARENA_SUCCESS;
+}
+
+gpuarena_status_t ga_cuda_memcpy_dtod_async(uint64_t dst, uint64_t src, size_t size, void *stream)
+{
+    NEED(cuMemcpyDtoDAsync);
+    CUresult r = cu.cuMemcpyDtoDAsync((CUdeviceptr)dst, (CUdeviceptr)src, size, (CUstream)stream);
+    if (r != CUDA_SUCCESS)
+        return ga_error(status_of(r), "cuMemcpyDtoDAsync of %zu bytes: %s (%d)", size,
+                        ga_cuda_result_name((int)r), (int)r);
+    return GPUARENA_SUCCESS;
+}
+
+gpuarena_status_t ga_cuda_timing_event_create(void **ev)
+{
+    NEED(cuEventCreate);
+    CUevent e;
+    CUresult r = cu.cuEventCreate(&e, CU_EVENT_DEFAULT);
+    if (r != CUDA_SUCCESS)
+        return fail("cuEventCreate (timing)", r);
+    *ev = e;
+    return GPUARENA_SUCCESS;
+}
+
+gpuarena_status_t ga_cuda_event_elapsed(void *start, void *end, float *ms)
+{
+    gpuarena_status_t st = ga_cuda_load();
+    if (st != GPUARENA_SUCCESS)
+        return st;
+    if (!cu.cuEventElapsedTime) /* asked for at 12.8, the version of the _v2 form */
+        return ga_error(GPUARENA_ERR_NOT_SUPPORTED,
+                        "the CUDA driver lacks cuEventElapsedTime_v2 (CUDA 12.8 or newer)");
+    CUresult r = cu.cuEventElapsedTime(ms, (CUevent)start, (CUevent)end);
+    return r == CUDA_SUCCESS ? GPUARENA_SUCCESS : fail("cuEventElapsedTime", r);
+}
+
+gpuarena_status_t ga_cuda_module_load(const char *image, void **module)
+{
+    NEED(cuModuleLoadDataEx);
+    /* The JIT's error log says which line of the PTX it refused. */
+    char log[1024] = "";
+    CUjit_option opt[2] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+    void *val[2] = {log, (void *)(uintptr_t)sizeof log};
+    CUmodule m;
+    CUresult r = cu.cuModuleLoadDataEx(&m, image, 2, opt, val);
+    if (r != CUDA_SUCCESS) {
+        log[sizeof log - 1] = 0;
+        const char *why = "";
+        if (r == CUDA_ERROR_UNSUPPORTED_PTX_VERSION)
+            why = " (the PTX's .version is newer than this driver accepts: regenerate it "
+                  "with an older nvcc or update the driver)";
+        else if (r == CUDA_ERROR_JIT_COMPILER_NOT_FOUND || r == CUDA_ERROR_JIT_COMPILATION_DISABLED)
+            why = " (the driver cannot compile PTX here)";
+        return ga_error(status_of(r), "cuModuleLoadDataEx: %s (%d)%s%s%.300s",
+                        ga_cuda_result_name((int)r), (int)r, why, log[0] ? "; JIT log: " : "", log);
+    }
+    *module = m;
+    return GPUARENA_SUCCESS;
+}
+
+gpuarena_status_t ga_cuda_module_unload(void *module)
+{
+    NEED(cuModuleUnload);
+    CUresult r = cu.cuModuleUnload((CUmodule)module);
+    return r == CUDA_SUCCESS ? GPUARENA_SUCCESS : fail("cuModuleUnload", r);
+}
+
+gpuarena_status_t ga_cuda_function_get(void *module, const char *name, void **fn)
+{
+    NEED(cuModuleGetFunction);
+    CUfunction f;
+    CUresult r = cu.cuModuleGetFunction(&f, (CUmodule)module, name);
+    if (r != CUDA_SUCCESS)
+        return ga_error(status_of(r), "cuModuleGetFunction(\"%s\"): %s (%d)", name,
+                        ga_cuda_result_name((int)r), (int)r);
+    *fn = f;
+    return GPUARENA_SUCCESS;
+}
+
+gpuarena_status_t ga_cuda_launch(void *fn, unsigned grid, unsigned block, unsigned shared_bytes,
+                                 void *stream, void **args)
+{
+    NEED(cuLaunchKernel);
+    CUresult r = cu.cuLaunchKernel((CUfunction)fn, grid, 1, 1, block, 1, 1, shared_bytes,
+                                   (CUstream)stream, args, NULL);
+    if (r != CUDA_SUCCESS)
+        return ga_error(status_of(r),
+                        "cuLaunchKernel (%u blocks of %u threads, stream %p): %s (%d)", grid, block,
+                        stream, ga_cuda_result_name((int)r), (int)r);
+    return GPUARENA_SUCCESS;
 }

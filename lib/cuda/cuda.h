@@ -75,7 +75,8 @@ typedef enum ga_cuda_attr {
     GA_CUDA_ATTR_UNIFIED_ADDRESSING,
     GA_CUDA_ATTR_PAGEABLE_USES_HOST_PAGE_TABLES,  /* pageable access through host page tables */
     GA_CUDA_ATTR_DIRECT_MANAGED_ACCESS_FROM_HOST, /* host reads device-resident managed memory */
-    GA_CUDA_ATTR_CONCURRENT_KERNELS
+    GA_CUDA_ATTR_CONCURRENT_KERNELS,
+    GA_CUDA_ATTR_MULTIPROCESSOR_COUNT
 } ga_cuda_attr_t;
 
 gpuarena_status_t ga_cuda_device_attr(int device, ga_cuda_attr_t attr, int *value);
@@ -227,5 +228,27 @@ gpuarena_status_t ga_cuda_capture_end(void *stream);
 /* Synchronous copies. */
 gpuarena_status_t ga_cuda_memcpy_htod(uint64_t dst, const void *src, size_t size);
 gpuarena_status_t ga_cuda_memcpy_dtoh(void *dst, uint64_t src, size_t size);
+
+/* Kernels, for benchmarks (CTX current).  MODULE_LOAD takes a PTX text
+ * (NUL-terminated) or a cubin and has the driver compile it for the
+ * current device; a refusal carries the JIT's error log in its message.
+ * LAUNCH runs FN on a one-dimensional grid of GRID blocks of BLOCK
+ * threads on STREAM; ARGS points at each parameter's value, as
+ * cuLaunchKernel's kernelParams. */
+gpuarena_status_t ga_cuda_module_load(const char *image, void **module);
+gpuarena_status_t ga_cuda_module_unload(void *module);
+gpuarena_status_t ga_cuda_function_get(void *module, const char *name, void **fn);
+gpuarena_status_t ga_cuda_launch(void *fn, unsigned grid, unsigned block, unsigned shared_bytes,
+                                 void *stream, void **args);
+/* Fill COUNT 32-bit words with VALUE, and copy device to device, in
+ * stream order. */
+gpuarena_status_t ga_cuda_memset_d32_async(uint64_t dptr, uint32_t value, size_t count,
+                                           void *stream);
+gpuarena_status_t ga_cuda_memcpy_dtod_async(uint64_t dst, uint64_t src, size_t size, void *stream);
+/* Events that measure time (destroyed with ga_cuda_event_destroy); the
+ * milliseconds between two completed events (cuEventElapsedTime_v2, CUDA
+ * 12.8 drivers or newer: GPUARENA_ERR_NOT_SUPPORTED before). */
+gpuarena_status_t ga_cuda_timing_event_create(void **ev);
+gpuarena_status_t ga_cuda_event_elapsed(void *start, void *end, float *ms);
 
 #endif /* GA_CUDA_H */
