@@ -924,51 +924,44 @@ static gpuarena_status_t alloc_locked(ga_bm_t *bm, size_t rs, size_t size, ga_st
     return take_block(bm, b, rs, size, s, ptr);
 }
 
+/* What every new block gets, cached ones too: the provider's hints first
+ * (a managed block is prefetched to where it will be used), then zeros
+ * (written there, not pulled over by faults).  On failure the block goes
+ * back and *PTR is cleared. */
+static gpuarena_status_t finish_alloc(ga_bm_t *bm, size_t size, ga_stream_t s, void **ptr)
+{
+    const ga_provider_ops_t *ops = bm->prov->ops;
+    gpuarena_status_t st = GPUARENA_SUCCESS;
+    if (ops->on_alloc)
+        st = ops->on_alloc(bm->prov, *ptr, size, s.handle);
+    if (st == GPUARENA_SUCCESS && bm->set.zero && ops->memzero)
+        st = ops->memzero(bm->prov, *ptr, size, s.handle);
+    if (st != GPUARENA_SUCCESS) {
+        (void)ga_bm_free(bm, *ptr, s);
+        *ptr = NULL;
+    }
+    return st;
+}
+
 gpuarena_status_t ga_bm_alloc(ga_bm_t *bm, size_t size, ga_stream_t s, void **ptr)
 {
     if (size > MAX_REQUEST)
         return ga_error(GPUARENA_ERR_SIZE_OVERFLOW, "a request of %zu bytes is too large", size);
     size_t rs = round_up(size, bm->round);
     /* Thread caches of host-visible memory hold only blocks freed on an
-     * idle stream (see ga_bm_free), so they may serve at once too. */
-    /* Blocks freed with no stream (GPUARENA_STREAM_HOST) suit any stream:
-     * the stream's own cache first, then that of "no stream". */
+     * idle stream or with no stream (see ga_bm_free), so they may serve at
+     * once too.  Blocks freed with no stream suit any stream: the
+     * stream's own cache first, then that of "no stream". */
     if (bm->set.thread_cache && rs <= bm->set.thread_cache_max &&
         (ga_tcache_alloc(bm, rs, size, s, ptr) ||
-         (s.id != GA_STREAM_ANY && ga_tcache_alloc_any(bm, rs, size, s, ptr)))) {
-        gpuarena_status_t st = GPUARENA_SUCCESS;
-        if (bm->set.zero && bm->prov->ops->memzero)
-            st = bm->prov->ops->memzero(bm->prov, *ptr, size, s.handle);
-        /* Hints apply to every allocation, cached ones too (a managed
-         * block from a thread cache is prefetched like any other). */
-        if (st == GPUARENA_SUCCESS && bm->prov->ops->on_alloc)
-            st = bm->prov->ops->on_alloc(bm->prov, *ptr, size, s.handle);
-        if (st != GPUARENA_SUCCESS) {
-            (void)ga_bm_free(bm, *ptr, s);
-            *ptr = NULL;
-        }
-        return st;
-    }
+         (s.id != GA_STREAM_ANY && ga_tcache_alloc_any(bm, rs, size, s, ptr))))
+        return finish_alloc(bm, size, s, ptr);
     pthread_mutex_lock(&bm->lock);
     gpuarena_status_t st = alloc_locked(bm, rs, size, s, ptr);
     if (st == GPUARENA_SUCCESS)
         ga_bm_update_peaks(bm);
     pthread_mutex_unlock(&bm->lock);
-    if (st == GPUARENA_SUCCESS && bm->set.zero && bm->prov->ops->memzero) {
-        st = bm->prov->ops->memzero(bm->prov, *ptr, size, s.handle);
-        if (st != GPUARENA_SUCCESS) {
-            (void)ga_bm_free(bm, *ptr, s);
-            *ptr = NULL;
-        }
-    }
-    if (st == GPUARENA_SUCCESS && bm->prov->ops->on_alloc) {
-        st = bm->prov->ops->on_alloc(bm->prov, *ptr, size, s.handle);
-        if (st != GPUARENA_SUCCESS) {
-            (void)ga_bm_free(bm, *ptr, s);
-            *ptr = NULL;
-        }
-    }
-    return st;
+    return st == GPUARENA_SUCCESS ? finish_alloc(bm, size, s, ptr) : st;
 }
 
 /* ------------------------------------------------------------------ */
