@@ -1096,7 +1096,11 @@ gpuarena_status_t ga_bm_free(ga_bm_t *bm, void *ptr, ga_stream_t s)
     }
     pthread_mutex_lock(&bm->lock);
     gpuarena_status_t st = GPUARENA_SUCCESS;
-    b = ga_lmap_find(&bm->live, a);
+    /* Records live as long as the manager and change only under the lock:
+     * one that is still the live block at A is the one to free; else the
+     * map is asked again, now that nothing moves. */
+    if (!b || b->addr != a || b->state != BLOCK_LIVE)
+        b = ga_lmap_find(&bm->live, a);
     if (!b || b->addr != a || b->state != BLOCK_LIVE) {
         st = bad_pointer(bm, a, "gpuarena_free");
     } else if (atomic_load_explicit(&b->cached, memory_order_relaxed)) {
