@@ -368,6 +368,70 @@ START_TEST(checker_sees_a_broken_count)
 }
 END_TEST
 
+/* Every provider call of a short sequence made to fail in turn: each
+ * operation either succeeds or fails with nothing changed, the checker
+ * passes after every step, and at the end nothing is left with the
+ * provider.  Returns the number of calls the sequence makes. */
+static uint64_t fault_run(uint64_t fail_at, const char *opts)
+{
+    fx_t *f = fx_new(opts);
+    f->tp.capacity = 64 * MI;
+    f->tp.fail_at = fail_at ? f->tp.calls + fail_at : 0;
+    uint64_t start = f->tp.calls;
+    void *live[16] = {0};
+    unsigned stream[16] = {0};
+    static const size_t sizes[] = {100, 4 * KI, MI, 3 * MI + 1, 512, 40 * MI, 8 * KI, 2 * MI};
+    for (unsigned i = 0; i < 16; i++) {
+        unsigned s = 1 + i % 3;
+        tp_enqueue(&f->tp, s);
+        gpuarena_stats_t before = fx_stats(f);
+        gpuarena_status_t st = ga_bm_alloc(f->bm, sizes[i % 8], S(s), &live[i]);
+        if (st != GPUARENA_SUCCESS) {
+            gpuarena_stats_t after = fx_stats(f);
+            /* Only the out-of-memory counters may move. */
+            after.oom_retries = before.oom_retries;
+            after.oom_failures = before.oom_failures;
+            after.last_oom_request = before.last_oom_request;
+            after.device_free = before.device_free;
+            after.trims = before.trims;
+            ck_assert(memcmp(&before, &after, sizeof after) == 0);
+            live[i] = NULL;
+        }
+        stream[i] = s;
+        fx_check(f);
+        if (live[i] && i % 4 == 1)
+            (void)ga_bm_record_stream(f->bm, live[i], S(s % 3 + 1));
+        if (i % 3 == 2 && live[i - 1]) {
+            tp_enqueue(&f->tp, stream[i - 1]);
+            if (ga_bm_free(f->bm, live[i - 1], S(stream[i - 1])) == GPUARENA_SUCCESS)
+                live[i - 1] = NULL;
+            fx_check(f);
+        }
+        if (i == 9)
+            (void)ga_bm_trim(f->bm, MI);
+        fx_check(f);
+    }
+    uint64_t calls = f->tp.calls - start;
+    f->tp.fail_at = 0;
+    for (unsigned i = 0; i < 16; i++)
+        if (live[i])
+            fx_free(f, live[i], stream[i]);
+    fx_done(f);
+    return calls;
+}
+
+START_TEST(every_provider_call_fails_in_turn)
+{
+    static const char *const opts[] = {NULL, "max_cached=1M", "round=4K,zero=true"};
+    for (size_t o = 0; o < sizeof opts / sizeof opts[0]; o++) {
+        uint64_t n = fault_run(0, opts[o]);
+        ck_assert_uint_gt(n, 20);
+        for (uint64_t k = 1; k <= n; k++)
+            fault_run(k, opts[o]);
+    }
+}
+END_TEST
+
 /* The manager is destroyed with blocks live (what gpuarena_destroy
  * refuses, and what happens to default arenas at exit): nothing leaks on
  * the host (the sanitizer builds check). */
@@ -394,6 +458,7 @@ int main(void)
     tcase_add_test(tc, trim_and_max_cached_release_the_pool);
     tcase_add_test(tc, out_of_memory_releases_and_retries_once);
     tcase_add_test(tc, checker_sees_a_broken_count);
+    tcase_add_test(tc, every_provider_call_fails_in_turn);
     tcase_add_test(tc, destroy_with_live_blocks);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
