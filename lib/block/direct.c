@@ -32,6 +32,10 @@
  *   not completed goes at a later free or trim.
  * - gpuarena_trim: waits for all work (so that every free has completed),
  *   then releases cached memory down to KEEP bytes.
+ * - A provider free that fails leaves the block live and counted, as the
+ *   provider still holds it: the caller may free it again.  (So does the
+ *   free that undoes an allocation whose zero fill failed, if it fails
+ *   too: a context in that state is broken, and the block shows as live.)
  *
  * Every operation holds the manager's lock across its provider calls, so
  * that the live map, the counters and the provider's count of live blocks
@@ -332,7 +336,8 @@ static gpuarena_status_t check_locked(ga_bm_t *bm, ga_block_t **v, uint64_t n)
     if (bm->prov->live_maps != count)
         FAIL("the provider holds %" PRIu64 " blocks, the arena %" PRIu64, bm->prov->live_maps,
              count);
-    qsort(v, n, sizeof *v, by_address);
+    if (n > 1)
+        qsort(v, n, sizeof *v, by_address);
     for (uint64_t i = 1; i < n; i++)
         if (v[i - 1]->addr + v[i - 1]->size > v[i]->addr)
             FAIL("live blocks %p (%zu bytes) and %p overlap", (void *)v[i - 1]->addr,
