@@ -23,7 +23,11 @@
  *   cannot hand the block out before those streams are done with it.
  *   Where an event cannot be recorded or waited on (a recorded stream the
  *   program has destroyed since), the host waits for all work instead:
- *   never an early reuse.
+ *   never an early reuse.  (Holding the block back and freeing it once
+ *   the events complete, as the segment arenas do, would need a later
+ *   provider free on a stream named in an earlier call, which the program
+ *   may have destroyed, and would keep the memory from the pool longer;
+ *   the wait costs one event per recorded stream and blocks nothing.)
  * - Out of memory: once every free has completed (sync_all), the pool's
  *   cached memory is released (trim) and the request retried once: the
  *   only path that blocks the host, as in every arena.
