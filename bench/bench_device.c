@@ -2,13 +2,17 @@
  * bench_device.c - speed of the device arena against the driver's own
  * allocators, in one run on GPU 0 (issue 5's targets).
  *
- * Three allocators, each measured the same way:
+ * Four allocators, each measured the same way:
  *   gpuarena    a device arena with the settings in effect (growable
  *               segments by default), gpuarena_alloc / gpuarena_free;
  *   cuMemAlloc  cuMemAlloc / cuMemFree (what cudaMalloc does);
  *   pool        cuMemAllocFromPoolAsync / cuMemFreeAsync from a pool of
  *               the device with release threshold = max (what
- *               cudaMallocAsync does with a raised threshold).
+ *               cudaMallocAsync does with a raised threshold);
+ *   pool=driver a device arena with pool = driver and release_threshold =
+ *               max: the same driver pool behind gpuarena_alloc /
+ *               gpuarena_free, so that its column minus the pool's is what
+ *               gpuarena's checks and counters cost on top of the driver.
  *
  *   (a) a cached alloc+free pair of one size on one stream, ns per pair:
  *       median of RUNS runs of about RUN_S seconds each (512 B, 1 MiB,
@@ -53,11 +57,15 @@
 #define THREADS 16
 #define CONC_S  0.25
 
-enum { K_ARENA, K_CUMEM, K_POOL, K_COUNT };
-static const char *const names[K_COUNT] = {"gpuarena", "cuMemAlloc", "pool"};
+enum { K_ARENA, K_CUMEM, K_POOL, K_PARENA, K_COUNT };
+static const char *const names[K_COUNT] = {"gpuarena", "cuMemAlloc", "pool", "pool=driver"};
+
+/* The two kinds that go through gpuarena_alloc. */
+#define IS_ARENA(kind) ((kind) == K_ARENA || (kind) == K_PARENA)
 
 typedef struct target {
     gpuarena_t *arena;
+    gpuarena_t *parena; /* pool = driver */
     void *pool;
     void *stream;
 } target_t;
@@ -72,9 +80,11 @@ static void *ctx;
 ALWAYS_INLINE gpuarena_status_t t_alloc(const int kind, const target_t *t, size_t size, uint64_t *p)
 {
     switch (kind) {
-    case K_ARENA: {
+    case K_ARENA:
+    case K_PARENA: {
         void *q;
-        gpuarena_status_t st = gpuarena_alloc(t->arena, size, t->stream, &q);
+        gpuarena_status_t st =
+            gpuarena_alloc(kind == K_ARENA ? t->arena : t->parena, size, t->stream, &q);
         *p = (uint64_t)(uintptr_t)q;
         return st;
     }
@@ -89,7 +99,9 @@ ALWAYS_INLINE gpuarena_status_t t_free(const int kind, const target_t *t, uint64
 {
     switch (kind) {
     case K_ARENA:
-        return gpuarena_free(t->arena, (void *)(uintptr_t)p, t->stream);
+    case K_PARENA:
+        return gpuarena_free(kind == K_ARENA ? t->arena : t->parena, (void *)(uintptr_t)p,
+                             t->stream);
     case K_CUMEM:
         return ga_cuda_mem_free(p);
     default:
@@ -98,7 +110,7 @@ ALWAYS_INLINE gpuarena_status_t t_free(const int kind, const target_t *t, uint64
 }
 
 /* Check the clock every MASK+1 operations: often for slow allocators. */
-#define MASK(kind) ((kind) == K_ARENA ? 1023L : 0L)
+#define MASK(kind) (IS_ARENA(kind) ? 1023L : 0L)
 
 /* Up to N pairs of SIZE, stopping after BUDGET seconds; *DONE pairs made.
  * Returns seconds. */
@@ -111,13 +123,13 @@ ALWAYS_INLINE double pairs_loop(const int kind, const target_t *t, size_t size, 
     for (i = 0; i < n; i++) {
         gpuarena_status_t st = t_alloc(kind, t, size, &p);
         if (UNLIKELY(st != GPUARENA_SUCCESS))
-            gb_die(kind == K_ARENA   ? "gpuarena_alloc"
+            gb_die(IS_ARENA(kind)    ? "gpuarena_alloc"
                    : kind == K_CUMEM ? "cuMemAlloc"
                                      : "cuMemAllocFromPoolAsync",
                    st);
         st = t_free(kind, t, p);
         if (UNLIKELY(st != GPUARENA_SUCCESS))
-            gb_die(kind == K_ARENA   ? "gpuarena_free"
+            gb_die(IS_ARENA(kind)    ? "gpuarena_free"
                    : kind == K_CUMEM ? "cuMemFree"
                                      : "cuMemFreeAsync",
                    st);
@@ -145,6 +157,11 @@ static __attribute__((noinline)) double pairs_pool(const target_t *t, size_t s, 
 {
     return pairs_loop(K_POOL, t, s, n, b, d);
 }
+static __attribute__((noinline)) double pairs_parena(const target_t *t, size_t s, long n, double b,
+                                                     long *d)
+{
+    return pairs_loop(K_PARENA, t, s, n, b, d);
+}
 
 static double pairs(int kind, const target_t *t, size_t s, long n, double b, long *d)
 {
@@ -153,6 +170,8 @@ static double pairs(int kind, const target_t *t, size_t s, long n, double b, lon
         return pairs_arena(t, s, n, b, d);
     case K_CUMEM:
         return pairs_cumem(t, s, n, b, d);
+    case K_PARENA:
+        return pairs_parena(t, s, n, b, d);
     default:
         return pairs_pool(t, s, n, b, d);
     }
@@ -164,7 +183,7 @@ static double cached_pair_ns(int kind, const target_t *t, size_t size, long *cou
     long d;
     /* Warm the cache (the first call maps memory) and estimate. */
     pairs(kind, t, size, 1, 1e9, &d);
-    double s = pairs(kind, t, size, kind == K_ARENA ? 10000 : 16, 1e9, &d);
+    double s = pairs(kind, t, size, kind == K_ARENA ? 10000 : kind == K_CUMEM ? 16 : 1000, 1e9, &d);
     double per = s / (double)d;
     long n = per > 0 ? (long)(RUN_S / per) : 1000000;
     if (n < 8)
@@ -227,7 +246,7 @@ ALWAYS_INLINE double churn_loop(const int kind, const target_t *t, churn_t *c, l
         uint64_t *slot = &c->live[c->victim[k]];
         gpuarena_status_t st = t_free(kind, t, *slot);
         if (UNLIKELY(st != GPUARENA_SUCCESS))
-            gb_die(kind == K_ARENA   ? "gpuarena_free"
+            gb_die(IS_ARENA(kind)    ? "gpuarena_free"
                    : kind == K_CUMEM ? "cuMemFree"
                                      : "cuMemFreeAsync",
                    st);
@@ -236,7 +255,7 @@ ALWAYS_INLINE double churn_loop(const int kind, const target_t *t, churn_t *c, l
             char b[32];
             fprintf(stderr, "%s: %s: allocating %s with 255 blocks live\n", gb_prog, names[kind],
                     gb_size(c->size[k], b));
-            gb_die(kind == K_ARENA   ? "gpuarena_alloc"
+            gb_die(IS_ARENA(kind)    ? "gpuarena_alloc"
                    : kind == K_CUMEM ? "cuMemAlloc"
                                      : "cuMemAllocFromPoolAsync",
                    st);
@@ -265,6 +284,11 @@ static __attribute__((noinline)) double churn_pool(const target_t *t, churn_t *c
 {
     return churn_loop(K_POOL, t, c, f, to, b, d);
 }
+static __attribute__((noinline)) double churn_parena(const target_t *t, churn_t *c, long f, long to,
+                                                     double b, long *d)
+{
+    return churn_loop(K_PARENA, t, c, f, to, b, d);
+}
 
 static double churn(int kind, const target_t *t, churn_t *c, long f, long to, double b, long *d)
 {
@@ -273,6 +297,8 @@ static double churn(int kind, const target_t *t, churn_t *c, long f, long to, do
         return churn_arena(t, c, f, to, b, d);
     case K_CUMEM:
         return churn_cumem(t, c, f, to, b, d);
+    case K_PARENA:
+        return churn_parena(t, c, f, to, b, d);
     default:
         return churn_pool(t, c, f, to, b, d);
     }
@@ -364,11 +390,11 @@ static double concurrent_mops(int kind, const target_t *base, void *const *strea
 
 static void header(void)
 {
-    printf("%-44s | %12s | %12s | %12s | %s\n", "operation", "gpuarena", "cuMemAlloc", "pool",
-           "target (gpuarena)");
-    printf("%.44s-+-%.12s-+-%.12s-+-%.12s-+-%.18s\n",
+    printf("%-44s | %12s | %12s | %12s | %12s | %s\n", "operation", names[K_ARENA], names[K_CUMEM],
+           names[K_POOL], names[K_PARENA], "target (gpuarena)");
+    printf("%.44s-+-%.12s-+-%.12s-+-%.12s-+-%.12s-+-%.18s\n",
            "---------------------------------------------", "-------------", "-------------",
-           "-------------", "-------------------");
+           "-------------", "-------------", "-------------------");
 }
 
 /* One row; LOWER: the target is an upper bound. */
@@ -385,8 +411,8 @@ static void row(const char *op, const double v[K_COUNT], double target, bool low
     }
     bool ok = lower ? v[K_ARENA] <= target : v[K_ARENA] >= target;
     gb_target(ok);
-    printf("%-44s | %12s | %12s | %12s | %s %g: %s\n", op, cell[0], cell[1], cell[2],
-           lower ? "<=" : ">=", target, ok ? "met" : "MISSED");
+    printf("%-44s | %12s | %12s | %12s | %12s | %s %g: %s\n", op, cell[K_ARENA], cell[K_CUMEM],
+           cell[K_POOL], cell[K_PARENA], lower ? "<=" : ">=", target, ok ? "met" : "MISSED");
 }
 
 /* (d): ns per call of CALL, median of RUNS runs of N calls. */
@@ -448,6 +474,7 @@ static void release_caches(const target_t *t)
     GB_CHECK("waiting for the stream", ga_cuda_stream_sync(t->stream));
     GB_CHECK("gpuarena_trim", gpuarena_trim(t->arena, 0));
     GB_CHECK("cuMemPoolTrimTo", ga_cuda_pool_trim(t->pool, 0));
+    GB_CHECK("gpuarena_trim (pool=driver)", gpuarena_trim(t->parena, 0));
 }
 
 int main(void)
@@ -456,6 +483,8 @@ int main(void)
     target_t t = {0};
     GB_CHECK("creating the device arena", gpuarena_create(GPUARENA_DEVICE, 0, NULL, &t.arena));
     GB_CHECK("creating a pool (cuMemPoolCreate)", ga_cuda_pool_create(0, UINT64_MAX, &t.pool));
+    GB_CHECK("creating a device arena with pool=driver",
+             gpuarena_create(GPUARENA_DEVICE, 0, "pool=driver,release_threshold=max", &t.parena));
     GB_CHECK("creating a stream", ga_cuda_stream_create(true, &t.stream));
     printf("one stream (non-blocking) for (a) and (b); %d streams for (c); median of %d runs\n",
            THREADS, RUNS);
@@ -474,7 +503,7 @@ int main(void)
         char b[32], op[64];
         snprintf(op, sizeof op, "(a) cached alloc+free, %s (ns)", gb_size(sizes[i], b));
         row(op, v, 60, true);
-        printf("%-44s   (pairs timed: %ld, %ld, %ld)\n", "", n[0], n[1], n[2]);
+        printf("%-44s   (pairs timed: %ld, %ld, %ld, %ld)\n", "", n[0], n[1], n[2], n[3]);
     }
     driver_calls(&t);
     release_caches(&t);
@@ -499,9 +528,10 @@ int main(void)
                 GB_CHECK("gpuarena_stats", gpuarena_stats(t.arena, &s1));
         }
         row("(b) 256 live, random 512 B-64 MiB (ns/op)", v, 100, true);
-        printf("%-44s   (ops timed: %ld, %ld, %ld; gpuarena mapped %llu times, peak reserved "
-               "%.2f GiB)\n",
-               "", n[0], n[1], n[2], (unsigned long long)(s1.provider_maps - s0.provider_maps),
+        printf("%-44s   (ops timed: %ld, %ld, %ld, %ld; gpuarena mapped %llu times, peak "
+               "reserved %.2f GiB)\n",
+               "", n[0], n[1], n[2], n[3],
+               (unsigned long long)(s1.provider_maps - s0.provider_maps),
                (double)s1.reserved_peak / (double)GiB);
         free(c.size);
         free(c.victim);
@@ -520,7 +550,7 @@ int main(void)
         char b[32], op[64];
         snprintf(op, sizeof op, "(c) %d threads, %s (M pairs/s)", THREADS, gb_size(csizes[i], b));
         row(op, v, 30, false);
-        printf("%-44s   (pairs: %ld, %ld, %ld)\n", "", n[0], n[1], n[2]);
+        printf("%-44s   (pairs: %ld, %ld, %ld, %ld)\n", "", n[0], n[1], n[2], n[3]);
     }
     GB_CHECK("waiting for the GPU", ga_cuda_ctx_sync());
     for (int i = 0; i < THREADS; i++)
@@ -539,5 +569,6 @@ int main(void)
     GB_CHECK("destroying the stream", ga_cuda_stream_destroy(t.stream));
     GB_CHECK("destroying the pool", ga_cuda_pool_destroy(t.pool));
     GB_CHECK("destroying the arena", gpuarena_destroy(t.arena));
+    GB_CHECK("destroying the arena (pool=driver)", gpuarena_destroy(t.parena));
     return gb_finish();
 }

@@ -210,6 +210,8 @@ gpuarena_status_t gpuarena_stats_reset_peaks(gpuarena_t *a)
     if (!a)
         return ga_error(GPUARENA_ERR_INVALID_ARGUMENT, "gpuarena_stats_reset_peaks: arena is NULL");
     ga_bm_reset_peaks(a->bm);
+    if (a->prov->ops->reset_peaks)
+        a->prov->ops->reset_peaks(a->prov);
     return GPUARENA_SUCCESS;
 }
 

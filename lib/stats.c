@@ -52,8 +52,12 @@ static void nodes_text(uint64_t mask, char *buf, size_t len)
 static void print_table(FILE *out, gpuarena_t *a, const gpuarena_stats_t *st)
 {
     char b1[32], b2[32];
-    fprintf(out, "arena %s.%d (%s segments)\n", ga_kind_name(a->kind), a->device,
-            a->prov->growable && a->settings.expandable ? "growable" : "fixed");
+    if (ga_provider_is_direct(a->prov))
+        fprintf(out, "arena %s.%d (the driver's stream-ordered pool)\n", ga_kind_name(a->kind),
+                a->device);
+    else
+        fprintf(out, "arena %s.%d (%s segments)\n", ga_kind_name(a->kind), a->device,
+                a->prov->growable && a->settings.expandable ? "growable" : "fixed");
     fprintf(out, "  %-10s %12s %12s\n", "bytes", "current", "peak");
     const struct {
         const char *name;

@@ -7,7 +7,9 @@
 #include "config/config.h"
 #include "config/parse.h"
 #include "config/suggest.h"
+#include "cuda/cuda.h"
 #include "gpuarena.h"
+#include "providers/provider.h"
 
 #include <check.h>
 #include <errno.h>
@@ -323,6 +325,10 @@ START_TEST(key_table)
     ck_assert(!ga_key_applies(ga_config_find_key("prefetch"), GPUARENA_DEVICE));
     ck_assert(ga_key_applies(ga_config_find_key("peer_access"), GPUARENA_DEVICE));
     ck_assert(!ga_key_applies(ga_config_find_key("peer_access"), GPUARENA_PINNED));
+    ck_assert(ga_key_applies(ga_config_find_key("pool"), GPUARENA_DEVICE));
+    for (int kind = 0; kind < GPUARENA_KIND_COUNT; kind++)
+        ck_assert(kind == GPUARENA_DEVICE ||
+                  !ga_key_applies(ga_config_find_key("pool"), (gpuarena_kind_t)kind));
     ck_assert_str_eq(ga_kind_name(GPUARENA_SIM), "sim");
     ck_assert_str_eq(ga_kind_name((gpuarena_kind_t)9), "?");
 }
@@ -399,6 +405,12 @@ START_TEST(bounds)
     bound(D, "thread_cache_count", "1025", NULL);
     bound(D, "thread_cache_count", "8K", NULL);
     bound(D, "peer_access", "yes", "true");
+    bound(D, "pool", "arena", "arena");
+    bound(D, "pool", "driver", "driver");
+    bound(D, "pool", "drive", NULL);
+    bound(D, "pool", "DRIVER", "driver");
+    bound(D, "pool", "cuda", NULL);
+    bound(D, "pool", "1", NULL);
     bound(GPUARENA_SIM, "sim_event_delay", "0", "0");
     bound(GPUARENA_SIM, "sim_event_delay", "1000000", "1000000");
     bound(GPUARENA_SIM, "sim_event_delay", "1000001", NULL);
@@ -564,6 +576,12 @@ START_TEST(error_messages)
                  "0,2-3)");
     expect_error("[device]\nround =\n",
                  "t.conf:2: key 'device.round': empty value: expected a power of two from 1 to 1G");
+    expect_error("[device]\npool = drivr\n",
+                 "t.conf:2: key 'device.pool': bad value 'drivr': expected arena or driver (did "
+                 "you mean 'driver'?)");
+    expect_error("[pinned]\npool = driver\n",
+                 "t.conf:2: key 'pinned.pool': not a key of [pinned] arenas (it belongs in "
+                 "[device])");
     expect_error("[device]\nprefetch = on-alloc\n",
                  "t.conf:2: key 'device.prefetch': not a key of [device] arenas (it belongs in "
                  "[managed])");
@@ -911,6 +929,70 @@ START_TEST(create_options)
 }
 END_TEST
 
+/* device.pool = driver: chosen by the key, and on a machine without the
+ * driver (or without a GPU) the arena fails cleanly with the status of
+ * every GPU arena there; where there is one, the arena is the driver's
+ * pool (check_driverpool tests it on the GPU). */
+START_TEST(driver_pool_key)
+{
+    gpuarena_status_t want = ga_cuda_load();
+    int n = 0;
+    if (want == GPUARENA_SUCCESS && (want = ga_cuda_device_count(&n)) == GPUARENA_SUCCESS && !n)
+        want = GPUARENA_ERR_NO_DEVICE;
+    gpuarena_t *a = (gpuarena_t *)0x1;
+    gpuarena_status_t st = gpuarena_create(GPUARENA_DEVICE, 0, "pool=driver", &a);
+    if (want != GPUARENA_SUCCESS) {
+        ck_assert_msg(st == want, "pool=driver: %d, want %d (%s)", (int)st, (int)want,
+                      gpuarena_last_error());
+        ck_assert_ptr_eq(a, (gpuarena_t *)0x1);
+        ck_assert_str_ne(gpuarena_last_error(), "");
+        printf("check_config: pool=driver here: %s\n", gpuarena_last_error());
+    } else if (st == GPUARENA_SUCCESS) {
+        ck_assert_int_eq(a->settings.pool, GA_POOL_DRIVER);
+        ck_assert(ga_provider_is_direct(a->prov));
+        ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_SUCCESS);
+    } else {
+        /* a GPU without memory pools */
+        ck_assert_int_eq(st, GPUARENA_ERR_NOT_SUPPORTED);
+    }
+    /* A bad value is the configuration's error, before any driver call. */
+    a = (gpuarena_t *)0x1;
+    ck_assert_int_eq(gpuarena_create(GPUARENA_DEVICE, 0, "pool=drivr", &a), GPUARENA_ERR_CONFIG);
+    ck_assert_str_eq(gpuarena_last_error(), "options: key 'device.pool': bad value 'drivr': "
+                                            "expected arena or driver (did you mean 'driver'?)");
+    ck_assert_int_eq(gpuarena_create(GPUARENA_PINNED, 0, "pool=driver", &a), GPUARENA_ERR_CONFIG);
+    ck_assert_str_eq(gpuarena_last_error(), "options: key 'pinned.pool': not a key of [pinned] "
+                                            "arenas (it belongs in [device])");
+    ck_assert_ptr_eq(a, (gpuarena_t *)0x1);
+    /* The default arena from GPUARENA_OPTIONS: the same status, each time
+     * (nothing half made is kept). */
+    setenv("GPUARENA_OPTIONS", "device.pool=driver,device.release_threshold=max", 1);
+    ga_config_reset();
+    ga_settings_t set;
+    ck_assert_int_eq(ga_config_settings(GPUARENA_DEVICE, 0, &set), GPUARENA_SUCCESS);
+    ck_assert_int_eq(set.pool, GA_POOL_DRIVER);
+    ck_assert_uint_eq(set.release_threshold, SIZE_MAX);
+    ck_assert_int_eq(ga_config_settings(GPUARENA_DEVICE, 1, &set), GPUARENA_SUCCESS);
+    ck_assert_int_eq(set.pool, GA_POOL_DRIVER);
+    if (want != GPUARENA_SUCCESS) {
+        for (int i = 0; i < 2; i++) {
+            a = (gpuarena_t *)0x1;
+            ck_assert_int_eq(gpuarena_get(GPUARENA_DEVICE, 0, &a), want);
+            ck_assert_ptr_eq(a, (gpuarena_t *)0x1);
+        }
+    }
+    /* Per device: only GPU 1 takes the driver's pool. */
+    setenv("GPUARENA_OPTIONS", "device.1.pool=driver", 1);
+    ga_config_reset();
+    ck_assert_int_eq(ga_config_settings(GPUARENA_DEVICE, 0, &set), GPUARENA_SUCCESS);
+    ck_assert_int_eq(set.pool, GA_POOL_ARENA);
+    ck_assert_int_eq(ga_config_settings(GPUARENA_DEVICE, 1, &set), GPUARENA_SUCCESS);
+    ck_assert_int_eq(set.pool, GA_POOL_DRIVER);
+    unsetenv("GPUARENA_OPTIONS");
+    ga_config_reset();
+}
+END_TEST
+
 START_TEST(bad_option_changes_nothing)
 {
     ga_settings_t s, before;
@@ -976,6 +1058,7 @@ int main(void)
     tcase_add_test(files, concurrent_first_use);
     tcase_add_test(files, create_options);
     tcase_add_test(files, bad_option_changes_nothing);
+    tcase_add_test(files, driver_pool_key);
     suite_add_tcase(s, files);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -249,6 +249,106 @@ void tp_init(tp_t *t, bool growable, size_t granule)
     t->next_va = (uintptr_t)1 << 40;
 }
 
+/* ---- Direct mode ------------------------------------------------------ */
+
+static gpuarena_status_t tp_alloc_async(ga_provider_t *p, size_t size, gpuarena_stream_t h,
+                                        void **ptr)
+{
+    tp_t *t = (tp_t *)p;
+    gpuarena_status_t st = tick(t);
+    if (st != GPUARENA_SUCCESS)
+        return st;
+    (void)h;
+    for (unsigned i = t->ncached; i-- > 0;) {
+        if (t->cached[i].size != size)
+            continue;
+        *ptr = (void *)t->cached[i].addr;
+        t->cached[i] = t->cached[--t->ncached];
+        t->used += size;
+        t->direct_allocs++;
+        p->live_maps++;
+        return GPUARENA_SUCCESS;
+    }
+    if (t->capacity && size > t->capacity - t->committed)
+        return ga_error(GPUARENA_ERR_OUT_OF_MEMORY, "test pool: out of memory");
+    t->committed += size;
+    t->used += size;
+    *ptr = (void *)t->next_va;
+    t->next_va += size + 4096;
+    t->direct_allocs++;
+    p->live_maps++;
+    return GPUARENA_SUCCESS;
+}
+
+static gpuarena_status_t tp_free_async(ga_provider_t *p, void *ptr, size_t size,
+                                       gpuarena_stream_t h)
+{
+    tp_t *t = (tp_t *)p;
+    gpuarena_status_t st = tick(t);
+    if (st != GPUARENA_SUCCESS)
+        return st;
+    unsigned s = (unsigned)(uintptr_t)h;
+    for (unsigned k = 0; k < TP_STREAMS; k++)
+        t->free_waited[k] = t->waited[s][k];
+    if (t->ncached < 256) {
+        t->cached[t->ncached].addr = (uintptr_t)ptr;
+        t->cached[t->ncached].size = size;
+        t->ncached++;
+    } else {
+        t->committed -= size; /* no room to cache it: released */
+    }
+    t->used -= size;
+    t->direct_frees++;
+    p->live_maps--;
+    return GPUARENA_SUCCESS;
+}
+
+static gpuarena_status_t tp_usage(ga_provider_t *p, uint64_t *reserved, uint64_t *used)
+{
+    tp_t *t = (tp_t *)p;
+    *reserved = t->committed;
+    *used = t->used;
+    return GPUARENA_SUCCESS;
+}
+
+static gpuarena_status_t tp_trim(ga_provider_t *p, uint64_t keep)
+{
+    tp_t *t = (tp_t *)p;
+    gpuarena_status_t st = tick(t);
+    if (st != GPUARENA_SUCCESS)
+        return st;
+    t->trims++;
+    while (t->ncached && t->committed > keep) {
+        t->ncached--;
+        t->committed -= t->cached[t->ncached].size;
+    }
+    return GPUARENA_SUCCESS;
+}
+
+static const ga_provider_ops_t tp_direct_ops = {
+    .name = "test pool",
+    .stream_id = tp_stream_id,
+    .event_create = tp_event_create,
+    .event_destroy = tp_event_destroy,
+    .event_record = tp_event_record,
+    .event_query = tp_event_query,
+    .event_sync = tp_event_sync,
+    .stream_wait = tp_stream_wait,
+    .sync_all = tp_sync_all,
+    .alloc_async = tp_alloc_async,
+    .free_async = tp_free_async,
+    .usage = tp_usage,
+    .trim = tp_trim,
+    .mem_free = tp_mem_free,
+    .destroy = tp_destroy,
+};
+
+void tp_init_direct(tp_t *t)
+{
+    tp_init(t, false, (size_t)2 << 20);
+    t->base.ops = &tp_direct_ops;
+}
+
 void tp_enqueue(tp_t *t, unsigned s)
 {
     t->enqueued[s]++;

@@ -40,6 +40,19 @@ typedef struct tp {
     uint64_t bad_handles; /* records or waits on a handle that is no stream */
     uint64_t syncs;
     size_t capacity, committed;
+    /* Direct mode (tp_init_direct): a pool that hands out blocks itself,
+     * reusing a freed block of the same size (newest first) and mapping
+     * new memory otherwise; committed counts what it holds (in use or
+     * cached), capacity bounds it. */
+    struct {
+        uintptr_t addr;
+        size_t size;
+    } cached[256];
+    unsigned ncached;
+    size_t used;
+    uint64_t direct_allocs, direct_frees, trims;
+    /* waited[s][*] of the stream of the last free_async, when it was made */
+    uint64_t free_waited[TP_STREAMS];
 } tp_t;
 
 /* Streams are handles 1..TP_STREAMS-1 cast to pointers; 0 is NULL. */
@@ -49,6 +62,8 @@ static inline gpuarena_stream_t tp_handle(unsigned s)
 }
 
 void tp_init(tp_t *t, bool growable, size_t granule);
+/* A direct provider (alloc_async and friends, provider.h) with events. */
+void tp_init_direct(tp_t *t);
 /* One unit of work enqueued on stream S (the test calls it per op). */
 void tp_enqueue(tp_t *t, unsigned s);
 /* Stream S waits for the work enqueued on stream ON so far (as a program

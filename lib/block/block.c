@@ -37,6 +37,11 @@
  *
  * Only the out-of-memory path blocks the host: it synchronises on the
  * outstanding events, releases every cached byte and retries once.
+ *
+ * Over a direct provider (the driver's own pool), which hands out every
+ * block itself, alloc, free and trim go to direct.c instead: no segments,
+ * pools or thread caches, only the live map, the counters and the
+ * record_stream rule.
  */
 #include "config.h"
 
@@ -101,6 +106,16 @@ static void block_delete(ga_bm_t *bm, ga_block_t *b)
     b->addr = 0;
     b->next = bm->spare_blocks;
     bm->spare_blocks = b;
+}
+
+ga_block_t *ga_bm_block_new(ga_bm_t *bm)
+{
+    return block_new(bm);
+}
+
+void ga_bm_block_delete(ga_bm_t *bm, ga_block_t *b)
+{
+    block_delete(bm, b);
 }
 
 /* Make sure two records are spare, so that the two splits that follow
@@ -861,7 +876,7 @@ static gpuarena_status_t take_block(ga_bm_t *bm, ga_block_t *b, size_t rs, size_
     return GPUARENA_SUCCESS;
 }
 
-static gpuarena_status_t out_of_memory(ga_bm_t *bm, size_t size, gpuarena_status_t st)
+gpuarena_status_t ga_bm_out_of_memory(ga_bm_t *bm, size_t size, gpuarena_status_t st)
 {
     bm->c.oom_failures++;
     bm->c.last_oom = size;
@@ -870,11 +885,16 @@ static gpuarena_status_t out_of_memory(ga_bm_t *bm, size_t size, gpuarena_status
         bm->c.device_free = dev_free;
     if (st != GPUARENA_ERR_OUT_OF_MEMORY)
         return st;
+    /* A direct provider's pool holds the memory: ask it what it has. */
+    uint64_t reserved = bm->c.reserved, used = 0;
+    if (bm->direct && bm->prov->ops->usage(bm->prov, &reserved, &used) != GPUARENA_SUCCESS)
+        reserved = 0;
+    uint64_t in_use = ga_bm_user_in_use(bm);
     return ga_error(GPUARENA_ERR_OUT_OF_MEMORY,
                     "%s: out of memory allocating %zu bytes: %" PRIu64 " in use, %" PRIu64
                     " reserved, %" PRIu64 " cached, %" PRIu64 " free on the device",
-                    bm->prov->ops->name, size, ga_bm_user_in_use(bm), bm->c.reserved,
-                    bm->c.reserved - ga_bm_user_in_use(bm), dev_free);
+                    bm->prov->ops->name, size, in_use, reserved,
+                    reserved > in_use ? reserved - in_use : 0, dev_free);
 }
 
 static gpuarena_status_t alloc_locked(ga_bm_t *bm, size_t rs, size_t size, ga_stream_t s,
@@ -920,7 +940,7 @@ static gpuarena_status_t alloc_locked(ga_bm_t *bm, size_t rs, size_t size, ga_st
         st = b ? GPUARENA_SUCCESS : grow(bm, cls, rs, s, &b);
     }
     if (st != GPUARENA_SUCCESS)
-        return out_of_memory(bm, size, st);
+        return ga_bm_out_of_memory(bm, size, st);
     return take_block(bm, b, rs, size, s, ptr);
 }
 
@@ -947,6 +967,8 @@ gpuarena_status_t ga_bm_alloc(ga_bm_t *bm, size_t size, ga_stream_t s, void **pt
 {
     if (size > MAX_REQUEST)
         return ga_error(GPUARENA_ERR_SIZE_OVERFLOW, "a request of %zu bytes is too large", size);
+    if (bm->direct)
+        return ga_direct_alloc(bm, size, s, ptr);
     size_t rs = round_up(size, bm->round);
     /* Thread caches of host-visible memory hold only blocks freed on an
      * idle stream or with no stream (see ga_bm_free), so they may serve at
@@ -971,6 +993,8 @@ gpuarena_status_t ga_bm_alloc(ga_bm_t *bm, size_t size, ga_stream_t s, void **pt
  * The manager's lock held. */
 static gpuarena_status_t bad_pointer(ga_bm_t *bm, uintptr_t a, const char *what)
 {
+    if (bm->direct)
+        return ga_direct_bad_pointer(bm, a, what);
     for (ga_segment_t *g = bm->segs; g; g = g->next) {
         if (a < g->base || a >= g->base + g->size)
             continue;
@@ -1078,6 +1102,8 @@ static void enforce_cap(ga_bm_t *bm)
 
 gpuarena_status_t ga_bm_free(ga_bm_t *bm, void *ptr, ga_stream_t s)
 {
+    if (bm->direct)
+        return ga_direct_free(bm, ptr, s);
     uintptr_t a = (uintptr_t)ptr;
     ga_block_t *b = ga_lmap_find(&bm->live, a);
     bool done = false;
@@ -1175,6 +1201,8 @@ gpuarena_status_t ga_bm_lookup(ga_bm_t *bm, const void *ptr, size_t *requested)
 
 gpuarena_status_t ga_bm_trim(ga_bm_t *bm, size_t keep)
 {
+    if (bm->direct)
+        return ga_direct_trim(bm, keep);
     pthread_mutex_lock(&bm->lock);
     ga_tcache_flush_all(bm);
     drain_all(bm);
@@ -1197,7 +1225,9 @@ void ga_bm_stats(ga_bm_t *bm, gpuarena_stats_t *st)
     st->requested = (uint64_t)((int64_t)bm->c.requested + bm->c.req_adjust + req);
     st->in_use = (uint64_t)((int64_t)bm->c.in_use + bm->c.inuse_adjust + inuse);
     st->reserved = bm->c.reserved;
-    st->cached = st->reserved - st->in_use;
+    /* A direct provider's reserved and cached bytes are its own (its
+     * stats hook): none here. */
+    st->cached = st->reserved > st->in_use ? st->reserved - st->in_use : 0;
     /* A peak is never below the value now (a thread cache's view of the
      * totals may have lagged when it last compared). */
     peak_max(&bm->peak.requested, st->requested);
@@ -1242,7 +1272,7 @@ void ga_bm_reset_peaks(ga_bm_t *bm)
                  (uint64_t)((int64_t)bm->c.requested + bm->c.req_adjust + req));
     atomic_store(&bm->peak.in_use, u);
     atomic_store(&bm->peak.reserved, bm->c.reserved);
-    atomic_store(&bm->peak.cached, bm->c.reserved - u);
+    atomic_store(&bm->peak.cached, bm->c.reserved > u ? bm->c.reserved - u : 0);
     pthread_mutex_unlock(&bm->lock);
 }
 
@@ -1275,6 +1305,19 @@ gpuarena_status_t ga_bm_create(ga_provider_t *prov, const ga_settings_t *s, ga_b
     bm->events = ga_provider_has_events(prov);
     bm->any.stream.id = GA_STREAM_ANY;
     bm->holes.stream.id = GA_STREAM_ANY;
+    bm->direct = ga_provider_is_direct(prov);
+    if (bm->direct) {
+        /* Every request goes to the provider: nothing is cached here. */
+        bm->set.thread_cache = false;
+        gpuarena_status_t st = ga_direct_init(bm);
+        if (st != GPUARENA_SUCCESS) {
+            ga_lmap_destroy(&bm->live);
+            pthread_mutex_destroy(&bm->lock);
+            pthread_mutex_destroy(&bm->tc_lock);
+            free(bm);
+            return st;
+        }
+    }
     *out = bm;
     return GPUARENA_SUCCESS;
 }
@@ -1285,7 +1328,10 @@ void ga_bm_destroy(ga_bm_t *bm)
         return;
     ga_tcache_detach_all(bm);
     pthread_mutex_lock(&bm->lock);
-    drain_all(bm);
+    if (bm->direct)
+        ga_direct_fini(bm); /* live blocks are lost, as below */
+    else
+        drain_all(bm);
     for (ga_waiter_t *w = bm->waiters, *n; w; w = n) {
         n = w->next;
         event_put(bm, w->ev);

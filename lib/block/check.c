@@ -138,6 +138,8 @@ static gpuarena_status_t check_pool(ga_bm_t *bm, ga_pool_t *p, uint64_t *listed)
 
 gpuarena_status_t ga_bm_check(ga_bm_t *bm)
 {
+    if (bm->direct)
+        return ga_direct_check(bm); /* live blocks only: direct.c */
     pthread_mutex_lock(&bm->lock);
     tally_t t = {0};
     gpuarena_status_t st = GPUARENA_SUCCESS;

@@ -154,12 +154,31 @@ typedef struct ga_peaks {
 
 typedef struct ga_tcache ga_tcache_t;
 
+/* Direct mode (direct.c): the provider hands out every block itself (the
+ * driver's pool).  There are no segments, pools or free blocks: live
+ * blocks are records in the live map, also linked through prev/next, and
+ * the last frees are remembered so that a second free of one of them is
+ * told from a foreign pointer. */
+#define GA_DIRECT_FREED 1024
+
+typedef struct ga_direct {
+    ga_block_t *live; /* every live block, linked through prev/next */
+    struct ga_freed {
+        uintptr_t addr;
+        size_t size;
+    } * freed;       /* ring of the last GA_DIRECT_FREED frees */
+    unsigned nfreed; /* entries in use */
+    unsigned next;   /* where the next free is written */
+} ga_direct_t;
+
 struct ga_bm {
     pthread_mutex_t lock;
     ga_provider_t *prov;
     ga_settings_t set;
     size_t round;
     bool events; /* the provider has events: frees are stream-ordered */
+    bool direct; /* the provider hands out blocks itself (direct.c) */
+    ga_direct_t d;
 
     ga_segment_t *segs;              /* every segment */
     ga_segment_t *grow[CLASS_COUNT]; /* the growable segment of each class */
@@ -192,6 +211,22 @@ struct ga_bm {
 void ga_bm_free_locked(ga_bm_t *bm, ga_block_t *b, ga_stream_t s, bool done);
 void ga_bm_update_peaks(ga_bm_t *bm);
 uint64_t ga_bm_user_in_use(ga_bm_t *bm);
+/* Block records (never freed while the manager lives). */
+ga_block_t *ga_bm_block_new(ga_bm_t *bm);
+void ga_bm_block_delete(ga_bm_t *bm, ga_block_t *b);
+/* Count a failed allocation of SIZE bytes and return ST, with the
+ * out-of-memory message when ST is GPUARENA_ERR_OUT_OF_MEMORY. */
+gpuarena_status_t ga_bm_out_of_memory(ga_bm_t *bm, size_t size, gpuarena_status_t st);
+
+/* direct.c: the manager over a direct provider.  alloc, free, trim and
+ * check take the manager's lock; bad_pointer and the rest run under it. */
+gpuarena_status_t ga_direct_init(ga_bm_t *bm);
+void ga_direct_fini(ga_bm_t *bm);
+gpuarena_status_t ga_direct_alloc(ga_bm_t *bm, size_t size, ga_stream_t s, void **ptr);
+gpuarena_status_t ga_direct_free(ga_bm_t *bm, void *ptr, ga_stream_t s);
+gpuarena_status_t ga_direct_trim(ga_bm_t *bm, size_t keep);
+gpuarena_status_t ga_direct_check(ga_bm_t *bm);
+gpuarena_status_t ga_direct_bad_pointer(ga_bm_t *bm, uintptr_t a, const char *what);
 
 /* Host-visible memory with GPU events (pinned, managed): a freed block is
  * reusable, by any stream, only once the GPU has passed its free, unless

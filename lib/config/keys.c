@@ -27,6 +27,7 @@
 /* Enum fields are stored through an int of the same size. */
 _Static_assert(sizeof(ga_cross_stream_t) == sizeof(int), "enum size");
 _Static_assert(sizeof(ga_prefetch_policy_t) == sizeof(int), "enum size");
+_Static_assert(sizeof(ga_pool_kind_t) == sizeof(int), "enum size");
 _Static_assert(sizeof(ga_numa_policy_t) == sizeof(int), "enum size");
 _Static_assert(sizeof(ga_advise_location_t) == sizeof(int), "enum size");
 _Static_assert(sizeof(ga_advise_accessors_t) == sizeof(int), "enum size");
@@ -37,6 +38,8 @@ static const ga_word_t keep_all[] = {{"max", SIZE_MAX}, {NULL, 0}};
 static const ga_word_t granule_auto[] = {{"auto", 0}, {NULL, 0}};
 static const ga_word_t cross_words[] = {
     {"event", GA_CROSS_EVENT}, {"wait", GA_CROSS_WAIT}, {"never", GA_CROSS_NEVER}, {NULL, 0}};
+static const ga_word_t pool_words[] = {
+    {"arena", GA_POOL_ARENA}, {"driver", GA_POOL_DRIVER}, {NULL, 0}};
 static const ga_word_t prefetch_words[] = {
     {"none", GA_PREFETCH_NONE}, {"on-alloc", GA_PREFETCH_ON_ALLOC}, {NULL, 0}};
 
@@ -164,6 +167,9 @@ static const ga_key_t keys[] = {
      "threads that touch the pages of a new pinned segment before it is registered"},
     {"peer_access", GA_KEY_BOOL, K_DEVICE, FIELD(peer_access), 0, 1, 0, NULL, "true or false",
      "give the other GPUs access to this device's memory"},
+    {"pool", GA_KEY_ENUM, K_DEVICE, FIELD(pool), 0, 0, 0, pool_words, "arena or driver",
+     "where blocks come from: the arena's own segments, or the driver's stream-ordered pool "
+     "(cuMemPool)"},
     {"prefetch", GA_KEY_ENUM, K_MANAGED, FIELD(prefetch), 0, 0, 0, prefetch_words,
      "none or on-alloc", "prefetch managed memory to the device when it is allocated"},
     {"prefetch_headroom", GA_KEY_SIZE, K_MANAGED, FIELD(prefetch_headroom), 0, SIZE_MAX, 0, NULL,
@@ -209,6 +215,7 @@ void ga_config_defaults(gpuarena_kind_t kind, ga_settings_t *s)
     s->thread_cache_count = 8;
     s->sim_event_delay = 4;
     s->numa = kind == GPUARENA_PINNED ? GA_NUMA_NEAREST : GA_NUMA_LOCAL;
+    s->pool = GA_POOL_ARENA;
     s->prefetch = GA_PREFETCH_NONE;
     s->prefetch_headroom = 256 << 20;
     s->prefetch_chunk = (size_t)2 << 30;

@@ -31,6 +31,12 @@ typedef enum ga_numa_policy {
     GA_NUMA_LOCAL = 3       /* first touch by the calling thread */
 } ga_numa_policy_t;
 
+/* Where a device arena's blocks come from (key `pool`). */
+typedef enum ga_pool_kind {
+    GA_POOL_ARENA = 0, /* the block manager's own segments and blocks */
+    GA_POOL_DRIVER = 1 /* the driver's stream-ordered pool (cuMemPool), block by block */
+} ga_pool_kind_t;
+
 typedef enum ga_prefetch_policy {
     GA_PREFETCH_NONE = 0,
     GA_PREFETCH_ON_ALLOC = 1
@@ -80,6 +86,7 @@ typedef struct ga_settings {
     unsigned prefault_threads; /* threads that touch a new segment (0: auto) */
     /* Device. */
     bool peer_access;
+    ga_pool_kind_t pool; /* the arena's own blocks, or the driver's pool */
     /* Managed. */
     ga_prefetch_policy_t prefetch;
     size_t prefetch_headroom;

@@ -95,6 +95,8 @@
     X(cuMemPoolCreate, 11020, 0)                                                                   \
     X(cuMemPoolDestroy, 11020, 0)                                                                  \
     X(cuMemPoolSetAttribute, 11020, 0)                                                             \
+    X(cuMemPoolGetAttribute, 11020, 0)                                                             \
+    X(cuMemPoolSetAccess, 11020, 0)                                                                \
     X(cuMemPoolTrimTo, 11020, 0)                                                                   \
     X(cuMemAllocFromPoolAsync, 11020, 0)                                                           \
     X(cuMemcpyHtoDAsync, 3020, 0)                                                                  \
@@ -483,6 +485,7 @@ gpuarena_status_t ga_cuda_device_attr(int device, ga_cuda_attr_t attr, int *valu
             CU_DEVICE_ATTRIBUTE_DIRECT_MANAGED_MEM_ACCESS_FROM_HOST,
         [GA_CUDA_ATTR_CONCURRENT_KERNELS] = CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS,
         [GA_CUDA_ATTR_MULTIPROCESSOR_COUNT] = CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+        [GA_CUDA_ATTR_MEMORY_POOLS_SUPPORTED] = CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED,
     };
     if ((unsigned)attr >= sizeof attrs / sizeof attrs[0])
         return ga_error(GPUARENA_ERR_INVALID_ARGUMENT, "unknown device attribute %d", (int)attr);
@@ -1160,6 +1163,86 @@ gpuarena_status_t ga_cuda_mem_free_async(uint64_t dptr, void *stream)
     NEED(cuMemFreeAsync);
     CUresult r = cu.cuMemFreeAsync((CUdeviceptr)dptr, (CUstream)stream);
     return r == CUDA_SUCCESS ? GPUARENA_SUCCESS : stream_fail("cuMemFreeAsync", stream, r);
+}
+
+static gpuarena_status_t pool_get(CUmemoryPool p, CUmemPool_attribute attr, uint64_t *v)
+{
+    cuuint64_t x = 0;
+    CUresult r = cu.cuMemPoolGetAttribute(p, attr, &x);
+    if (r != CUDA_SUCCESS)
+        return fail("cuMemPoolGetAttribute", r);
+    *v = x;
+    return GPUARENA_SUCCESS;
+}
+
+gpuarena_status_t ga_cuda_pool_usage(void *pool, ga_cuda_pool_usage_t *u)
+{
+    NEED(cuMemPoolGetAttribute);
+    CUmemoryPool p = (CUmemoryPool)pool;
+    gpuarena_status_t st = pool_get(p, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &u->reserved);
+    if (st == GPUARENA_SUCCESS)
+        st = pool_get(p, CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH, &u->reserved_high);
+    if (st == GPUARENA_SUCCESS)
+        st = pool_get(p, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &u->used);
+    if (st == GPUARENA_SUCCESS)
+        st = pool_get(p, CU_MEMPOOL_ATTR_USED_MEM_HIGH, &u->used_high);
+    return st;
+}
+
+gpuarena_status_t ga_cuda_pool_reset_peaks(void *pool)
+{
+    NEED(cuMemPoolSetAttribute);
+    /* A high-water mark can only be set to 0, which restarts it from the
+     * value now. */
+    cuuint64_t zero = 0;
+    CUresult r =
+        cu.cuMemPoolSetAttribute((CUmemoryPool)pool, CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH, &zero);
+    if (r == CUDA_SUCCESS) {
+        zero = 0;
+        r = cu.cuMemPoolSetAttribute((CUmemoryPool)pool, CU_MEMPOOL_ATTR_USED_MEM_HIGH, &zero);
+    }
+    return r == CUDA_SUCCESS ? GPUARENA_SUCCESS : fail("cuMemPoolSetAttribute", r);
+}
+
+gpuarena_status_t ga_cuda_pool_set_reuse(void *pool, bool follow_events, bool opportunistic,
+                                         bool internal_dependencies)
+{
+    NEED(cuMemPoolSetAttribute);
+    const struct {
+        CUmemPool_attribute attr;
+        int value;
+    } set[] = {
+        {CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES, follow_events},
+        {CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC, opportunistic},
+        {CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES, internal_dependencies},
+    };
+    for (size_t i = 0; i < sizeof set / sizeof set[0]; i++) {
+        int v = set[i].value;
+        CUresult r = cu.cuMemPoolSetAttribute((CUmemoryPool)pool, set[i].attr, &v);
+        if (r != CUDA_SUCCESS)
+            return fail("cuMemPoolSetAttribute", r);
+    }
+    return GPUARENA_SUCCESS;
+}
+
+gpuarena_status_t ga_cuda_pool_set_access(void *pool, const int *devices, int count)
+{
+    NEED(cuMemPoolSetAccess);
+    CUmemAccessDesc desc[64];
+    if (count <= 0 || count > 64)
+        return ga_error(GPUARENA_ERR_INVALID_ARGUMENT, "cuMemPoolSetAccess: %d devices", count);
+    for (int i = 0; i < count; i++) {
+        CUdevice d;
+        gpuarena_status_t st = get_device(devices[i], &d);
+        if (st != GPUARENA_SUCCESS)
+            return st;
+        memset(&desc[i], 0, sizeof desc[i]);
+        desc[i].location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+        desc[i].location.id = (int)d;
+        desc[i].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    }
+    CUresult r = cu.cuMemPoolSetAccess((CUmemoryPool)pool, desc, (size_t)count);
+    return r == CUDA_SUCCESS ? GPUARENA_SUCCESS : fail("cuMemPoolSetAccess", r);
 }
 
 gpuarena_status_t ga_cuda_memcpy_htod_async(uint64_t dst, const void *src, size_t size,

@@ -76,7 +76,8 @@ typedef enum ga_cuda_attr {
     GA_CUDA_ATTR_PAGEABLE_USES_HOST_PAGE_TABLES,  /* pageable access through host page tables */
     GA_CUDA_ATTR_DIRECT_MANAGED_ACCESS_FROM_HOST, /* host reads device-resident managed memory */
     GA_CUDA_ATTR_CONCURRENT_KERNELS,
-    GA_CUDA_ATTR_MULTIPROCESSOR_COUNT
+    GA_CUDA_ATTR_MULTIPROCESSOR_COUNT,
+    GA_CUDA_ATTR_MEMORY_POOLS_SUPPORTED /* cuMemPoolCreate, cuMemAllocFromPoolAsync */
 } ga_cuda_attr_t;
 
 gpuarena_status_t ga_cuda_device_attr(int device, ga_cuda_attr_t attr, int *value);
@@ -205,6 +206,22 @@ gpuarena_status_t ga_cuda_mem_alloc_from_pool(size_t size, void *pool, void *str
                                               uint64_t *dptr);
 gpuarena_status_t ga_cuda_mem_alloc_async(size_t size, void *stream, uint64_t *dptr);
 gpuarena_status_t ga_cuda_mem_free_async(uint64_t dptr, void *stream);
+/* What a pool holds from the device (reserved) and hands out (used), now
+ * and at the high-water marks (CU_MEMPOOL_ATTR_*_MEM_CURRENT and _HIGH). */
+typedef struct ga_cuda_pool_usage {
+    uint64_t reserved, reserved_high, used, used_high;
+} ga_cuda_pool_usage_t;
+gpuarena_status_t ga_cuda_pool_usage(void *pool, ga_cuda_pool_usage_t *u);
+/* Restart both high-water marks from the values now. */
+gpuarena_status_t ga_cuda_pool_reset_peaks(void *pool);
+/* The pool's reuse policy across streams: follow event dependencies,
+ * take completed frees opportunistically, insert stream waits itself
+ * (CU_MEMPOOL_ATTR_REUSE_*; the driver enables all three by default). */
+gpuarena_status_t ga_cuda_pool_set_reuse(void *pool, bool follow_events, bool opportunistic,
+                                         bool internal_dependencies);
+/* Give read-write access to the pool's memory to the COUNT devices of
+ * DEVICES (at most 64; not the pool's own device, which always has it). */
+gpuarena_status_t ga_cuda_pool_set_access(void *pool, const int *devices, int count);
 
 /* Copies and fills in stream order, and a synchronous device copy. */
 gpuarena_status_t ga_cuda_memcpy_htod_async(uint64_t dst, const void *src, size_t size,

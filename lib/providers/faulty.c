@@ -367,6 +367,43 @@ static gpuarena_status_t w_prefetch(ga_provider_t *p, void *ptr, size_t size, in
     return st == GPUARENA_SUCCESS ? IN(p)->ops->prefetch(IN(p), ptr, size, dest, s) : st;
 }
 
+/* A direct provider's blocks count as maps and unmaps, its trims as
+ * decommits. */
+static gpuarena_status_t w_alloc_async(ga_provider_t *p, size_t size, gpuarena_stream_t s,
+                                       void **ptr)
+{
+    gpuarena_status_t st = fault(p, GA_FAULT_MAP, OOM);
+    if (st == GPUARENA_SUCCESS)
+        st = IN(p)->ops->alloc_async(IN(p), size, s, ptr);
+    sync_fields(p);
+    return st;
+}
+
+static gpuarena_status_t w_free_async(ga_provider_t *p, void *ptr, size_t size, gpuarena_stream_t s)
+{
+    gpuarena_status_t st = fault(p, GA_FAULT_UNMAP, DRV);
+    if (st == GPUARENA_SUCCESS)
+        st = IN(p)->ops->free_async(IN(p), ptr, size, s);
+    sync_fields(p);
+    return st;
+}
+
+static gpuarena_status_t w_usage(ga_provider_t *p, uint64_t *reserved, uint64_t *used)
+{
+    return IN(p)->ops->usage(IN(p), reserved, used);
+}
+
+static gpuarena_status_t w_trim(ga_provider_t *p, uint64_t keep)
+{
+    gpuarena_status_t st = fault(p, GA_FAULT_DECOMMIT, DRV);
+    return st == GPUARENA_SUCCESS ? IN(p)->ops->trim(IN(p), keep) : st;
+}
+
+static void w_reset_peaks(ga_provider_t *p)
+{
+    IN(p)->ops->reset_peaks(IN(p));
+}
+
 static void w_stats(ga_provider_t *p, gpuarena_stats_t *st)
 {
     IN(p)->ops->stats(IN(p), st);
@@ -423,6 +460,11 @@ gpuarena_status_t ga_fault_wrap(ga_provider_t **pp)
     WRAP(memzero, w_memzero);
     WRAP(on_alloc, w_on_alloc);
     WRAP(prefetch, w_prefetch);
+    WRAP(alloc_async, w_alloc_async);
+    WRAP(free_async, w_free_async);
+    WRAP(usage, w_usage);
+    WRAP(trim, w_trim);
+    WRAP(reset_peaks, w_reset_peaks);
     WRAP(stats, w_stats);
     WRAP(mem_free, w_mem_free);
 #undef WRAP

@@ -14,6 +14,8 @@ gpuarena_status_t ga_gpu_provider_create(gpuarena_kind_t kind, int device, const
 {
     switch (kind) {
     case GPUARENA_DEVICE:
+        if (s->pool == GA_POOL_DRIVER)
+            return ga_driverpool_provider_create(device, s, out);
         return ga_device_provider_create(device, s, out);
     case GPUARENA_PINNED:
         return ga_pinned_provider_create(device, s, out);

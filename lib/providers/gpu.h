@@ -14,6 +14,11 @@
 gpuarena_status_t ga_device_provider_create(int device, const ga_settings_t *s,
                                             ga_provider_t **out);
 
+/* Device memory from the driver's stream-ordered pool, block by block: a
+ * direct provider (driverpool.c; device arenas with pool = driver). */
+gpuarena_status_t ga_driverpool_provider_create(int device, const ga_settings_t *s,
+                                                ga_provider_t **out);
+
 /* Page-locked host memory near DEVICE (pinned.c). */
 gpuarena_status_t ga_pinned_provider_create(int device, const ga_settings_t *s,
                                             ga_provider_t **out);

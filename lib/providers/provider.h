@@ -6,8 +6,9 @@
  * with reserve/commit/decommit/release), and for the few stream and event
  * operations that stream-ordered reuse needs.  Nothing here names CUDA;
  * streams and events are opaque pointers.  One file per kind implements it
- * (sim.c, host.c, device.c, pinned.c, managed.c), the way mimalloc's prim/
- * holds one file per operating system.
+ * (sim.c, host.c, device.c, pinned.c, managed.c, and driverpool.c for the
+ * driver's own pool), the way mimalloc's prim/ holds one file per
+ * operating system.
  *
  * Every function returns a gpuarena_status_t.  An optional entry is NULL
  * when the provider does not offer it; the block manager then falls back as
@@ -80,6 +81,30 @@ typedef struct ga_provider_ops {
     gpuarena_status_t (*on_alloc)(ga_provider_t *p, void *ptr, size_t size, gpuarena_stream_t s);
     gpuarena_status_t (*prefetch)(ga_provider_t *p, void *ptr, size_t size, int dest,
                                   gpuarena_stream_t s);
+    /* Direct providers (optional: alloc_async, free_async, usage and trim
+     * all four or none; then map, unmap and the growable entries are not
+     * used).  Such a provider hands out every block itself, in stream
+     * order, from a pool of its own (the driver's cuMemPool), and the
+     * block manager passes each request straight through: it keeps only
+     * its map of live blocks (for the statuses of bad pointers), its
+     * counters, and the record_stream rule, which it keeps by making the
+     * free's stream wait (stream_wait) on an event recorded on every other
+     * stream that used the block before it calls free_async.  The provider
+     * orders reuse itself.  Events are required. */
+    gpuarena_status_t (*alloc_async)(ga_provider_t *p, size_t size, gpuarena_stream_t s,
+                                     void **ptr);
+    /* Free PTR (SIZE bytes, as allocated) in stream order on S. */
+    gpuarena_status_t (*free_async)(ga_provider_t *p, void *ptr, size_t size, gpuarena_stream_t s);
+    /* Bytes the provider's pool holds from the device (reserved) and hands
+     * out (used) now. */
+    gpuarena_status_t (*usage)(ga_provider_t *p, uint64_t *reserved, uint64_t *used);
+    /* Release cached memory until at most KEEP bytes stay reserved, as far
+     * as the pool can: memory whose free has not been seen complete on the
+     * host stays (the caller synchronises first where it must). */
+    gpuarena_status_t (*trim)(ga_provider_t *p, uint64_t keep);
+    /* Optional: restart the peaks the provider's stats hook reports. */
+    void (*reset_peaks)(ga_provider_t *p);
+
     /* Optional: fill per-kind statistics fields. */
     void (*stats)(ga_provider_t *p, gpuarena_stats_t *st);
     /* Optional: bytes the device has free now (for OOM reports). */
@@ -101,6 +126,12 @@ struct ga_provider {
 static inline bool ga_provider_has_events(const ga_provider_t *p)
 {
     return p->ops->event_create != NULL;
+}
+
+/* A direct provider: it hands out blocks itself (see alloc_async). */
+static inline bool ga_provider_is_direct(const ga_provider_t *p)
+{
+    return p->ops->alloc_async != NULL;
 }
 
 #endif /* GA_PROVIDER_H */

@@ -1,0 +1,363 @@
+/*
+ * direct.c - the block manager over a direct provider (provider.h:
+ * alloc_async and friends; the driver's cuMemPool in driverpool.c).
+ *
+ * The provider hands out every block itself, in stream order, and orders
+ * reuse itself; each request is passed straight through.  What stays here
+ * is what every arena owes its caller, whoever caches:
+ *
+ * - The live map: a free or record_stream of a pointer that is not a live
+ *   block is refused before anything changes, with the statuses of every
+ *   arena: GPUARENA_ERR_INTERIOR_POINTER inside a live block,
+ *   GPUARENA_ERR_DOUBLE_FREE for one of the last GA_DIRECT_FREED frees
+ *   (older ones read as foreign: the provider may have handed the address
+ *   out again since, and then it is live or inside a live block),
+ *   GPUARENA_ERR_INVALID_POINTER otherwise.
+ * - The counters: requested, in use (requests rounded up to `round`, the
+ *   size the provider is asked for), their peaks, allocations, frees and
+ *   live blocks.  Reserved and cached bytes are the provider's (its stats
+ *   hook); nothing is reserved here.
+ * - record_stream: before the free, the free's stream is made to wait
+ *   (stream_wait) on an event recorded on every other stream that used the
+ *   block, so that the pool, which orders reuse by the free's stream,
+ *   cannot hand the block out before those streams are done with it.
+ *   Where an event cannot be recorded or waited on (a recorded stream the
+ *   program has destroyed since), the host waits for all work instead:
+ *   never an early reuse.  (Holding the block back and freeing it once
+ *   the events complete, as the segment arenas do, would need a later
+ *   provider free on a stream named in an earlier call, which the program
+ *   may have destroyed, and would keep the memory from the pool longer;
+ *   the wait costs one event per recorded stream and blocks nothing.)
+ * - Out of memory: once every free has completed (sync_all), the pool's
+ *   cached memory is released (trim) and the request retried once: the
+ *   only path that blocks the host, as in every arena.
+ * - max_cached: after a free, cached memory above the cap is released
+ *   (trim), as far as the pool can without waiting: memory whose free has
+ *   not completed goes at a later free or trim.
+ * - gpuarena_trim: waits for all work (so that every free has completed),
+ *   then releases cached memory down to KEEP bytes.
+ * - A provider free that fails leaves the block live and counted, as the
+ *   provider still holds it: the caller may free it again.  (So does the
+ *   free that undoes an allocation whose zero fill failed, if it fails
+ *   too: a context in that state is broken, and the block shows as live.)
+ *
+ * Every operation holds the manager's lock across its provider calls, so
+ * that the live map, the counters and the provider's count of live blocks
+ * always agree (the checker compares them).  There is no thread cache.
+ */
+#include "block/internal.h"
+
+#include "errors.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+static inline size_t round_up(size_t n, size_t a)
+{
+    return (n + a - 1) & ~(a - 1);
+}
+
+gpuarena_status_t ga_direct_init(ga_bm_t *bm)
+{
+    const ga_provider_ops_t *o = bm->prov->ops;
+    if (!o->alloc_async || !o->free_async || !o->usage || !o->trim || !o->event_create ||
+        !o->event_destroy || !o->event_record || !o->stream_wait || !o->sync_all)
+        return ga_error(GPUARENA_ERR_INVALID_ARGUMENT,
+                        "%s: a direct provider needs alloc_async, free_async, usage, trim, "
+                        "events, stream_wait and sync_all",
+                        o->name);
+    bm->d.freed = calloc(GA_DIRECT_FREED, sizeof *bm->d.freed);
+    if (!bm->d.freed)
+        return ga_error(GPUARENA_ERR_HOST_MEMORY, "no memory for a block manager");
+    return GPUARENA_SUCCESS;
+}
+
+void ga_direct_fini(ga_bm_t *bm)
+{
+    for (ga_block_t *b = bm->d.live; b; b = b->next)
+        free(b->uses);
+    bm->d.live = NULL;
+    free(bm->d.freed);
+    bm->d.freed = NULL;
+}
+
+/* ------------------------------------------------------------------ */
+/* Bad pointers.                                                       */
+
+gpuarena_status_t ga_direct_bad_pointer(ga_bm_t *bm, uintptr_t a, const char *what)
+{
+    for (const ga_block_t *b = bm->d.live; b; b = b->next)
+        if (a > b->addr && a - b->addr < b->size)
+            return ga_error(GPUARENA_ERR_INTERIOR_POINTER,
+                            "%s: %p points inside a block starting at %p", what, (void *)a,
+                            (void *)b->addr);
+    /* Newest first: the last free of an address is the one that counts. */
+    for (unsigned i = 0; i < bm->d.nfreed; i++) {
+        const struct ga_freed *f =
+            &bm->d.freed[(bm->d.next + GA_DIRECT_FREED - 1 - i) % GA_DIRECT_FREED];
+        if (f->addr == a)
+            return ga_error(GPUARENA_ERR_DOUBLE_FREE, "%s: %p was already freed", what, (void *)a);
+        if (a > f->addr && a - f->addr < f->size)
+            return ga_error(GPUARENA_ERR_INVALID_POINTER,
+                            "%s: %p points inside a freed block starting at %p", what, (void *)a,
+                            (void *)f->addr);
+    }
+    return ga_error(GPUARENA_ERR_INVALID_POINTER, "%s: %p was not handed out by this arena", what,
+                    (void *)a);
+}
+
+static void remember_free(ga_bm_t *bm, uintptr_t a, size_t size)
+{
+    bm->d.freed[bm->d.next].addr = a;
+    bm->d.freed[bm->d.next].size = size;
+    bm->d.next = (bm->d.next + 1) % GA_DIRECT_FREED;
+    if (bm->d.nfreed < GA_DIRECT_FREED)
+        bm->d.nfreed++;
+}
+
+/* ------------------------------------------------------------------ */
+/* Releasing the pool's cached memory.                                 */
+
+/* Release cached memory until at most KEEP bytes stay cached, without
+ * waiting; *DONE: whether the provider was asked. */
+static gpuarena_status_t release_cached(ga_bm_t *bm, uint64_t keep, bool *done)
+{
+    ga_provider_t *p = bm->prov;
+    uint64_t reserved = 0, used = 0;
+    *done = false;
+    gpuarena_status_t st = p->ops->usage(p, &reserved, &used);
+    if (st != GPUARENA_SUCCESS)
+        return st;
+    /* The pool's own count of what it hands out may exceed ours by its
+     * rounding: it can release nothing of that. */
+    uint64_t base = used > bm->c.in_use ? used : bm->c.in_use;
+    uint64_t target = base > UINT64_MAX - keep ? UINT64_MAX : base + keep;
+    if (reserved <= target)
+        return GPUARENA_SUCCESS;
+    *done = true;
+    return p->ops->trim(p, target);
+}
+
+/* ------------------------------------------------------------------ */
+/* Allocation and free.                                                */
+
+gpuarena_status_t ga_direct_alloc(ga_bm_t *bm, size_t size, ga_stream_t s, void **ptr)
+{
+    ga_provider_t *p = bm->prov;
+    size_t rs = round_up(size, bm->round);
+    pthread_mutex_lock(&bm->lock);
+    /* The record first: running out of host memory leaves nothing
+     * allocated. */
+    ga_block_t *b = ga_bm_block_new(bm);
+    if (!b) {
+        pthread_mutex_unlock(&bm->lock);
+        return ga_error(GPUARENA_ERR_HOST_MEMORY, "no memory for a block record");
+    }
+    void *q = NULL;
+    gpuarena_status_t st = p->ops->alloc_async(p, rs, s.handle, &q);
+    if (st == GPUARENA_ERR_OUT_OF_MEMORY) {
+        /* Release everything the pool caches, once every free has
+         * completed, and retry once: the only path that blocks the host. */
+        bool done;
+        bm->c.oom_retries++;
+        if (p->ops->sync_all(p) == GPUARENA_SUCCESS &&
+            release_cached(bm, 0, &done) == GPUARENA_SUCCESS && done)
+            bm->c.trims++;
+        st = p->ops->alloc_async(p, rs, s.handle, &q);
+    }
+    if (st != GPUARENA_SUCCESS) {
+        ga_bm_block_delete(bm, b);
+        if (st == GPUARENA_ERR_OUT_OF_MEMORY)
+            st = ga_bm_out_of_memory(bm, size, st);
+        pthread_mutex_unlock(&bm->lock);
+        return st;
+    }
+    b->addr = (uintptr_t)q;
+    b->size = rs;
+    b->state = BLOCK_LIVE;
+    b->requested = b->requested_bm = size;
+    b->stream = s;
+    st = ga_lmap_insert(&bm->live, b);
+    if (st != GPUARENA_SUCCESS) {
+        /* Give it back on the stream it came from: nothing was done with
+         * it. */
+        (void)p->ops->free_async(p, q, rs, s.handle);
+        ga_bm_block_delete(bm, b);
+        pthread_mutex_unlock(&bm->lock);
+        return ga_error(st, "no memory for the live-block map");
+    }
+    b->prev = NULL;
+    b->next = bm->d.live;
+    if (bm->d.live)
+        bm->d.live->prev = b;
+    bm->d.live = b;
+    bm->c.requested += size;
+    bm->c.in_use += rs;
+    bm->c.allocs++;
+    bm->c.live++;
+    ga_bm_update_peaks(bm);
+    pthread_mutex_unlock(&bm->lock);
+    *ptr = q;
+    if (bm->set.zero && p->ops->memzero) {
+        st = p->ops->memzero(p, q, size, s.handle);
+        if (st != GPUARENA_SUCCESS) {
+            (void)ga_direct_free(bm, q, s);
+            *ptr = NULL;
+        }
+    }
+    return st;
+}
+
+/* Make the free's stream S wait for every other stream that used B
+ * (record_stream), on the GPU; on the host where that cannot be done. */
+static gpuarena_status_t wait_for_uses(ga_bm_t *bm, const ga_block_t *b, ga_stream_t s)
+{
+    ga_provider_t *p = bm->prov;
+    const ga_uses_t *u = b->uses;
+    bool unwatched = false;
+    for (unsigned i = 0; u && i < u->count; i++) {
+        if (u->s[i].id == s.id)
+            continue;
+        ga_event_t ev;
+        if (p->ops->event_create(p, &ev) != GPUARENA_SUCCESS) {
+            unwatched = true;
+            continue;
+        }
+        if (p->ops->event_record(p, ev, u->s[i].handle) == GPUARENA_SUCCESS) {
+            bm->c.events++;
+            if (p->ops->stream_wait(p, s.handle, ev) == GPUARENA_SUCCESS)
+                bm->c.waits++;
+            else
+                unwatched = true;
+        } else {
+            unwatched = true;
+        }
+        /* The wait is enqueued: the event may be recorded again. */
+        p->ops->event_destroy(p, ev);
+    }
+    return unwatched ? p->ops->sync_all(p) : GPUARENA_SUCCESS;
+}
+
+gpuarena_status_t ga_direct_free(ga_bm_t *bm, void *ptr, ga_stream_t s)
+{
+    ga_provider_t *p = bm->prov;
+    uintptr_t a = (uintptr_t)ptr;
+    pthread_mutex_lock(&bm->lock);
+    ga_block_t *b = ga_lmap_find(&bm->live, a);
+    gpuarena_status_t st;
+    if (!b || b->addr != a || b->state != BLOCK_LIVE) {
+        st = ga_direct_bad_pointer(bm, a, "gpuarena_free");
+        pthread_mutex_unlock(&bm->lock);
+        return st;
+    }
+    st = wait_for_uses(bm, b, s);
+    if (st == GPUARENA_SUCCESS)
+        st = p->ops->free_async(p, ptr, b->size, s.handle);
+    if (st != GPUARENA_SUCCESS) {
+        /* The block stays live, as it was: the caller may free it again. */
+        pthread_mutex_unlock(&bm->lock);
+        return st;
+    }
+    ga_lmap_remove(&bm->live, a);
+    if (b->prev)
+        b->prev->next = b->next;
+    else
+        bm->d.live = b->next;
+    if (b->next)
+        b->next->prev = b->prev;
+    bm->c.requested -= b->requested_bm;
+    bm->c.in_use -= b->size;
+    bm->c.frees++;
+    bm->c.live--;
+    remember_free(bm, a, b->size);
+    free(b->uses);
+    b->uses = NULL;
+    ga_bm_block_delete(bm, b);
+    if (bm->set.max_cached != SIZE_MAX) {
+        bool done;
+        if (release_cached(bm, bm->set.max_cached, &done) == GPUARENA_SUCCESS && done)
+            bm->c.trims++;
+    }
+    ga_bm_update_peaks(bm);
+    pthread_mutex_unlock(&bm->lock);
+    return GPUARENA_SUCCESS;
+}
+
+gpuarena_status_t ga_direct_trim(ga_bm_t *bm, size_t keep)
+{
+    ga_provider_t *p = bm->prov;
+    pthread_mutex_lock(&bm->lock);
+    /* Memory whose free has not been seen complete cannot be released:
+     * wait for every stream first, as trim does in every arena. */
+    bool done;
+    gpuarena_status_t st = p->ops->sync_all(p);
+    if (st == GPUARENA_SUCCESS)
+        st = release_cached(bm, keep, &done);
+    bm->c.trims++;
+    ga_bm_update_peaks(bm);
+    pthread_mutex_unlock(&bm->lock);
+    return st;
+}
+
+/* ------------------------------------------------------------------ */
+/* The invariant checker.                                              */
+
+static int by_address(const void *x, const void *y)
+{
+    const ga_block_t *a = *(ga_block_t *const *)x, *b = *(ga_block_t *const *)y;
+    return a->addr < b->addr ? -1 : a->addr > b->addr;
+}
+
+#define FAIL(...) return ga_error(GPUARENA_ERR_CORRUPT, "check: " __VA_ARGS__)
+
+static gpuarena_status_t check_locked(ga_bm_t *bm, ga_block_t **v, uint64_t n)
+{
+    uint64_t count = 0, requested = 0, in_use = 0;
+    const ga_block_t *prev = NULL;
+    for (ga_block_t *b = bm->d.live; b; prev = b, b = b->next) {
+        if (b->state != BLOCK_LIVE || b->seg || b->pool || b->prev != prev)
+            FAIL("block %p of a direct arena has state %u or bad links", (void *)b->addr, b->state);
+        if (!b->size || b->requested_bm > b->size || b->size % bm->round)
+            FAIL("block %p has %zu bytes for a request of %zu (rounding %zu)", (void *)b->addr,
+                 b->size, b->requested_bm, bm->round);
+        if (ga_lmap_find(&bm->live, b->addr) != b)
+            FAIL("live block %p is missing from the live map", (void *)b->addr);
+        if (count < n)
+            v[count] = b;
+        count++;
+        requested += b->requested_bm;
+        in_use += b->size;
+    }
+    if (count != n || count != bm->live.count || count != bm->c.live)
+        FAIL("%" PRIu64 " live blocks listed, the map holds %zu, the totals %" PRIu64, count,
+             bm->live.count, bm->c.live);
+    if (requested != bm->c.requested || in_use != bm->c.in_use)
+        FAIL("requested/in use totals disagree with the blocks");
+    if (bm->segs || bm->c.segments || bm->c.reserved || bm->npools || bm->waiters ||
+        bm->pending_blocks)
+        FAIL("a direct arena holds segments, pools or pending frees");
+    if (bm->prov->live_maps != count)
+        FAIL("the provider holds %" PRIu64 " blocks, the arena %" PRIu64, bm->prov->live_maps,
+             count);
+    if (n > 1)
+        qsort(v, n, sizeof *v, by_address);
+    for (uint64_t i = 1; i < n; i++)
+        if (v[i - 1]->addr + v[i - 1]->size > v[i]->addr)
+            FAIL("live blocks %p (%zu bytes) and %p overlap", (void *)v[i - 1]->addr,
+                 v[i - 1]->size, (void *)v[i]->addr);
+    return GPUARENA_SUCCESS;
+}
+
+gpuarena_status_t ga_direct_check(ga_bm_t *bm)
+{
+    pthread_mutex_lock(&bm->lock);
+    uint64_t n = bm->c.live;
+    ga_block_t **v = n ? malloc(n * sizeof *v) : NULL;
+    gpuarena_status_t st = n && !v ? ga_error(GPUARENA_ERR_HOST_MEMORY,
+                                              "check: no memory to sort %" PRIu64 " blocks", n)
+                                   : check_locked(bm, v, n);
+    pthread_mutex_unlock(&bm->lock);
+    free(v);
+    return st;
+}
