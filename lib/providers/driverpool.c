@@ -76,7 +76,10 @@ static gpuarena_status_t dp_alloc_async(ga_provider_t *p, size_t size, gpuarena_
     if (st != GPUARENA_SUCCESS)
         return st;
     uint64_t a = 0;
-    st = ga_cuda_mem_alloc_from_pool(size, d->pool, s, &a);
+    /* No stream (GPUARENA_STREAM_HOST): allocated on the legacy stream and
+     * waited for, so that any stream may use the block. */
+    st = ga_cuda_mem_alloc_from_pool(size, d->pool, ga_gpuctx_queue(s), &a);
+    st = ga_gpuctx_host_wait(s, st);
     ga_cuda_leave(&sc);
     if (st != GPUARENA_SUCCESS)
         return st;
@@ -96,7 +99,9 @@ static gpuarena_status_t dp_free_async(ga_provider_t *p, void *ptr, size_t size,
     gpuarena_status_t st = enter(d, &sc);
     if (st != GPUARENA_SUCCESS)
         return st;
-    st = ga_cuda_mem_free_async((uint64_t)(uintptr_t)ptr, s);
+    /* No stream: the program says no work uses the block, so the legacy
+     * stream's order is as good as any. */
+    st = ga_cuda_mem_free_async((uint64_t)(uintptr_t)ptr, ga_gpuctx_queue(s));
     ga_cuda_leave(&sc);
     if (st != GPUARENA_SUCCESS)
         return st;
@@ -132,7 +137,8 @@ static gpuarena_status_t dp_memzero(ga_provider_t *p, void *ptr, size_t size, gp
     gpuarena_status_t st = enter(d, &sc);
     if (st != GPUARENA_SUCCESS)
         return st;
-    st = ga_cuda_memset_d8_async((uint64_t)(uintptr_t)ptr, 0, size, s);
+    st = ga_cuda_memset_d8_async((uint64_t)(uintptr_t)ptr, 0, size, ga_gpuctx_queue(s));
+    st = ga_gpuctx_host_wait(s, st);
     ga_cuda_leave(&sc);
     return st;
 }

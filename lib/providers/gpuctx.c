@@ -160,7 +160,7 @@ gpuarena_status_t ga_gpuctx_stream_wait(ga_provider_t *p, gpuarena_stream_t s, g
     gpuarena_status_t st = ga_gpuctx_enter(g, &sc);
     if (st != GPUARENA_SUCCESS)
         return st;
-    st = ga_cuda_stream_wait_event(s, ev);
+    st = ga_cuda_stream_wait_event(ga_gpuctx_queue(s), ev);
     ga_cuda_leave(&sc);
     return st;
 }
