@@ -340,6 +340,63 @@ START_TEST(arena_alloc_free_on_streams)
 }
 END_TEST
 
+/* GPUARENA_STREAM_HOST on device and pinned arenas: a block freed with no
+ * stream is taken at once by a stream that is busy, with no event; a
+ * pinned block freed on a busy stream is not handed to "no stream" before
+ * that stream passes the free; a device block allocated with no stream is
+ * usable on any stream. */
+START_TEST(host_stream_device_and_pinned)
+{
+    const gpuarena_kind_t kinds[] = {GPUARENA_DEVICE, GPUARENA_PINNED};
+    void *s;
+    ck_assert_int_eq(ga_cuda_stream_create(true, &s), GPUARENA_SUCCESS);
+    uint64_t work;
+    const size_t wsize = 256 * MiB;
+    ck_assert_int_eq(ga_cuda_mem_alloc(wsize, &work), GPUARENA_SUCCESS);
+    for (int k = 0; k < 2; k++) {
+        gpuarena_t *a;
+        ck_assert_int_eq(gpuarena_create(kinds[k], 0, NULL, &a), GPUARENA_SUCCESS);
+        const size_t size = 64 * 1024;
+        void *p;
+        ck_assert_int_eq(gpuarena_alloc(a, size, GPUARENA_STREAM_HOST, &p), GPUARENA_SUCCESS);
+        if (kinds[k] == GPUARENA_DEVICE)
+            fill_and_check(p, size, 0x5a, s); /* usable on a stream */
+        else
+            memset(p, 0x5a, size);
+        gpuarena_stats_t st0, st1;
+        ck_assert_int_eq(gpuarena_stats(a, &st0), GPUARENA_SUCCESS);
+        ck_assert_int_eq(gpuarena_free(a, p, GPUARENA_STREAM_HOST), GPUARENA_SUCCESS);
+        for (int i = 0; i < 200; i++) /* the stream busy for a while */
+            ck_assert_int_eq(ga_cuda_memset_d8_async(work, (unsigned char)i, wsize, s),
+                             GPUARENA_SUCCESS);
+        void *q;
+        ck_assert_int_eq(gpuarena_alloc(a, size, s, &q), GPUARENA_SUCCESS);
+        ck_assert_ptr_eq(q, p);
+        ck_assert_int_eq(gpuarena_stats(a, &st1), GPUARENA_SUCCESS);
+        ck_assert_uint_eq(st1.events_recorded, st0.events_recorded);
+        /* Freed on the busy stream: not for "no stream" yet (pinned: the
+         * host may write it; device: any stream may use it). */
+        ck_assert_int_eq(gpuarena_free(a, q, s), GPUARENA_SUCCESS);
+        bool busy = ga_cuda_stream_query(s) != GPUARENA_SUCCESS;
+        void *r;
+        ck_assert_int_eq(gpuarena_alloc(a, size, GPUARENA_STREAM_HOST, &r), GPUARENA_SUCCESS);
+        ck_assert_msg(!busy || r != q, "kind %d: a block freed on a busy stream went to no stream",
+                      (int)kinds[k]);
+        printf("check_device: host stream, kind %d: the stream was %s at the alloc\n",
+               (int)kinds[k], busy ? "busy" : "idle (weak check)");
+        ck_assert_int_eq(gpuarena_record_stream(a, r, GPUARENA_STREAM_HOST),
+                         GPUARENA_ERR_INVALID_STREAM);
+        ck_assert_int_eq(gpuarena_free(a, r, GPUARENA_STREAM_HOST), GPUARENA_SUCCESS);
+        ck_assert_int_eq(ga_cuda_stream_sync(s), GPUARENA_SUCCESS);
+        ck_assert_int_eq(gpuarena_check(a), GPUARENA_SUCCESS);
+        ck_assert_int_eq(gpuarena_trim(a, 0), GPUARENA_SUCCESS);
+        ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_SUCCESS);
+    }
+    ck_assert_int_eq(ga_cuda_mem_free(work), GPUARENA_SUCCESS);
+    ga_cuda_stream_destroy(s);
+}
+END_TEST
+
 START_TEST(arena_trim_returns_memory)
 {
     gpuarena_t *a;
@@ -424,6 +481,7 @@ int main(void)
     TCase *api = tcase_create("arena");
     tcase_add_checked_fixture(api, gpu_setup, gpu_teardown);
     tcase_add_test(api, arena_alloc_free_on_streams);
+    tcase_add_test(api, host_stream_device_and_pinned);
     tcase_add_test(api, arena_trim_returns_memory);
     tcase_add_test(api, arena_out_of_memory_then_trim);
     tcase_set_timeout(api, 300);
