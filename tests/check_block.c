@@ -380,6 +380,38 @@ END_TEST
 
 /* When the event for a record_stream use cannot be recorded, the free
  * must not make the block reusable before that use is known complete. */
+/* Host-visible memory (pinned, managed) freed on an idle stream: its free
+ * has passed, so it is reusable by every stream at once, with no event and
+ * without synchronising the device; freed behind work, it waits for an
+ * event and still synchronises nothing. */
+START_TEST(host_visible_idle_free_does_not_sync)
+{
+    fx_t *f = fx_new(false, 64 * KI, NULL);
+    f->tp.base.host_visible = true;
+    void *p = fx_alloc(f, 1 * MI, 1);
+    tp_complete(&f->tp, 1);
+    uint64_t syncs = f->tp.syncs, events = fx_stats(f).events_recorded;
+    ck_assert_int_eq(ga_bm_free(f->bm, p, S(1)), GPUARENA_SUCCESS);
+    ck_assert_uint_eq(f->tp.syncs, syncs);
+    ck_assert_uint_eq(fx_stats(f).events_recorded, events);
+    ck_assert_ptr_eq(fx_alloc(f, 1 * MI, 2), p); /* another stream, at once */
+    /* Behind work: an event, pending, no synchronisation either. */
+    tp_enqueue(&f->tp, 2);
+    ck_assert_int_eq(ga_bm_free(f->bm, p, S(2)), GPUARENA_SUCCESS);
+    ck_assert_uint_eq(f->tp.syncs, syncs);
+    ck_assert_uint_eq(fx_stats(f).events_recorded, events + 1);
+    ck_assert_uint_eq(fx_stats(f).pending_frees, 1);
+    void *q = fx_alloc(f, 1 * MI, 2);
+    ck_assert_ptr_ne(q, p);
+    tp_complete(&f->tp, 2);
+    fx_free(f, q, 2); /* behind its own unit of work; P's event has completed */
+    ck_assert_uint_eq(fx_stats(f).pending_frees, 1);
+    ck_assert_uint_eq(f->tp.syncs, syncs);
+    tp_complete(&f->tp, 2);
+    fx_done(f);
+}
+END_TEST
+
 START_TEST(record_stream_event_failure_is_safe)
 {
     for (unsigned nth = 1; nth <= 2; nth++) { /* event_create, event_record */
@@ -990,6 +1022,7 @@ int main(void)
     tcase_add_test(reuse, reuse_other_stream_never_policy);
     tcase_add_test(reuse, record_stream_keeps_block_pending);
     tcase_add_test(reuse, record_stream_event_failure_is_safe);
+    tcase_add_test(reuse, host_visible_idle_free_does_not_sync);
     suite_add_tcase(s, reuse);
     TCase *cache = tcase_create("cache");
     tcase_add_test(cache, trim_keeps_at_most_keep);

@@ -1048,7 +1048,11 @@ void ga_bm_free_locked(ga_bm_t *bm, ga_block_t *b, ga_stream_t s, bool done)
         }
     }
     free(u);
-    if ((unwatched || (p == &bm->any && !guard)) && bm->events && bm->prov->ops->sync_all) {
+    /* Host-visible memory always goes to ANY: with DONE its free has
+     * passed, else it is watched; only a stream pool that could not be had
+     * sends other memory there. */
+    bool no_pool = p == &bm->any && !host_guard(bm);
+    if ((unwatched || no_pool) && bm->events && bm->prov->ops->sync_all) {
         /* Only reached when a provider call or host memory failed: an
          * event for the free or a recorded use, or a pool record.  Make
          * the free and every use complete before the block goes where a
