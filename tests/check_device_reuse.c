@@ -16,11 +16,17 @@
  *
  * Slow work without a kernel: 1 GiB cuMemsetD8Async fills of a buffer of
  * its own, about 0.25 s of them at first, queued ahead of the fills that
- * matter.  A case judges its allocations only if cuStreamQuery says the
- * busy stream was still busy after them; if the work had finished, the
- * case proves nothing and runs again with twice the work, four times at
- * most, and then fails saying so (an allocation that waited on the host
- * for the stream would do that: they must not).
+ * matter.  Every case runs twice.  "Cached": each stream that allocates
+ * while the work is queued first gets as many blocks of its own cached as
+ * it allocates then (allocated and freed on it, idle), so that no memory
+ * is mapped while the rule is judged and whatever a driver call might wait for is no part of
+ * it.  "Missing": nothing is cached, the allocations miss and map, and the
+ * misses are what make the arena look at the other stream's blocks (ask
+ * for the event of a sweep, take a block under wait).  The maps made are
+ * printed.  A case judges its allocations only if
+ * cuStreamQuery says the busy stream was still busy after them; if the work had finished, the case
+ * proves nothing and runs again with twice the work, four times at most, and then fails saying so
+ * (an allocation that waited on the host for the stream would do that: they must not).
  *
  * Every block is then read back whole after all streams have synchronised:
  * a block holds the pattern of the fill ordered last, so a stream that
@@ -55,11 +61,17 @@ static const size_t sizes[] = {32 * MiB, 128 * KiB};
  * arena's lock (and records the sweep that B's miss asked for). */
 #define HELPER (1 * MiB)
 
+/* A live large-class block right after the one under test: in a growable
+ * segment, blocks cached for the other streams come after it and cannot
+ * join the block when it is freed. */
+#define SPACER (2 * MiB)
+
 /* Fill patterns: one per stream and block. */
 enum { PAT_A = 0xa1, PAT_A2 = 0xa2, PAT_B1 = 0xb1, PAT_B2 = 0xb2, PAT_B3 = 0xb3, PAT_C = 0xc1 };
 
 typedef struct streams {
     void *a, *b, *c;
+    bool cached; /* the variant: blocks cached for the allocating streams */
 } streams_t;
 
 static double now(void)
@@ -185,13 +197,25 @@ static void expect(const void *p, size_t n, unsigned char want, const char *what
                   what, p, bad, n, want, first, got, whose(got));
 }
 
+/* Cache N blocks of SIZE for stream S: allocated and freed on it while it
+ * is idle, so that its next N allocations need no mapping. */
+static void cache_for(gpuarena_t *a, size_t size, void *s, int n)
+{
+    void *x[2];
+    ck_assert_int_le(n, 2);
+    for (int i = 0; i < n; i++)
+        OK(gpuarena_alloc(a, size, s, &x[i]));
+    for (int i = 0; i < n; i++)
+        OK(gpuarena_free(a, x[i], s));
+}
+
 static gpuarena_t *device_arena(const char *policy, bool expandable, char *cs, size_t cslen,
-                                size_t size)
+                                size_t size, bool cached)
 {
     char opt[96];
     snprintf(opt, sizeof opt, "cross_stream=%s,expandable=%s", policy,
              expandable ? "true" : "false");
-    snprintf(cs, cslen, "%s, %zu KiB blocks", opt, size / KiB);
+    snprintf(cs, cslen, "%s, %zu KiB blocks, %s", opt, size / KiB, cached ? "cached" : "missing");
     gpuarena_t *a = NULL;
     OK(gpuarena_create(GPUARENA_DEVICE, 0, opt, &a));
     return a;
@@ -216,11 +240,14 @@ static void judged(attempt_fn attempt, const char *name, const char *policy, boo
                    "judged: again with %.2f s of it\n",
                    name, 2 * seconds);
     }
-    ck_abort_msg("%s, cross_stream=%s, expandable=%s, %zu KiB blocks: the busy stream was idle "
-                 "again before the allocations could be judged, four times, with up to %.1f s "
-                 "of slow work queued: nothing is proved.  An allocation must not wait for a "
-                 "stream on the host; see the timings printed above.",
-                 name, policy, expandable ? "true" : "false", size / KiB, seconds / 2);
+    ck_abort_msg("%s, cross_stream=%s, expandable=%s, %zu KiB blocks, %s: the busy stream was "
+                 "idle again before the allocations could be judged, four times, with up to "
+                 "%.1f s of slow work queued: nothing is proved.  An allocation must not wait "
+                 "for a stream on the host; see the timings printed above (in the missing "
+                 "variant the allocations map memory: a driver that made that wait for the GPU "
+                 "would show here).",
+                 name, policy, expandable ? "true" : "false", size / KiB,
+                 s->cached ? "cached" : "missing", seconds / 2);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -230,11 +257,14 @@ static bool cross_stream_try(const char *policy, bool expandable, size_t size, c
                              double seconds)
 {
     char cs[160];
-    gpuarena_t *a = device_arena(policy, expandable, cs, sizeof cs, size);
+    gpuarena_t *a = device_arena(policy, expandable, cs, sizeof cs, size, s->cached);
     bool wait = strcmp(policy, "wait") == 0, never = strcmp(policy, "never") == 0;
-    void *p, *p2, *q1, *q2;
+    void *p, *p2, *q1, *q2, *spacer;
     OK(gpuarena_alloc(a, size, s->a, &p));
+    OK(gpuarena_alloc(a, SPACER, s->a, &spacer));
     OK(gpuarena_alloc(a, HELPER, s->a, &p2));
+    if (s->cached)
+        cache_for(a, size, s->b, 2); /* B need not look at A's blocks */
     /* A's work: slow, then a fill of each block; then, in stream order,
      * the frees (legal: the fills are queued before them on A). */
     size_t n = slow_queue(s->a, seconds);
@@ -245,14 +275,14 @@ static bool cross_stream_try(const char *policy, bool expandable, size_t size, c
     gpuarena_stats_t st0;
     OK(gpuarena_stats(a, &st0));
     double t0 = now();
-    /* B has nothing of its own and A's free is not known to be done:
-     * B misses, and asks A's pool for an event. */
+    /* Missing: B has nothing of its own and A's free is not known to be
+     * done: B misses, and asks A's pool for an event. */
     OK(gpuarena_alloc(a, size, s->b, &q1));
     fill(q1, size, PAT_B1, s->b);
     /* A's next free records that event (a sweep), behind A's fills. */
     OK(gpuarena_free(a, p2, s->a));
-    /* Event, never: B misses again; wait: B may take A's block, its
-     * work made to wait for the sweep's event on the GPU. */
+    /* Missing: event, never: B misses again; wait: B may take A's
+     * block, its work made to wait for the sweep's event on the GPU. */
     OK(gpuarena_alloc(a, size, s->b, &q2));
     fill(q2, size, PAT_B2, s->b);
     OK(gpuarena_check(a));
@@ -263,10 +293,11 @@ static bool cross_stream_try(const char *policy, bool expandable, size_t size, c
     bool o1 = overlaps(q1, size, p, size) || overlaps(q1, size, p2, HELPER);
     bool o2 = overlaps(q2, size, p, size) || overlaps(q2, size, p2, HELPER);
     unsigned long long waits = st1.cross_stream_waits - st0.cross_stream_waits;
+    unsigned long long maps = st1.provider_maps - st0.provider_maps;
     printf("check_device_reuse: free on A, alloc on B: %s: %zu fills queued (%.2f s), A busy at "
-           "the free: %s, after B's allocations (%.2f ms): %s; B got A's block: %s, %s; "
-           "cross-stream waits %llu\n",
-           cs, n, seconds, yes(busy_free), 1e3 * took, yes(still), o1 ? "yes" : "no",
+           "the free: %s, after B's allocations (%.2f ms, %llu maps): %s; B got A's block: %s, "
+           "%s; cross-stream waits %llu\n",
+           cs, n, seconds, yes(busy_free), 1e3 * took, maps, yes(still), o1 ? "yes" : "no",
            o2 ? "yes" : "no", waits);
     if (still) {
         ck_assert_msg(!o1,
@@ -286,7 +317,7 @@ static bool cross_stream_try(const char *policy, bool expandable, size_t size, c
                           cs, q2);
             /* A block of its own segment: the sweep covers it and B has
              * nothing else, so wait takes it (the path is exercised). */
-            if (LARGE(size))
+            if (LARGE(size) && !s->cached)
                 ck_assert_msg(q2 == p && waits == 1,
                               "%s: B was to take A's block %p at once and wait for A on the GPU; "
                               "it got %p with %llu waits",
@@ -303,9 +334,9 @@ static bool cross_stream_try(const char *policy, bool expandable, size_t size, c
         expect(p, size, PAT_A, "A's freed block", cs);
         expect(p2, HELPER, PAT_A2, "A's freed second block", cs);
     }
-    if (still && LARGE(size) && !wait) {
-        /* A's work is done: event reuses A's block now (the sweep has
-         * completed); never keeps it for A. */
+    if (still && LARGE(size) && (never || (!wait && !s->cached))) {
+        /* A's work is done: event reuses A's block now (the sweep B's
+         * miss asked for has completed); never keeps it for A. */
         void *q3;
         OK(gpuarena_alloc(a, size, s->b, &q3));
         if (never)
@@ -323,6 +354,7 @@ static bool cross_stream_try(const char *policy, bool expandable, size_t size, c
     }
     OK(gpuarena_free(a, q1, s->b));
     OK(gpuarena_free(a, q2, s->b));
+    OK(gpuarena_free(a, spacer, s->a));
     OK(ga_cuda_stream_sync(s->b));
     OK(gpuarena_check(a));
     OK(gpuarena_destroy(a));
@@ -336,10 +368,17 @@ static bool record_stream_try(const char *policy, bool expandable, size_t size, 
                               double seconds)
 {
     char cs[160];
-    gpuarena_t *a = device_arena(policy, expandable, cs, sizeof cs, size);
+    gpuarena_t *a = device_arena(policy, expandable, cs, sizeof cs, size, s->cached);
     bool never = strcmp(policy, "never") == 0;
-    void *p, *qa, *qc;
+    void *p, *qa, *qc, *spacer;
     OK(gpuarena_alloc(a, size, s->a, &p));
+    OK(gpuarena_alloc(a, SPACER, s->a, &spacer));
+    if (s->cached) {
+        cache_for(a, size, s->a, 1);
+        cache_for(a, size, s->c, 1);
+    }
+    gpuarena_stats_t st0;
+    OK(gpuarena_stats(a, &st0));
     OK(gpuarena_record_stream(a, p, s->b));
     size_t n = slow_queue(s->b, seconds);
     fill(p, size, PAT_B1, s->b);
@@ -356,10 +395,10 @@ static bool record_stream_try(const char *policy, bool expandable, size_t size, 
     OK(gpuarena_stats(a, &st));
     bool oa = overlaps(qa, size, p, size), oc = overlaps(qc, size, p, size);
     printf("check_device_reuse: record_stream: %s: %zu fills queued on B (%.2f s), B busy after "
-           "the allocations on A and C (%.2f ms): %s; A got the block back: %s, C got it: %s; "
-           "pending frees %llu\n",
-           cs, n, seconds, 1e3 * took, yes(still), oa ? "yes" : "no", oc ? "yes" : "no",
-           (unsigned long long)st.pending_frees);
+           "the allocations on A and C (%.2f ms, %llu maps): %s; A got the block back: %s, C got "
+           "it: %s; pending frees %llu\n",
+           cs, n, seconds, 1e3 * took, (unsigned long long)(st.provider_maps - st0.provider_maps),
+           yes(still), oa ? "yes" : "no", oc ? "yes" : "no", (unsigned long long)st.pending_frees);
     if (still) {
         ck_assert_msg(!oa,
                       "%s: A got back its freed block %p while B, recorded with record_stream, "
@@ -398,6 +437,7 @@ static bool record_stream_try(const char *policy, bool expandable, size_t size, 
     }
     OK(gpuarena_free(a, qa, s->a));
     OK(gpuarena_free(a, qc, s->c));
+    OK(gpuarena_free(a, spacer, s->a));
     OK(ga_cuda_ctx_sync());
     OK(gpuarena_check(a));
     OK(gpuarena_destroy(a));
@@ -413,10 +453,13 @@ static void every_case(attempt_fn attempt, const char *name)
     OK(ga_cuda_stream_create(true, &s.a));
     OK(ga_cuda_stream_create(true, &s.b));
     OK(ga_cuda_stream_create(true, &s.c));
-    for (size_t k = 0; k < sizeof policies / sizeof policies[0]; k++)
-        for (int e = 1; e >= 0; e--)
-            for (size_t z = 0; z < sizeof sizes / sizeof sizes[0]; z++)
-                judged(attempt, name, policies[k], e, sizes[z], &s);
+    for (int c = 1; c >= 0; c--) {
+        s.cached = c;
+        for (size_t k = 0; k < sizeof policies / sizeof policies[0]; k++)
+            for (int e = 1; e >= 0; e--)
+                for (size_t z = 0; z < sizeof sizes / sizeof sizes[0]; z++)
+                    judged(attempt, name, policies[k], e, sizes[z], &s);
+    }
     OK(ga_cuda_stream_destroy(s.a));
     OK(ga_cuda_stream_destroy(s.b));
     OK(ga_cuda_stream_destroy(s.c));
