@@ -73,7 +73,7 @@ gpuarena_status_t ga_arena_create(gpuarena_kind_t kind, int device, const ga_set
     return GPUARENA_SUCCESS;
 }
 
-void ga_arena_destroy(gpuarena_t *a)
+gpuarena_status_t ga_arena_destroy(gpuarena_t *a)
 {
     pthread_mutex_lock(&list_lock);
     for (gpuarena_t **pp = &arenas; *pp; pp = &(*pp)->next) {
@@ -83,9 +83,10 @@ void ga_arena_destroy(gpuarena_t *a)
         }
     }
     pthread_mutex_unlock(&list_lock);
-    ga_bm_destroy(a->bm);
+    gpuarena_status_t st = ga_bm_destroy(a->bm);
     a->prov->ops->destroy(a->prov);
     free(a);
+    return st;
 }
 
 gpuarena_status_t ga_arena_stream(gpuarena_t *a, gpuarena_stream_t handle, ga_stream_t *s)

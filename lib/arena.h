@@ -25,7 +25,9 @@ struct gpuarena {
 
 gpuarena_status_t ga_arena_create(gpuarena_kind_t kind, int device, const ga_settings_t *s,
                                   gpuarena_t **out);
-void ga_arena_destroy(gpuarena_t *a);
+/* Destroy A whatever happens; the status of ga_bm_destroy (memory the
+ * provider could not take back). */
+gpuarena_status_t ga_arena_destroy(gpuarena_t *a);
 
 /* Resolve a stream handle to the block manager's view of it. */
 gpuarena_status_t ga_arena_stream(gpuarena_t *a, gpuarena_stream_t handle, ga_stream_t *s);

@@ -99,8 +99,9 @@ gpuarena_status_t gpuarena_destroy(gpuarena_t *a)
     if (ga_bm_live_blocks(a->bm) != 0)
         return ga_error(GPUARENA_ERR_BUSY, "gpuarena_destroy: %llu blocks are still live",
                         (unsigned long long)ga_bm_live_blocks(a->bm));
-    ga_arena_destroy(a);
-    return GPUARENA_SUCCESS;
+    /* Destroyed in every case, as close(2) closes: memory the provider
+     * could not take back is reported, not retried (gpuarena_destroy(3)). */
+    return ga_arena_destroy(a);
 }
 
 gpuarena_status_t gpuarena_kind(const gpuarena_t *a, gpuarena_kind_t *kind, int *device)

@@ -17,7 +17,9 @@
 #include "testprov.h"
 
 #include <check.h>
+#include <inttypes.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -95,7 +97,7 @@ static void fx_done(fx_t *f)
     ck_assert_uint_eq(st.reserved, 0);
     ck_assert_uint_eq(f->tp.base.live_maps, 0);
     ck_assert_uint_eq(f->tp.committed, 0);
-    ga_bm_destroy(f->bm);
+    ck_assert_int_eq(ga_bm_destroy(f->bm), GPUARENA_SUCCESS);
     ck_assert_uint_eq(f->tp.events_live, 0);
     ck_assert_uint_eq(f->tp.bad_handles, 0); /* nothing queued on "no stream" */
     free(f);
@@ -459,6 +461,38 @@ END_TEST
 
 /* When the event for a record_stream use cannot be recorded, the free
  * must not make the block reusable before that use is known complete. */
+/* Host-visible memory (pinned, managed) freed on an idle stream: its free
+ * has passed, so it is reusable by every stream at once, with no event and
+ * without synchronising the device; freed behind work, it waits for an
+ * event and still synchronises nothing. */
+START_TEST(host_visible_idle_free_does_not_sync)
+{
+    fx_t *f = fx_new(false, 64 * KI, NULL);
+    f->tp.base.host_visible = true;
+    void *p = fx_alloc(f, 1 * MI, 1);
+    tp_complete(&f->tp, 1);
+    uint64_t syncs = f->tp.syncs, events = fx_stats(f).events_recorded;
+    ck_assert_int_eq(ga_bm_free(f->bm, p, S(1)), GPUARENA_SUCCESS);
+    ck_assert_uint_eq(f->tp.syncs, syncs);
+    ck_assert_uint_eq(fx_stats(f).events_recorded, events);
+    ck_assert_ptr_eq(fx_alloc(f, 1 * MI, 2), p); /* another stream, at once */
+    /* Behind work: an event, pending, no synchronisation either. */
+    tp_enqueue(&f->tp, 2);
+    ck_assert_int_eq(ga_bm_free(f->bm, p, S(2)), GPUARENA_SUCCESS);
+    ck_assert_uint_eq(f->tp.syncs, syncs);
+    ck_assert_uint_eq(fx_stats(f).events_recorded, events + 1);
+    ck_assert_uint_eq(fx_stats(f).pending_frees, 1);
+    void *q = fx_alloc(f, 1 * MI, 2);
+    ck_assert_ptr_ne(q, p);
+    tp_complete(&f->tp, 2);
+    fx_free(f, q, 2); /* behind its own unit of work; P's event has completed */
+    ck_assert_uint_eq(fx_stats(f).pending_frees, 1);
+    ck_assert_uint_eq(f->tp.syncs, syncs);
+    tp_complete(&f->tp, 2);
+    fx_done(f);
+}
+END_TEST
+
 START_TEST(record_stream_event_failure_is_safe)
 {
     for (unsigned nth = 1; nth <= 2; nth++) { /* event_create, event_record */
@@ -981,6 +1015,76 @@ START_TEST(destroy_with_live_blocks_is_busy)
 }
 END_TEST
 
+/* Destroy when the provider refuses a segment back.  The segments are
+ * left free and cached (no trim), so that destroy itself gives each back;
+ * every provider call that destroy makes is failed in turn.  A failed
+ * unmap or decommit is reported with its status and a message that counts
+ * what stays mapped, and the provider still holds exactly that (the
+ * accounting stays true); every other segment, event and record is given
+ * back or freed all the same (valgrind and ASan see the records). */
+static void destroy_one(bool growable, uint64_t k, uint64_t *calls, unsigned *reported)
+{
+    fx_t *f = fx_new(growable, 64 * KI, NULL);
+    /* Fixed: above half large_segment, each block has a segment. */
+    size_t size = growable ? 2 * MI : 12 * MI;
+    void *p[3];
+    for (int i = 0; i < 3; i++)
+        p[i] = fx_alloc(f, size, 1);
+    if (growable) {
+        /* A hole between the first and the last block: two runs to
+         * decommit at destroy. */
+        fx_free(f, p[1], 1);
+        ck_assert_int_eq(ga_bm_trim(f->bm, 0), GPUARENA_SUCCESS);
+        fx_free(f, p[0], 1);
+        fx_free(f, p[2], 1);
+    } else {
+        for (int i = 0; i < 3; i++)
+            fx_free(f, p[i], 1);
+    }
+    ck_assert_uint_ge(fx_stats(f).reserved, 4 * MI);
+    uint64_t before = f->tp.calls;
+    f->tp.fail_at = k ? before + k : 0;
+    ga_error_clear();
+    gpuarena_status_t st = ga_bm_destroy(f->bm);
+    *calls = f->tp.calls - before;
+    const char *msg = gpuarena_last_error();
+    ck_assert_uint_eq(f->tp.events_live, 0);
+    if (st == GPUARENA_SUCCESS) {
+        ck_assert_msg(f->tp.base.live_maps == 0 && f->tp.committed == 0,
+                      "destroy succeeded with %" PRIu64
+                      " mappings (%zu bytes) left in the provider",
+                      f->tp.base.live_maps, f->tp.committed);
+    } else {
+        (*reported)++;
+        ck_assert_int_eq(st, GPUARENA_ERR_DRIVER);
+        /* Fixed: one segment of three stays; growable: one run of one
+         * block stays, and with it the reservation (one segment of one). */
+        char want[128];
+        snprintf(want, sizeof want, "%s segments could not be given back to the test provider; %zu",
+                 growable ? "1 of 1" : "1 of 3", size);
+        ck_assert_msg(strstr(msg, want) && strstr(msg, "failure injected at provider call"),
+                      "message: %s", msg);
+        ck_assert_uint_eq(f->tp.committed, size);
+        ck_assert_uint_eq(f->tp.base.live_maps, growable ? size / (64 * KI) : 1);
+    }
+    free(f);
+}
+
+START_TEST(destroy_reports_what_stays_mapped)
+{
+    for (int g = 0; g < 2; g++) {
+        uint64_t calls = 0, n;
+        unsigned reported = 0;
+        destroy_one(g, 0, &calls, &reported);
+        ck_assert_uint_eq(reported, 0);
+        for (uint64_t k = 1; k <= calls; k++)
+            destroy_one(g, k, &n, &reported);
+        /* Every unmap (three segments) or decommit (two runs) failed once. */
+        ck_assert_uint_eq(reported, g ? 2 : 3);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("block");
@@ -1001,6 +1105,7 @@ int main(void)
     tcase_add_test(reuse, host_stream_public_api);
     tcase_add_test(reuse, record_stream_keeps_block_pending);
     tcase_add_test(reuse, record_stream_event_failure_is_safe);
+    tcase_add_test(reuse, host_visible_idle_free_does_not_sync);
     suite_add_tcase(s, reuse);
     TCase *cache = tcase_create("cache");
     tcase_add_test(cache, trim_keeps_at_most_keep);
@@ -1016,6 +1121,7 @@ int main(void)
     tcase_add_test(fail, fault_injection_every_call);
     tcase_add_test(fail, bad_input_changes_nothing);
     tcase_add_test(fail, destroy_with_live_blocks_is_busy);
+    tcase_add_test(fail, destroy_reports_what_stays_mapped);
     suite_add_tcase(s, fail);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

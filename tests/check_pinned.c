@@ -131,8 +131,8 @@ START_TEST(copies_both_ways)
     memset(h, 0x42, size);
     OK(ga_cuda_memcpy_htod_async(d, h, size, s));
     OK(ga_cuda_memset_d8_async(d + size / 2, 0x24, size / 2, s));
-    memset(h, 0, size); /* only after the copy: wait first */
     OK(ga_cuda_stream_sync(s));
+    memset(h, 0, size); /* only after the copy has read it */
     OK(ga_cuda_memcpy_dtoh_async(h, d, size, s));
     OK(ga_cuda_stream_sync(s));
     check_bytes(h, size / 2, 0x42, "first half back from the GPU");

@@ -207,6 +207,14 @@ static gpuarena_status_t tp_sync_all(ga_provider_t *p)
     return GPUARENA_SUCCESS;
 }
 
+/* Used only where the test makes the provider host-visible. */
+static gpuarena_status_t tp_stream_idle(ga_provider_t *p, gpuarena_stream_t h)
+{
+    tp_t *t = (tp_t *)p;
+    unsigned s = (unsigned)(uintptr_t)h;
+    return t->completed[s] >= t->enqueued[s] ? GPUARENA_SUCCESS : GA_NOT_READY;
+}
+
 static gpuarena_status_t tp_mem_free(ga_provider_t *p, uint64_t *free_bytes)
 {
     tp_t *t = (tp_t *)p;
@@ -235,6 +243,7 @@ static const ga_provider_ops_t tp_ops = {
     .event_sync = tp_event_sync,
     .stream_wait = tp_stream_wait,
     .sync_all = tp_sync_all,
+    .stream_idle = tp_stream_idle,
     .mem_free = tp_mem_free,
     .destroy = tp_destroy,
 };

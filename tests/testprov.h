@@ -4,7 +4,8 @@
  * when its stream's completed work has reached the point of its record,
  * and the test decides when work completes.  Memory is address space only
  * (like the sim provider), growable or fixed.  Failures can be injected
- * by call number.
+ * by call number.  A test may set base.host_visible to model pinned or
+ * managed memory; stream_idle then says whether a stream's work is done.
  */
 #ifndef GA_TESTPROV_H
 #define GA_TESTPROV_H

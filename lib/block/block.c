@@ -53,6 +53,7 @@
 #endif
 
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -1322,10 +1323,52 @@ gpuarena_status_t ga_bm_create(ga_provider_t *prov, const ga_settings_t *s, ga_b
     return GPUARENA_SUCCESS;
 }
 
-void ga_bm_destroy(ga_bm_t *bm)
+/* Give segment G back to the provider at destroy.  A growable segment is
+ * released only once every run of it is decommitted: a reservation with
+ * memory still committed in it stays (with what its provider counts of
+ * it), so that what is left over is what the provider says is left.
+ * *LEFT gets the bytes that stay mapped when it fails. */
+static gpuarena_status_t seg_give_back(ga_bm_t *bm, ga_segment_t *g, size_t *left)
+{
+    const ga_provider_ops_t *ops = bm->prov->ops;
+    if (!g->growable) {
+        *left = g->size;
+        return ops->unmap(bm->prov, (void *)g->base, g->size);
+    }
+    gpuarena_status_t first = GPUARENA_SUCCESS;
+    char why[512];
+    size_t mapped = g->mapped;
+    /* Decommit each run of mapped blocks (runs are granule aligned: only
+     * holes separate them). */
+    for (ga_block_t *b = g->first; b;) {
+        if (b->state == BLOCK_HOLE) {
+            b = b->next;
+            continue;
+        }
+        uintptr_t lo = b->addr;
+        while (b && b->state != BLOCK_HOLE)
+            b = b->next;
+        uintptr_t hi = b ? b->addr : g->base + g->size;
+        gpuarena_status_t st = ops->decommit(bm->prov, (void *)lo, hi - lo);
+        if (st == GPUARENA_SUCCESS) {
+            mapped -= hi - lo;
+        } else if (first == GPUARENA_SUCCESS) {
+            first = st;
+            snprintf(why, sizeof why, "%s", gpuarena_last_error());
+        }
+    }
+    *left = mapped;
+    if (first != GPUARENA_SUCCESS) {
+        ga_error(first, "%s", why); /* the message of the first failure */
+        return first;
+    }
+    return ops->release(bm->prov, (void *)g->base, g->size);
+}
+
+gpuarena_status_t ga_bm_destroy(ga_bm_t *bm)
 {
     if (!bm)
-        return;
+        return GPUARENA_SUCCESS;
     ga_tcache_detach_all(bm);
     pthread_mutex_lock(&bm->lock);
     if (bm->direct)
@@ -1338,25 +1381,23 @@ void ga_bm_destroy(ga_bm_t *bm)
         free(w);
     }
     const ga_provider_ops_t *ops = bm->prov->ops;
+    gpuarena_status_t first = GPUARENA_SUCCESS;
+    char why[512] = "";
+    unsigned nsegs = 0, kept = 0;
+    size_t kept_bytes = 0;
     for (ga_segment_t *g = bm->segs, *n; g; g = n) {
         n = g->next;
-        if (g->growable) {
-            /* Decommit each run of mapped blocks (runs are granule
-             * aligned: only holes separate them). */
-            for (ga_block_t *b = g->first; b;) {
-                if (b->state == BLOCK_HOLE) {
-                    b = b->next;
-                    continue;
-                }
-                uintptr_t lo = b->addr;
-                while (b && b->state != BLOCK_HOLE)
-                    b = b->next;
-                uintptr_t hi = b ? b->addr : g->base + g->size;
-                ops->decommit(bm->prov, (void *)lo, hi - lo);
+        nsegs++;
+        size_t left = 0;
+        gpuarena_status_t st = seg_give_back(bm, g, &left);
+        if (st != GPUARENA_SUCCESS) {
+            /* Its memory stays mapped; the record goes all the same. */
+            kept++;
+            kept_bytes += left;
+            if (first == GPUARENA_SUCCESS) {
+                first = st;
+                snprintf(why, sizeof why, "%s", gpuarena_last_error());
             }
-            ops->release(bm->prov, (void *)g->base, g->size);
-        } else {
-            ops->unmap(bm->prov, (void *)g->base, g->size);
         }
         for (ga_block_t *b = g->first; b; b = b->next)
             free(b->uses);
@@ -1375,8 +1416,15 @@ void ga_bm_destroy(ga_bm_t *bm)
         free(bm->slabs[i]);
     free(bm->slabs);
     ga_lmap_destroy(&bm->live);
+    const char *name = ops->name;
     pthread_mutex_unlock(&bm->lock);
     pthread_mutex_destroy(&bm->lock);
     pthread_mutex_destroy(&bm->tc_lock);
     free(bm);
+    if (first == GPUARENA_SUCCESS)
+        return GPUARENA_SUCCESS;
+    return ga_error(first,
+                    "gpuarena_destroy: %u of %u segments could not be given back to the %s "
+                    "provider; %zu bytes stay mapped until the process exits: %s",
+                    kept, nsegs, name, kept_bytes, why);
 }

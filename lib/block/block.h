@@ -30,8 +30,12 @@ typedef struct ga_stream {
 gpuarena_status_t ga_bm_create(ga_provider_t *prov, const ga_settings_t *s, ga_bm_t **out);
 
 /* Give every segment back to the provider and free the manager.  Live
- * blocks are lost; the caller checks for them first when it must. */
-void ga_bm_destroy(ga_bm_t *bm);
+ * blocks are lost; the caller checks for them first when it must.  The
+ * manager and every record are freed whatever happens; when the provider
+ * fails to take a segment back (unmap, decommit or release), its memory
+ * stays mapped, and the status of the first such failure is returned with
+ * a message that counts the segments and bytes left (gpuarena_destroy(3)). */
+gpuarena_status_t ga_bm_destroy(ga_bm_t *bm);
 
 gpuarena_status_t ga_bm_alloc(ga_bm_t *bm, size_t size, ga_stream_t s, void **ptr);
 gpuarena_status_t ga_bm_free(ga_bm_t *bm, void *ptr, ga_stream_t s);

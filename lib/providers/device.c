@@ -339,25 +339,20 @@ static gpuarena_status_t dev_memzero(ga_provider_t *p, void *ptr, size_t size, g
 static void dev_destroy(ga_provider_t *p)
 {
     device_t *d = DEV(p);
-    ga_cuda_scope_t sc;
-    /* The driver may be shut down already (destroy at exit): errors are
-     * ignored, the host-side bookkeeping is freed whatever happens. */
-    bool in = enter(d, &sc) == GPUARENA_SUCCESS;
+    /* A reservation still here is one the block manager could not give
+     * back: gpuarena_destroy reported it, and its memory stays mapped.
+     * Only the records go.  No second try: it would fail as the first did
+     * (a context in error, a driver shut down at exit), and the report
+     * must say what stays mapped. */
     pthread_mutex_lock(&d->lock);
     while (d->resv) {
         reservation_t *r = d->resv;
-        if (in) {
-            drop(d, r, 0, r->size / p->granule);
-            ga_cuda_vmm_free(r->base, r->size);
-        }
         d->resv = r->next;
         free(r->handles);
         free(r->mapped);
         free(r);
     }
     pthread_mutex_unlock(&d->lock);
-    if (in)
-        ga_cuda_leave(&sc);
     ga_gpuctx_fini(&d->g);
     pthread_mutex_destroy(&d->lock);
     free(d);

@@ -24,9 +24,9 @@
 #include <string.h>
 
 static const char *const class_names[GA_FAULT_CLASSES] = {
-    "map",      "unmap",        "reserve",      "release",     "commit",     "decommit",
-    "stream",   "event_create", "event_record", "event_query", "event_sync", "stream_wait",
-    "sync_all", "memzero",      "advise",       "prefetch",
+    "map",      "unmap",        "reserve",      "release",     "commit",      "decommit",
+    "stream",   "event_create", "event_record", "event_query", "event_sync",  "stream_wait",
+    "sync_all", "memzero",      "advise",       "prefetch",    "stream_idle",
 };
 
 /* The plan and the counters: process-wide, atomics read relaxed (a test
@@ -169,7 +169,7 @@ static void read_env(void)
                          "GPUARENA_FAULT_OPS: unknown class '%.*s' (map, unmap, reserve, "
                          "release, commit, decommit, stream, event_create, event_record, "
                          "event_query, event_sync, stream_wait, sync_all, memzero, advise, "
-                         "prefetch)",
+                         "prefetch, stream_idle)",
                          (int)(n < 32 ? n : 32), s);
                 return;
             }
@@ -348,6 +348,12 @@ static gpuarena_status_t w_sync_all(ga_provider_t *p)
     return st == GPUARENA_SUCCESS ? IN(p)->ops->sync_all(IN(p)) : st;
 }
 
+static gpuarena_status_t w_stream_idle(ga_provider_t *p, gpuarena_stream_t s)
+{
+    gpuarena_status_t st = fault(p, GA_FAULT_STREAM_IDLE, DRV);
+    return st == GPUARENA_SUCCESS ? IN(p)->ops->stream_idle(IN(p), s) : st;
+}
+
 static gpuarena_status_t w_memzero(ga_provider_t *p, void *ptr, size_t size, gpuarena_stream_t s)
 {
     gpuarena_status_t st = fault(p, GA_FAULT_MEMZERO, DRV);
@@ -457,6 +463,7 @@ gpuarena_status_t ga_fault_wrap(ga_provider_t **pp)
     WRAP(event_sync, w_event_sync);
     WRAP(stream_wait, w_stream_wait);
     WRAP(sync_all, w_sync_all);
+    WRAP(stream_idle, w_stream_idle);
     WRAP(memzero, w_memzero);
     WRAP(on_alloc, w_on_alloc);
     WRAP(prefetch, w_prefetch);

@@ -20,7 +20,7 @@
  *                            all): map unmap reserve release commit
  *                            decommit stream event_create event_record
  *                            event_query event_sync stream_wait sync_all
- *                            memzero advise prefetch
+ *                            memzero advise prefetch stream_idle
  *
  * or by a test through ga_fault_plan().  In a normal build none of this
  * is compiled.
@@ -52,6 +52,7 @@ enum {
     GA_FAULT_MEMZERO,
     GA_FAULT_ADVISE,
     GA_FAULT_PREFETCH,
+    GA_FAULT_STREAM_IDLE, /* pinned and managed: is the free's stream idle? */
     GA_FAULT_CLASSES
 };
 

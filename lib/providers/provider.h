@@ -110,6 +110,9 @@ typedef struct ga_provider_ops {
     /* Optional: bytes the device has free now (for OOM reports). */
     gpuarena_status_t (*mem_free)(ga_provider_t *p, uint64_t *free_bytes);
 
+    /* Free the provider.  Whatever is still mapped or reserved then is
+     * what the block manager could not give back (it reported that at
+     * gpuarena_destroy): it stays so, only the provider's records go. */
     void (*destroy)(ga_provider_t *p);
 } ga_provider_ops_t;
 
