@@ -89,20 +89,21 @@ static inline void tc_unlock(ga_tcache_t *t)
 
 /* Whether the owner's fast path may go without the lock: membarrier(2)
  * with private expedited barriers, registered once. */
-static bool asymmetric;
+static _Atomic bool asymmetric; /* set once, before the first cache exists */
 static pthread_once_t asym_once = PTHREAD_ONCE_INIT;
 
 static void asym_init(void)
 {
     long cmds = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
-    asymmetric = cmds > 0 && (cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED) &&
-                 syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
+    bool ok = cmds > 0 && (cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED) &&
+              syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
+    atomic_store_explicit(&asymmetric, ok, memory_order_relaxed);
 }
 
 /* The owner enters its cache; true when it had to take the lock. */
 static inline bool owner_enter(ga_tcache_t *t)
 {
-    if (asymmetric) {
+    if (atomic_load_explicit(&asymmetric, memory_order_relaxed)) {
         atomic_store_explicit(&t->active, 1, memory_order_relaxed);
         /* No hardware fence: the remote side's membarrier orders this
          * store before the load below, for the remote thread. */
@@ -132,7 +133,7 @@ static void remote_lock_all(ga_bm_t *bm)
         tc_lock(t);
         atomic_store_explicit(&t->remote, 1, memory_order_relaxed);
     }
-    if (!asymmetric || !bm->tcaches)
+    if (!bm->tcaches || !atomic_load_explicit(&asymmetric, memory_order_relaxed))
         return;
     syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
     for (ga_tcache_t *t = bm->tcaches; t; t = t->bm_next)
