@@ -408,6 +408,36 @@ START_TEST(host_stream_public_api)
 }
 END_TEST
 
+/* A stream asked for a sweep records it at its next free even when that
+ * free would fit its thread cache (a cache never records events). */
+START_TEST(wanted_sweep_skips_thread_cache)
+{
+    fx_t *f = fx_new(false, 64 * KI, SEG_OPTS ",thread_cache_max=8K");
+    f->set.thread_cache = true;
+    ga_bm_destroy(f->bm);
+    ck_assert_int_eq(ga_bm_create(&f->tp.base, &f->set, &f->bm), GPUARENA_SUCCESS);
+    void *h = fx_alloc(f, 4 * KI, 1), *fill = fx_alloc(f, 60 * KI, 1); /* one segment */
+    void *p = fx_alloc(f, 32 * KI, 1), *keep = fx_alloc(f, 32 * KI, 1);
+    fx_free(f, p, 1); /* above thread_cache_max: into stream 1's pool */
+    void *q = fx_alloc(f, 32 * KI, 2);
+    ck_assert_ptr_ne(q, p); /* stream 1 is asked for a sweep */
+    uint64_t events = fx_stats(f).events_recorded;
+    fx_free(f, h, 1); /* would fit the thread cache: goes locked instead */
+    ck_assert_uint_eq(fx_stats(f).events_recorded, events + 1);
+    tp_complete(&f->tp, 1);
+    /* The sweep released it: stream 2 gets it before it maps anything
+     * (the other half of q's segment may come first). */
+    uint64_t maps = fx_stats(f).provider_maps;
+    void *r = fx_alloc(f, 32 * KI, 2), *r2 = fx_alloc(f, 32 * KI, 2);
+    ck_assert(r == p || r2 == p);
+    ck_assert_uint_eq(fx_stats(f).provider_maps, maps);
+    void *all[] = {keep, q, r, r2, fill};
+    for (unsigned i = 0; i < 5; i++)
+        fx_free(f, all[i], 2);
+    fx_done(f);
+}
+END_TEST
+
 START_TEST(reuse_other_stream_never_policy)
 {
     fx_t *f = fx_new(false, 64 * KI, SEG_OPTS ",cross_stream=never");
@@ -1102,6 +1132,7 @@ int main(void)
     tcase_add_test(reuse, reuse_other_stream_wait_policy);
     tcase_add_test(reuse, reuse_other_stream_never_policy);
     tcase_add_test(reuse, host_stream_frees_need_no_event);
+    tcase_add_test(reuse, wanted_sweep_skips_thread_cache);
     tcase_add_test(reuse, host_stream_public_api);
     tcase_add_test(reuse, record_stream_keeps_block_pending);
     tcase_add_test(reuse, record_stream_event_failure_is_safe);

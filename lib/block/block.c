@@ -612,6 +612,16 @@ static void sweep_finish(ga_bm_t *bm, ga_pool_t *p)
     p->sweep = NULL;
 }
 
+/* The streams whose pools want a sweep, for the lock-free free path. */
+static void wanted_update(ga_bm_t *bm)
+{
+    uint64_t m = 0;
+    for (unsigned i = 0; i < bm->npools; i++)
+        if (bm->pools[i]->wanted && !bm->pools[i]->sweep)
+            m |= (uint64_t)1 << (bm->pools[i]->stream.id & 63);
+    atomic_store_explicit(&bm->wanted_mask, m, memory_order_relaxed);
+}
+
 /* Another stream missed: ask every stream pool with uncovered free blocks
  * for a sweep at its next free. */
 static void sweep_request_all(ga_bm_t *bm)
@@ -621,6 +631,7 @@ static void sweep_request_all(ga_bm_t *bm)
         if (!p->sweep && p->age_tail && p->age_tail->stamp > p->sweep_seq)
             p->wanted = true;
     }
+    wanted_update(bm);
 }
 
 /* After a free into P on S (a live handle): finish a completed sweep and
@@ -637,6 +648,7 @@ static void sweep_on_free(ga_bm_t *bm, ga_pool_t *p, ga_stream_t s)
     }
     p->sweep_seq = p->seq;
     p->wanted = false;
+    wanted_update(bm);
 }
 
 /* Query outstanding events; act on the completed ones.  With SYNC, wait
@@ -698,6 +710,7 @@ static void drain_all(ga_bm_t *bm)
             p->wanted = false;
             sweep_finish(bm, p);
         }
+        wanted_update(bm);
     } else {
         poll_events(bm, true);
     }
@@ -732,6 +745,8 @@ static ga_block_t *find_other(ga_bm_t *bm, int cls, size_t rs, ga_stream_t s, ga
             continue;
         if (!p->sweep || b->stamp > p->sweep_seq) {
             p->wanted = true; /* covered next time */
+            atomic_fetch_or_explicit(&bm->wanted_mask, (uint64_t)1 << (p->stream.id & 63),
+                                     memory_order_relaxed);
             continue;
         }
         if (!best || b->size < best->size) {
@@ -1118,7 +1133,11 @@ gpuarena_status_t ga_bm_free(ga_bm_t *bm, void *ptr, ga_stream_t s)
             done = true; /* the program says no GPU work uses it */
         else if (host_guard(bm) && !b->uses && bm->prov->ops->stream_idle)
             done = bm->prov->ops->stream_idle(bm->prov, s.handle) == GPUARENA_SUCCESS;
-        if (bm->set.thread_cache && (!host_guard(bm) || done) && ga_tcache_free(bm, b, s))
+        /* A stream whose pool wants a sweep frees under the lock, which
+         * records it (wanted_mask). */
+        bool sweep =
+            atomic_load_explicit(&bm->wanted_mask, memory_order_relaxed) >> (s.id & 63) & 1;
+        if (bm->set.thread_cache && (!host_guard(bm) || done) && !sweep && ga_tcache_free(bm, b, s))
             return GPUARENA_SUCCESS;
     }
     pthread_mutex_lock(&bm->lock);

@@ -201,6 +201,10 @@ struct ga_bm {
      * the thread caches' peak checks. */
     _Atomic int64_t base_req, base_inuse;
     _Atomic uint64_t base_reserved; /* c.reserved, for the cached peak */
+    /* Bit (id % 64) set while the pool of stream id wants a sweep: a free
+     * on such a stream skips the thread cache, so that the locked free
+     * records the sweep (a thread cache never records events). */
+    _Atomic uint64_t wanted_mask;
 
     pthread_mutex_t tc_lock; /* guards the list below */
     ga_tcache_t *tcaches;    /* thread caches of this manager */
