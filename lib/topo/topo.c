@@ -25,6 +25,18 @@ gpuarena_status_t ga_topo_load(const char *path, hwloc_topology_t *out)
     /* PCI devices are filtered out by default: keep the important ones
      * (GPUs, bridges leading to them), from the machine or from the file. */
     hwloc_topology_set_io_types_filter(t, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
+#if HWLOC_API_VERSION >= 0x00020100
+    /* PCI locality is all that is needed of the machine: the GPUs come
+     * from the CUDA driver.  The plugins that would list OpenCL, GL, CUDA
+     * runtime, NVML, ROCm SMI and Level Zero devices load whole stacks into
+     * the program: an OpenCL ICD such as PoCL brings LLVM, which starts a
+     * thread per CPU and takes over SIGUSR1 (seen on an H200 host: the
+     * GPUARENA_STATS_SIGNAL report never came).  An XML file still gives
+     * the OS devices it lists. */
+    static const char *const skip[] = {"opencl", "gl", "cuda", "nvml", "rsmi", "levelzero"};
+    for (size_t i = 0; i < sizeof skip / sizeof skip[0]; i++)
+        (void)hwloc_topology_set_components(t, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, skip[i]);
+#endif
     if (path && hwloc_topology_set_xml(t, path) != 0) {
         hwloc_topology_destroy(t);
         return ga_error(GPUARENA_ERR_CONFIG,
