@@ -615,8 +615,9 @@ START_TEST(error_messages)
                  "t.conf:2: key 'device.3.round': 2M is larger than small_max (1M)");
     expect_error("[device]\nsmall_segment = 512K\n",
                  "t.conf:2: key 'device.small_segment': 512K is smaller than small_max (1M)");
-    expect_error("[host]\nthread_cache_max = 2M\n",
-                 "t.conf:2: key 'host.thread_cache_max': 2M is larger than small_max (1M)");
+    expect_error(
+        "[host]\nthread_cache_max = 8M\n",
+        "t.conf:2: key 'host.thread_cache_max': 8M is larger than thread_cache_bytes (4M)");
 
     /* a NUL byte and an overlong line */
     gpuarena_status_t st;

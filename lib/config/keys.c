@@ -150,9 +150,10 @@ static const ga_key_t keys[] = {
     {"thread_cache", GA_KEY_BOOL, GA_KINDS_ALL, FIELD(thread_cache), 0, 1, 0, NULL, "true or false",
      "keep per-thread caches of small blocks"},
     {"thread_cache_max", GA_KEY_SIZE, GA_KINDS_ALL, FIELD(thread_cache_max), 0, GI, 0, NULL,
-     "a size from 0 to 1G, at most small_max", "largest block a thread cache holds"},
+     "a size from 0 to 1G, at most thread_cache_bytes", "largest block a thread cache holds"},
     {"thread_cache_bytes", GA_KEY_SIZE, GA_KINDS_ALL, FIELD(thread_cache_bytes), 0, SIZE_MAX, 0,
-     NULL, "a size", "bytes one thread's cache of one stream holds at most"},
+     NULL, "a size, at least thread_cache_max",
+     "bytes one thread's cache of one stream holds at most"},
     {"thread_cache_count", GA_KEY_UINT, GA_KINDS_ALL, FIELD(thread_cache_count), 1, 1024, 0, NULL,
      "an integer from 1 to 1024", "blocks per size class a thread cache holds"},
     {"sim_event_delay", GA_KEY_UINT, K_SIM, FIELD(sim_event_delay), 0, 1000000, 0, NULL,
@@ -210,8 +211,11 @@ void ga_config_defaults(gpuarena_kind_t kind, ga_settings_t *s)
     s->max_cached = SIZE_MAX;
     s->cross_stream = GA_CROSS_EVENT;
     s->thread_cache = true;
-    s->thread_cache_max = 1 << 20;
-    s->thread_cache_bytes = 4 << 20;
+    /* Pinned staging buffers are reused whole at their sizes, and the
+     * replayed traces that bound the other kinds' caches (fragmentation)
+     * are not theirs: pinned threads cache up to 16 MiB blocks. */
+    s->thread_cache_max = kind == GPUARENA_PINNED ? (size_t)16 << 20 : (size_t)1 << 20;
+    s->thread_cache_bytes = kind == GPUARENA_PINNED ? (size_t)32 << 20 : (size_t)4 << 20;
     s->thread_cache_count = 8;
     s->sim_event_delay = 4;
     s->numa = kind == GPUARENA_PINNED ? GA_NUMA_NEAREST : GA_NUMA_LOCAL;
@@ -449,8 +453,9 @@ static size_t size_value(const ga_key_t *k, const ga_settings_t *s)
 
 bool ga_settings_consistent(const ga_settings_t *s, const ga_key_t **a, const ga_key_t **b)
 {
-    static const char *const rules[][2] = {
-        {"round", "small_max"}, {"small_max", "small_segment"}, {"thread_cache_max", "small_max"}};
+    static const char *const rules[][2] = {{"round", "small_max"},
+                                           {"small_max", "small_segment"},
+                                           {"thread_cache_max", "thread_cache_bytes"}};
     for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++) {
         const ga_key_t *ka = ga_config_find_key(rules[i][0]);
         const ga_key_t *kb = ga_config_find_key(rules[i][1]);
