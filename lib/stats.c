@@ -98,6 +98,8 @@ static void print_table(FILE *out, gpuarena_t *a, const gpuarena_stats_t *st)
             fprintf(out, "  NUMA nodes %s%s\n", b1,
                     st->numa_fallbacks ? " (locality unknown: interleaved over all)" : "");
     }
+    if (a->prov->how)
+        fprintf(out, "  memory: %s\n", a->prov->how);
     if (a->kind == GPUARENA_MANAGED)
         fprintf(out,
                 "  prefetches %" PRIu64 ", skipped %" PRIu64 "; advice applied %" PRIu64

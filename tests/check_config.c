@@ -316,6 +316,13 @@ START_TEST(key_table)
         ga_config_defaults((gpuarena_kind_t)kind, &d);
         ck_assert(ga_settings_consistent(&d, &a, &b));
     }
+    /* pinned segments are fixed unless asked (cuMemHostRegister pins
+     * faster than cuMemCreate HOST_NUMA); the other kinds grow */
+    for (int kind = 0; kind < GPUARENA_KIND_COUNT; kind++) {
+        ga_settings_t d;
+        ga_config_defaults((gpuarena_kind_t)kind, &d);
+        ck_assert_int_eq(d.expandable, kind != GPUARENA_PINNED);
+    }
     ck_assert_ptr_null(ga_config_find_key("ROUND"));
     ck_assert(ga_key_applies(ga_config_find_key("numa"), GPUARENA_HOST));
     ck_assert(ga_key_applies(ga_config_find_key("numa"), GPUARENA_PINNED));

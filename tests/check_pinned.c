@@ -2,7 +2,9 @@
  * check_pinned.c - the pinned arena on a real GPU: NUMA placement of every
  * page, data through async copies, and the reuse rule for host-visible
  * memory: a block freed on a stream whose async copy is still queued
- * behind slow work is not handed out again before the copy has finished.
+ * behind slow work is not handed out again before the copy has finished;
+ * and growable pinned segments (expandable = true: cuMemCreate on a host
+ * NUMA node where the driver can, else the fixed ones, with the reason).
  * Exits 77 (skipped) where the driver or a GPU is missing.
  *
  * Slow work without a kernel: many large cuMemsetD8Async on a big device
@@ -306,6 +308,137 @@ START_TEST(bad_input)
 }
 END_TEST
 
+/* The "memory:" line that gpuarena_stats_print gives the one pinned arena
+ * alive now, into LINE. */
+static void memory_line(char *line, size_t size)
+{
+    FILE *f = tmpfile();
+    ck_assert_ptr_nonnull(f);
+    OK(gpuarena_stats_print(f, NULL));
+    rewind(f);
+    char buf[1024];
+    line[0] = 0;
+    while (fgets(buf, sizeof buf, f)) {
+        char *m = strstr(buf, "  memory: ");
+        if (m) {
+            buf[strcspn(buf, "\n")] = 0;
+            snprintf(line, size, "%s", m + 10);
+        }
+    }
+    fclose(f);
+    ck_assert_msg(line[0] != 0, "no memory: line in gpuarena_stats_print");
+}
+
+/* Growable pinned segments (expandable = true): through cuMemCreate on a
+ * host NUMA node where the driver can, else the fixed segments with the
+ * reason in the statistics.  Either way the data must make the round trip
+ * and trim must give everything back. */
+START_TEST(expandable_pinned)
+{
+    char how[512];
+    gpuarena_t *a = pinned_arena(NULL);
+    memory_line(how, sizeof how);
+    printf("check_pinned: default: %s\n", how);
+    ck_assert_msg(strstr(how, "cuMemHostRegister") && strstr(how, "expandable = false"),
+                  "the default pinned arena is not fixed: %s", how);
+    OK(gpuarena_destroy(a));
+
+    a = pinned_arena("expandable=true");
+    memory_line(how, sizeof how);
+    bool vmm = strstr(how, "cuMemCreate on host NUMA node") != NULL;
+    int sup = 0, numa_id = -1;
+    OK(ga_cuda_device_attr(0, GA_CUDA_ATTR_HOST_NUMA_VMM_SUPPORTED, &sup));
+    OK(ga_cuda_device_attr(0, GA_CUDA_ATTR_HOST_NUMA_ID, &numa_id));
+    printf("check_pinned: expandable=true: %s (HOST_NUMA VMM attribute %d, GPU's node %d)\n", how,
+           sup, numa_id);
+    if (!vmm) {
+        ck_assert_msg(strstr(how, "cuMemHostRegister") && strstr(how, "(expandable: "),
+                      "fallback without a reason: %s", how);
+        printf("check_pinned: growable pinned path NOT active here; checking the fallback\n");
+    }
+    gpuarena_stats_t st;
+    void *s;
+    OK(ga_cuda_stream_create(true, &s));
+    /* Blocks of both classes, past several 2 MiB granules in all. */
+    const size_t sizes[] = {4096, 512 * 1024, MiB + 4096, 3 * MiB, 5 * MiB + 12345, 9 * MiB};
+    enum { N = sizeof sizes / sizeof sizes[0] };
+    unsigned char *h[N];
+    size_t total = 0, biggest = 0;
+    for (int i = 0; i < N; i++) {
+        OK(gpuarena_alloc(a, sizes[i], s, (void **)&h[i]));
+        total += sizes[i];
+        biggest = sizes[i] > biggest ? sizes[i] : biggest;
+    }
+    OK(gpuarena_stats(a, &st));
+    ck_assert_uint_ge(st.reserved, total);
+    ck_assert_uint_gt(st.reserved, 2 * MiB);
+    printf("check_pinned: expandable=true: %zu bytes in %d blocks, reserved %llu, segments %llu, "
+           "provider maps %llu\n",
+           total, N, (unsigned long long)st.reserved, (unsigned long long)st.segments,
+           (unsigned long long)st.provider_maps);
+    uint64_t d;
+    OK(ga_cuda_mem_alloc(biggest, &d));
+    for (int i = 0; i < N; i++) {
+        size_t n = sizes[i];
+        unsigned char pat = (unsigned char)(0x11 * (i + 1));
+        memset(h[i], pat, n); /* the host writes */
+        OK(ga_cuda_memcpy_htod_async(d, h[i], n, s));
+        OK(ga_cuda_memset_d8_async(d + n / 2, 0xe7, n - n / 2, s));
+        OK(ga_cuda_stream_sync(s));
+        memset(h[i], 0, n);
+        OK(ga_cuda_memcpy_dtoh_async(h[i], d, n, s));
+        OK(ga_cuda_stream_sync(s));
+        check_bytes(h[i], n / 2, pat, "first half back from the GPU");
+        check_bytes(h[i] + n / 2, n - n / 2, 0xe7, "second half back from the GPU");
+    }
+    OK(ga_cuda_mem_free(d));
+    /* Where the pages are (the placement's node), when hwloc can tell. */
+    OK(gpuarena_stats(a, &st));
+    hwloc_topology_t topo;
+    ck_assert_int_eq(hwloc_topology_init(&topo), 0);
+    ck_assert_int_eq(hwloc_topology_load(topo), 0);
+    hwloc_nodeset_t where = hwloc_bitmap_alloc();
+    size_t pages = 0, unknown = 0, bad = 0;
+    long page = sysconf(_SC_PAGESIZE);
+    for (size_t off = 0; off < sizes[N - 1]; off += (size_t)page, pages++) {
+        if (hwloc_get_area_memlocation(topo, h[N - 1] + off, 1, where, HWLOC_MEMBIND_BYNODESET) !=
+                0 ||
+            hwloc_bitmap_iszero(where)) {
+            unknown++;
+            continue;
+        }
+        int node = hwloc_bitmap_first(where);
+        if ((node < 0 || node >= 64 || !(st.numa_nodes >> node & 1)) && bad++ < 4)
+            printf("check_pinned: expandable=true: page at +%zu is on node %d\n", off, node);
+    }
+    hwloc_bitmap_free(where);
+    hwloc_topology_destroy(topo);
+    printf("check_pinned: expandable=true: nodes %#llx, %zu of %zu pages unknown to hwloc\n",
+           (unsigned long long)st.numa_nodes, unknown, pages);
+    ck_assert_msg(bad == 0, "%zu of %zu pages off the nodes %#llx", bad, pages,
+                  (unsigned long long)st.numa_nodes);
+    for (int i = 0; i < N; i++)
+        OK(gpuarena_free(a, h[i], s));
+    OK(ga_cuda_stream_sync(s));
+    OK(gpuarena_check(a));
+    /* Everything is free and complete: trim gives every granule back. */
+    OK(gpuarena_trim(a, 0));
+    OK(gpuarena_stats(a, &st));
+    ck_assert_uint_eq(st.reserved, 0);
+    ck_assert_uint_eq(st.in_use, 0);
+    /* And it grows again after the trim. */
+    void *p;
+    OK(gpuarena_alloc(a, 6 * MiB, s, &p));
+    memset(p, 0x77, 6 * MiB);
+    check_bytes(p, 6 * MiB, 0x77, "a block after the trim");
+    OK(gpuarena_free(a, p, s));
+    OK(ga_cuda_stream_sync(s));
+    OK(gpuarena_check(a));
+    OK(ga_cuda_stream_destroy(s));
+    OK(gpuarena_destroy(a));
+}
+END_TEST
+
 START_TEST(default_arena_per_gpu)
 {
     gpuarena_t *a, *a2;
@@ -336,6 +469,7 @@ int main(void)
     tcase_add_test(tc, record_stream_holds_the_block);
     tcase_add_test(tc, cache_reuses_when_idle);
     tcase_add_test(tc, bad_input);
+    tcase_add_test(tc, expandable_pinned);
     tcase_add_test(tc, default_arena_per_gpu);
     tcase_set_timeout(tc, 300);
     suite_add_tcase(s, tc);

@@ -205,7 +205,9 @@ void ga_config_defaults(gpuarena_kind_t kind, ga_settings_t *s)
     s->small_segment = 2 << 20;
     s->large_segment = 20 << 20;
     s->max_split = 0;
-    s->expandable = true;
+    /* Pinned memory pins faster through cuMemHostRegister than through
+     * cuMemCreate HOST_NUMA (pinned.c): fixed segments unless asked. */
+    s->expandable = kind != GPUARENA_PINNED;
     s->granule = 0;
     s->release_threshold = 0;
     s->max_cached = SIZE_MAX;

@@ -486,6 +486,8 @@ gpuarena_status_t ga_cuda_device_attr(int device, ga_cuda_attr_t attr, int *valu
         [GA_CUDA_ATTR_CONCURRENT_KERNELS] = CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS,
         [GA_CUDA_ATTR_MULTIPROCESSOR_COUNT] = CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
         [GA_CUDA_ATTR_MEMORY_POOLS_SUPPORTED] = CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED,
+        [GA_CUDA_ATTR_HOST_VMM_SUPPORTED] =
+            CU_DEVICE_ATTRIBUTE_HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED,
     };
     if ((unsigned)attr >= sizeof attrs / sizeof attrs[0])
         return ga_error(GPUARENA_ERR_INVALID_ARGUMENT, "unknown device attribute %d", (int)attr);
@@ -912,6 +914,64 @@ gpuarena_status_t ga_cuda_vmm_unmap_release(uint64_t va, size_t size, uint64_t h
         return fail("cuMemUnmap", r);
     r = cu.cuMemRelease((CUmemGenericAllocationHandle)handle);
     return r == CUDA_SUCCESS ? GPUARENA_SUCCESS : fail("cuMemRelease", r);
+}
+
+static void host_prop(int node, CUmemAllocationProp *prop)
+{
+    memset(prop, 0, sizeof *prop);
+    prop->type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop->requestedHandleTypes = CU_MEM_HANDLE_TYPE_NONE;
+    prop->location.type = node >= 0 ? CU_MEM_LOCATION_TYPE_HOST_NUMA : CU_MEM_LOCATION_TYPE_HOST;
+    prop->location.id = node >= 0 ? node : 0;
+}
+
+gpuarena_status_t ga_cuda_vmm_host_granularity(int node, bool recommended, size_t *granule)
+{
+    CUmemAllocationProp prop;
+    host_prop(node, &prop);
+    CUresult r = cu.cuMemGetAllocationGranularity(granule, &prop,
+                                                  recommended ? CU_MEM_ALLOC_GRANULARITY_RECOMMENDED
+                                                              : CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+    return r == CUDA_SUCCESS ? GPUARENA_SUCCESS : fail("cuMemGetAllocationGranularity", r);
+}
+
+gpuarena_status_t ga_cuda_vmm_host_create_map(int node, uint64_t va, size_t size, uint64_t *handle)
+{
+    CUmemAllocationProp prop;
+    host_prop(node, &prop);
+    CUmemGenericAllocationHandle h;
+    CUresult r = cu.cuMemCreate(&h, size, &prop, 0);
+    if (r != CUDA_SUCCESS)
+        return ga_error(status_of(r), "cuMemCreate of %zu bytes on host NUMA node %d: %s (%d)",
+                        size, node, ga_cuda_result_name((int)r), (int)r);
+    r = cu.cuMemMap((CUdeviceptr)va, size, 0, h, 0);
+    if (r != CUDA_SUCCESS) {
+        cu.cuMemRelease(h);
+        return fail("cuMemMap", r);
+    }
+    *handle = h;
+    return GPUARENA_SUCCESS;
+}
+
+gpuarena_status_t ga_cuda_vmm_host_set_access(uint64_t va, size_t size, int device)
+{
+    CUdevice d;
+    CUresult r = cu.cuDeviceGet(&d, device);
+    if (r != CUDA_SUCCESS)
+        return fail("cuDeviceGet", r);
+    CUmemAccessDesc desc[2];
+    memset(desc, 0, sizeof desc);
+    desc[0].location.type = CU_MEM_LOCATION_TYPE_HOST;
+    desc[0].location.id = 0;
+    desc[0].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    desc[1].location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    desc[1].location.id = (int)d;
+    desc[1].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    r = cu.cuMemSetAccess((CUdeviceptr)va, size, desc, 2);
+    if (r != CUDA_SUCCESS)
+        return ga_error(status_of(r), "cuMemSetAccess of %zu bytes (host and device %d): %s (%d)",
+                        size, device, ga_cuda_result_name((int)r), (int)r);
+    return GPUARENA_SUCCESS;
 }
 
 /* ---------------------------------------------------------------------- */

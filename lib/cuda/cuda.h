@@ -77,7 +77,8 @@ typedef enum ga_cuda_attr {
     GA_CUDA_ATTR_DIRECT_MANAGED_ACCESS_FROM_HOST, /* host reads device-resident managed memory */
     GA_CUDA_ATTR_CONCURRENT_KERNELS,
     GA_CUDA_ATTR_MULTIPROCESSOR_COUNT,
-    GA_CUDA_ATTR_MEMORY_POOLS_SUPPORTED /* cuMemPoolCreate, cuMemAllocFromPoolAsync */
+    GA_CUDA_ATTR_MEMORY_POOLS_SUPPORTED, /* cuMemPoolCreate, cuMemAllocFromPoolAsync */
+    GA_CUDA_ATTR_HOST_VMM_SUPPORTED      /* cuMemCreate at a HOST location */
 } ga_cuda_attr_t;
 
 gpuarena_status_t ga_cuda_device_attr(int device, ga_cuda_attr_t attr, int *value);
@@ -148,6 +149,14 @@ gpuarena_status_t ga_cuda_vmm_create_map(int device, uint64_t va, size_t size, u
  * handles) to the COUNT devices of DEVICES (at most 64). */
 gpuarena_status_t ga_cuda_vmm_set_access(uint64_t va, size_t size, const int *devices, int count);
 gpuarena_status_t ga_cuda_vmm_unmap_release(uint64_t va, size_t size, uint64_t handle);
+
+/* Virtual memory management of pinned host memory: on host NUMA node NODE
+ * (CU_MEM_LOCATION_TYPE_HOST_NUMA), or with NODE < 0 anywhere on the host
+ * (CU_MEM_LOCATION_TYPE_HOST).  Mapped like device memory (reserve, free
+ * and unmap_release above); access is given to the host and to DEVICE. */
+gpuarena_status_t ga_cuda_vmm_host_granularity(int node, bool recommended, size_t *granule);
+gpuarena_status_t ga_cuda_vmm_host_create_map(int node, uint64_t va, size_t size, uint64_t *handle);
+gpuarena_status_t ga_cuda_vmm_host_set_access(uint64_t va, size_t size, int device);
 
 /* Pinned and managed memory (for the pinned and managed providers). */
 gpuarena_status_t ga_cuda_host_register(void *ptr, size_t size, bool device_map);

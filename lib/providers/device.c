@@ -8,9 +8,9 @@
  * reserve an address range (cuMemAddressReserve) and commit it granule by
  * granule: each granule is its own physical allocation (cuMemCreate +
  * cuMemMap), so that any granule-aligned piece can be decommitted later
- * (cuMemUnmap + cuMemRelease) whatever pieces it was committed in; the
- * handles are kept per reservation in an array indexed by
- * (address - base) / granule.  Access (cuMemSetAccess) is given after
+ * (cuMemUnmap + cuMemRelease) whatever pieces it was committed in; vmm.c
+ * keeps the reservations and handles, shared with the pinned provider's
+ * growable segments.  Access (cuMemSetAccess) is given after
  * every commit to the device and, with `peer_access`, to every GPU that
  * can reach it.  The granule is the driver's recommended granularity, or
  * the `granule` setting rounded up to a multiple of it.
@@ -39,21 +39,12 @@
 #include "errors.h"
 #include "providers/gpu.h"
 #include "providers/gpuctx.h"
+#include "providers/vmm.h"
 
 #include <pthread.h>
-#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #define MAX_PEERS 64
-
-typedef struct reservation {
-    uint64_t base;
-    size_t size;
-    uint64_t *handles; /* per granule: the cuMemCreate handle */
-    uint8_t *mapped;   /* per granule: committed now */
-    struct reservation *next;
-} reservation_t;
 
 typedef struct device {
     ga_provider_t base;
@@ -61,7 +52,7 @@ typedef struct device {
     int access[MAX_PEERS];
     int access_count;     /* the device itself first, then peers */
     pthread_mutex_t lock; /* the reservations and live_maps */
-    reservation_t *resv;
+    ga_vmm_t vmm;         /* growable segments */
 } device_t;
 
 #define DEV(p) ((device_t *)(p))
@@ -112,205 +103,38 @@ static gpuarena_status_t dev_unmap(ga_provider_t *p, void *base, size_t size)
 }
 
 /* ---------------------------------------------------------------------- */
-/* Growable segments. */
+/* Growable segments (vmm.c: the reservations and their granules). */
+
+static gpuarena_status_t create_map(void *owner, uint64_t va, size_t size, uint64_t *handle)
+{
+    device_t *d = owner;
+    return ga_cuda_vmm_create_map(d->g.ordinal, va, size, handle);
+}
+
+static gpuarena_status_t set_access(void *owner, uint64_t va, size_t size)
+{
+    device_t *d = owner;
+    return ga_cuda_vmm_set_access(va, size, d->access, d->access_count);
+}
 
 static gpuarena_status_t dev_reserve(ga_provider_t *p, size_t size, void **base)
 {
-    device_t *d = DEV(p);
-    if (size == 0 || size % p->granule)
-        return ga_error(GPUARENA_ERR_INVALID_ARGUMENT,
-                        "device: reservation of %zu bytes is not a multiple of the granule %zu",
-                        size, p->granule);
-    size_t n = size / p->granule;
-    reservation_t *r = calloc(1, sizeof *r);
-    if (r) {
-        r->handles = calloc(n, sizeof *r->handles);
-        r->mapped = calloc(n, 1);
-    }
-    if (!r || !r->handles || !r->mapped) {
-        if (r) {
-            free(r->handles);
-            free(r->mapped);
-            free(r);
-        }
-        return ga_error(GPUARENA_ERR_HOST_MEMORY, "device: no memory to track a reservation");
-    }
-    ga_cuda_scope_t sc;
-    gpuarena_status_t st = enter(d, &sc);
-    if (st == GPUARENA_SUCCESS) {
-        st = ga_cuda_vmm_reserve(size, p->granule, &r->base);
-        ga_cuda_leave(&sc);
-    }
-    if (st != GPUARENA_SUCCESS) {
-        free(r->handles);
-        free(r->mapped);
-        free(r);
-        return st;
-    }
-    r->size = size;
-    pthread_mutex_lock(&d->lock);
-    r->next = d->resv;
-    d->resv = r;
-    pthread_mutex_unlock(&d->lock);
-    *base = (void *)(uintptr_t)r->base;
-    return GPUARENA_SUCCESS;
-}
-
-/* The reservation holding [A, A+SIZE), under the lock. */
-static reservation_t *find(device_t *d, uint64_t a, size_t size, reservation_t ***link)
-{
-    for (reservation_t **pp = &d->resv; *pp; pp = &(*pp)->next) {
-        reservation_t *r = *pp;
-        if (a >= r->base && a - r->base <= r->size && size <= r->size - (a - r->base)) {
-            if (link)
-                *link = pp;
-            return r;
-        }
-    }
-    return NULL;
-}
-
-/* Unmap and release granules [FIRST, LAST) of R; under the lock. */
-static gpuarena_status_t drop(device_t *d, reservation_t *r, size_t first, size_t last)
-{
-    gpuarena_status_t st = GPUARENA_SUCCESS;
-    size_t g = d->base.granule;
-    for (size_t i = first; i < last; i++) {
-        if (!r->mapped[i])
-            continue;
-        gpuarena_status_t s = ga_cuda_vmm_unmap_release(r->base + i * g, g, r->handles[i]);
-        if (s != GPUARENA_SUCCESS) {
-            st = s;
-            continue;
-        }
-        r->mapped[i] = 0;
-        r->handles[i] = 0;
-        d->base.live_maps--;
-    }
-    return st;
+    return ga_vmm_reserve(&DEV(p)->vmm, size, base);
 }
 
 static gpuarena_status_t dev_release(ga_provider_t *p, void *base, size_t size)
 {
-    device_t *d = DEV(p);
-    uint64_t a = (uint64_t)(uintptr_t)base;
-    pthread_mutex_lock(&d->lock);
-    reservation_t **link = NULL;
-    reservation_t *r = find(d, a, size, &link);
-    if (!r || r->base != a || r->size != size) {
-        pthread_mutex_unlock(&d->lock);
-        return ga_error(GPUARENA_ERR_INVALID_ARGUMENT,
-                        "device: no reservation of %zu bytes at %p to release", size, base);
-    }
-    ga_cuda_scope_t sc;
-    gpuarena_status_t st = enter(d, &sc);
-    if (st == GPUARENA_SUCCESS) {
-        /* Granules still committed go first; the block manager decommits
-         * them before releasing, so this only runs on an error path. */
-        st = drop(d, r, 0, r->size / p->granule);
-        if (st == GPUARENA_SUCCESS)
-            st = ga_cuda_vmm_free(r->base, r->size);
-        ga_cuda_leave(&sc);
-    }
-    if (st == GPUARENA_SUCCESS) {
-        *link = r->next;
-        free(r->handles);
-        free(r->mapped);
-        free(r);
-    }
-    pthread_mutex_unlock(&d->lock);
-    return st;
-}
-
-static gpuarena_status_t check_range(device_t *d, uint64_t a, size_t size, reservation_t **out)
-{
-    size_t g = d->base.granule;
-    reservation_t *r = find(d, a, size, NULL);
-    if (!r || size == 0 || (a - r->base) % g || size % g)
-        return ga_error(GPUARENA_ERR_INVALID_ARGUMENT,
-                        "device: [%#llx, +%zu) is not a granule-aligned piece of a reservation",
-                        (unsigned long long)a, size);
-    *out = r;
-    return GPUARENA_SUCCESS;
-}
-
-static gpuarena_status_t set_access(device_t *d, uint64_t a, size_t size)
-{
-    gpuarena_status_t st = ga_cuda_vmm_set_access(a, size, d->access, d->access_count);
-    if (st == GPUARENA_SUCCESS || size == d->base.granule)
-        return st;
-    /* A driver that wants one call per mapping: set it granule by granule. */
-    for (size_t off = 0; off < size; off += d->base.granule) {
-        st = ga_cuda_vmm_set_access(a + off, d->base.granule, d->access, d->access_count);
-        if (st != GPUARENA_SUCCESS)
-            return st;
-    }
-    return GPUARENA_SUCCESS;
+    return ga_vmm_release(&DEV(p)->vmm, base, size);
 }
 
 static gpuarena_status_t dev_commit(ga_provider_t *p, void *addr, size_t size)
 {
-    device_t *d = DEV(p);
-    uint64_t a = (uint64_t)(uintptr_t)addr;
-    size_t g = p->granule;
-    pthread_mutex_lock(&d->lock);
-    reservation_t *r;
-    gpuarena_status_t st = check_range(d, a, size, &r);
-    if (st != GPUARENA_SUCCESS)
-        goto out;
-    size_t first = (a - r->base) / g, last = first + size / g;
-    for (size_t i = first; i < last; i++)
-        if (r->mapped[i]) {
-            st = ga_error(GPUARENA_ERR_INVALID_ARGUMENT,
-                          "device: granule at %#llx is committed already",
-                          (unsigned long long)(r->base + i * g));
-            goto out;
-        }
-    ga_cuda_scope_t sc;
-    st = enter(d, &sc);
-    if (st != GPUARENA_SUCCESS)
-        goto out;
-    size_t i;
-    for (i = first; i < last && st == GPUARENA_SUCCESS; i++) {
-        st = ga_cuda_vmm_create_map(d->g.ordinal, r->base + i * g, g, &r->handles[i]);
-        if (st == GPUARENA_SUCCESS) {
-            r->mapped[i] = 1;
-            p->live_maps++;
-        }
-    }
-    if (st == GPUARENA_SUCCESS)
-        st = set_access(d, a, size);
-    if (st != GPUARENA_SUCCESS) {
-        /* Keep the status and message of the failure, not of the undo. */
-        char why[512];
-        snprintf(why, sizeof why, "%s", gpuarena_last_error());
-        drop(d, r, first, last);
-        ga_error(st, "%s", why);
-    }
-    ga_cuda_leave(&sc);
-out:
-    pthread_mutex_unlock(&d->lock);
-    return st;
+    return ga_vmm_commit(&DEV(p)->vmm, addr, size);
 }
 
 static gpuarena_status_t dev_decommit(ga_provider_t *p, void *addr, size_t size)
 {
-    device_t *d = DEV(p);
-    uint64_t a = (uint64_t)(uintptr_t)addr;
-    pthread_mutex_lock(&d->lock);
-    reservation_t *r;
-    gpuarena_status_t st = check_range(d, a, size, &r);
-    if (st == GPUARENA_SUCCESS) {
-        ga_cuda_scope_t sc;
-        st = enter(d, &sc);
-        if (st == GPUARENA_SUCCESS) {
-            size_t first = (a - r->base) / p->granule;
-            st = drop(d, r, first, first + size / p->granule);
-            ga_cuda_leave(&sc);
-        }
-    }
-    pthread_mutex_unlock(&d->lock);
-    return st;
+    return ga_vmm_decommit(&DEV(p)->vmm, addr, size);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -344,15 +168,7 @@ static void dev_destroy(ga_provider_t *p)
      * Only the records go.  No second try: it would fail as the first did
      * (a context in error, a driver shut down at exit), and the report
      * must say what stays mapped. */
-    pthread_mutex_lock(&d->lock);
-    while (d->resv) {
-        reservation_t *r = d->resv;
-        d->resv = r->next;
-        free(r->handles);
-        free(r->mapped);
-        free(r);
-    }
-    pthread_mutex_unlock(&d->lock);
+    ga_vmm_fini(&d->vmm);
     ga_gpuctx_fini(&d->g);
     pthread_mutex_destroy(&d->lock);
     free(d);
@@ -433,6 +249,13 @@ gpuarena_status_t ga_device_provider_create(int device, const ga_settings_t *s, 
         return st;
     }
     pthread_mutex_init(&d->lock, NULL);
+    d->vmm = (ga_vmm_t){.prov = &d->base,
+                        .g = &d->g,
+                        .lock = &d->lock,
+                        .who = "device",
+                        .owner = d,
+                        .create_map = create_map,
+                        .set_access = set_access};
     ga_cuda_scope_t sc;
     st = enter(d, &sc);
     if (st == GPUARENA_SUCCESS) {

@@ -12,15 +12,28 @@
  * tenth of registering untouched ones (../shared/notes/cuda-driver.md).
  * Unmapping unregisters, then munmaps.
  *
- * Segments are fixed: they are mapped once, reused through the block
- * manager and unpinned only on trim, on max_cached or when the arena is
- * destroyed.  Growable pinned segments through cuMemCreate with a
- * HOST_NUMA location (device attribute
- * HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED) are not used: on the
- * machines measured, creating such memory cost about 270 ms/GiB against
- * 33-36 ms/GiB for binding + touching + registering, and the mapping is
- * then device-visible only through cuMemSetAccess per granule.  The choice
- * is documented in gpuarena(7).
+ * Segments are fixed by default: they are mapped once, reused through the
+ * block manager and unpinned only on trim, on max_cached or when the arena
+ * is destroyed.
+ *
+ * With `expandable = true` (false by default for pinned arenas), segments
+ * grow like device ones where the driver can: an address reservation
+ * whose granules are each a cuMemCreate of PINNED memory at a HOST_NUMA
+ * location (the placement's node), mapped with cuMemMap and opened to the
+ * host and the arena's GPU by cuMemSetAccess (vmm.c keeps the
+ * reservations, as for device.c).  That path is taken when all of these
+ * hold, else the arena falls back to the fixed segments above and says
+ * why in gpuarena_stats_print ("memory:" line, the `how` of the
+ * provider): the placement names exactly one node (numa = nearest with one
+ * nearest node, or one explicit node; interleave, several nodes, local and
+ * unknown locality cannot be expressed by one HOST_NUMA location); the
+ * device attribute HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED is set;
+ * and a trial granule (reserve, create, map, set access, unmap, release,
+ * free) succeeds at creation.  It is not the default because it is slower
+ * to pin: about 270 ms/GiB for cuMemCreate HOST_NUMA against 33-36 ms/GiB
+ * for binding + touching + registering (../shared/notes/cuda-driver.md);
+ * what it buys is memory returned granule by granule on trim and segments
+ * that grow in place.  The choice is documented in gpuarena(7).
  *
  * The memory is host-visible (the host uses a block as soon as it has it),
  * so the provider has events like the device provider's, and the block
@@ -34,11 +47,13 @@
 #include "errors.h"
 #include "providers/gpu.h"
 #include "providers/gpuctx.h"
+#include "providers/vmm.h"
 #include "topo/topo.h"
 
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -53,6 +68,10 @@ typedef struct pinned {
     ga_placement_t placement;
     unsigned prefault_threads; /* 0: automatic */
     size_t page;
+    pthread_mutex_t lock; /* live_maps and the reservations */
+    ga_vmm_t vmm;         /* growable segments (expandable) */
+    int node;             /* their host NUMA node */
+    char how[320];        /* base.how: the path taken, and why */
 } pinned_t;
 
 #define PIN(p) ((pinned_t *)(p))
@@ -143,9 +162,9 @@ static gpuarena_status_t pin_map(ga_provider_t *p, size_t size, void **base)
         munmap(a, size);
         return st;
     }
-    pthread_mutex_lock(&pn->g.lock);
+    pthread_mutex_lock(&pn->lock);
     p->live_maps++;
-    pthread_mutex_unlock(&pn->g.lock);
+    pthread_mutex_unlock(&pn->lock);
     *base = a;
     return GPUARENA_SUCCESS;
 }
@@ -164,10 +183,131 @@ static gpuarena_status_t pin_unmap(ga_provider_t *p, void *base, size_t size)
     if (munmap(base, size) != 0)
         return ga_error(GPUARENA_ERR_SYSTEM, "pinned: munmap of %zu bytes failed: %s", size,
                         strerror(errno));
-    pthread_mutex_lock(&pn->g.lock);
+    pthread_mutex_lock(&pn->lock);
     p->live_maps--;
-    pthread_mutex_unlock(&pn->g.lock);
+    pthread_mutex_unlock(&pn->lock);
     return GPUARENA_SUCCESS;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Growable segments (expandable): host memory through cuMemCreate. */
+
+static gpuarena_status_t create_map(void *owner, uint64_t va, size_t size, uint64_t *handle)
+{
+    pinned_t *pn = owner;
+    return ga_cuda_vmm_host_create_map(pn->node, va, size, handle);
+}
+
+static gpuarena_status_t set_access(void *owner, uint64_t va, size_t size)
+{
+    pinned_t *pn = owner;
+    return ga_cuda_vmm_host_set_access(va, size, pn->g.ordinal);
+}
+
+static gpuarena_status_t pin_reserve(ga_provider_t *p, size_t size, void **base)
+{
+    return ga_vmm_reserve(&PIN(p)->vmm, size, base);
+}
+
+static gpuarena_status_t pin_release(ga_provider_t *p, void *base, size_t size)
+{
+    return ga_vmm_release(&PIN(p)->vmm, base, size);
+}
+
+static gpuarena_status_t pin_commit(ga_provider_t *p, void *addr, size_t size)
+{
+    return ga_vmm_commit(&PIN(p)->vmm, addr, size);
+}
+
+static gpuarena_status_t pin_decommit(ga_provider_t *p, void *addr, size_t size)
+{
+    return ga_vmm_decommit(&PIN(p)->vmm, addr, size);
+}
+
+/* The placement's one node, or -1 when it names none or several. */
+static int single_node(const ga_placement_t *pl)
+{
+    if (pl->fallback || pl->policy == GA_NUMA_LOCAL || pl->policy == GA_NUMA_INTERLEAVE)
+        return -1;
+    uint64_t n = pl->nodes;
+    if (n == 0 || (n & (n - 1)) != 0)
+        return -1;
+    int i = 0;
+    while (!(n >> i & 1))
+        i++;
+    return i;
+}
+
+/* One granule reserved, created, mapped, opened, then given back: the
+ * driver's word that the path works here.  The context is current. */
+static gpuarena_status_t trial(pinned_t *pn, size_t g)
+{
+    uint64_t va = 0, h = 0;
+    gpuarena_status_t st = ga_cuda_vmm_reserve(g, g, &va);
+    if (st != GPUARENA_SUCCESS)
+        return st;
+    st = ga_cuda_vmm_host_create_map(pn->node, va, g, &h);
+    if (st == GPUARENA_SUCCESS) {
+        gpuarena_status_t a = ga_cuda_vmm_host_set_access(va, g, pn->g.ordinal);
+        st = ga_cuda_vmm_unmap_release(va, g, h);
+        if (a != GPUARENA_SUCCESS)
+            st = a;
+    }
+    gpuarena_status_t f = ga_cuda_vmm_free(va, g);
+    return st != GPUARENA_SUCCESS ? st : f;
+}
+
+/* Take the growable path when the settings ask for it and it works here;
+ * else keep the fixed segments and put why in pn->how.  Every failure of
+ * detection is a fallback, never an error of gpuarena_create. */
+static void choose(pinned_t *pn, const ga_settings_t *s)
+{
+    snprintf(pn->how, sizeof pn->how, "cuMemHostRegister of bound, pre-faulted mappings%s",
+             s->expandable ? "" : " (expandable = false)");
+    if (!s->expandable)
+        return;
+    const char *why = NULL;
+    char buf[200];
+    pn->node = single_node(&pn->placement);
+    ga_cuda_scope_t sc;
+    size_t g = 0;
+    int sup = 0;
+    if (pn->node < 0) {
+        why = "the NUMA placement names no single node";
+    } else if (ga_gpuctx_enter(&pn->g, &sc) != GPUARENA_SUCCESS) {
+        why = "the context cannot be made current";
+    } else {
+        if (ga_cuda_device_attr(pn->g.ordinal, GA_CUDA_ATTR_HOST_NUMA_VMM_SUPPORTED, &sup) !=
+                GPUARENA_SUCCESS ||
+            !sup)
+            why = "the device has no HOST_NUMA virtual memory management";
+        else if (ga_cuda_vmm_host_granularity(pn->node, true, &g) != GPUARENA_SUCCESS || g == 0)
+            why = "no HOST_NUMA allocation granularity";
+        else if (trial(pn, g) != GPUARENA_SUCCESS) {
+            snprintf(buf, sizeof buf, "a trial granule failed: %s", gpuarena_last_error());
+            why = buf;
+        }
+        ga_cuda_leave(&sc);
+    }
+    if (why) {
+        /* A fallback, not an error: the arena works, in fixed segments. */
+        ga_error_clear();
+        snprintf(pn->how, sizeof pn->how,
+                 "cuMemHostRegister of bound, pre-faulted mappings (expandable: %s)", why);
+        return;
+    }
+    size_t want = pn->base.granule;
+    pn->base.granule = want > g ? (want + g - 1) / g * g : g;
+    /* Twice the host's memory, in whole GiB and granules, as device.c. */
+    uint64_t ram = (uint64_t)sysconf(_SC_PHYS_PAGES) * pn->page;
+    uint64_t va = ((2 * ram + ((uint64_t)1 << 30) - 1) >> 30) << 30;
+    if (va == 0)
+        va = (uint64_t)1 << 30;
+    pn->base.va_size = (size_t)((va + pn->base.granule - 1) / pn->base.granule * pn->base.granule);
+    pn->base.growable = true;
+    snprintf(pn->how, sizeof pn->how,
+             "cuMemCreate on host NUMA node %d, growable in %zu KiB granules", pn->node,
+             pn->base.granule >> 10);
 }
 
 /* The host uses pinned blocks: zero them on the host, at once (the block
@@ -189,7 +329,9 @@ static void pin_stats(ga_provider_t *p, gpuarena_stats_t *st)
 static void pin_destroy(ga_provider_t *p)
 {
     pinned_t *pn = PIN(p);
+    ga_vmm_fini(&pn->vmm);
     ga_gpuctx_fini(&pn->g);
+    pthread_mutex_destroy(&pn->lock);
     free(pn);
 }
 
@@ -197,6 +339,10 @@ static const ga_provider_ops_t pinned_ops = {
     .name = "pinned",
     .map = pin_map,
     .unmap = pin_unmap,
+    .reserve = pin_reserve,
+    .release = pin_release,
+    .commit = pin_commit,
+    .decommit = pin_decommit,
     GA_GPUCTX_OPS,
     .stream_idle = ga_gpuctx_stream_idle,
     .memzero = pin_memzero,
@@ -237,6 +383,16 @@ gpuarena_status_t ga_pinned_provider_create(int device, const ga_settings_t *s, 
     pn->base.granule = g;
     pn->base.growable = false;
     pn->base.host_visible = true;
+    pthread_mutex_init(&pn->lock, NULL);
+    pn->vmm = (ga_vmm_t){.prov = &pn->base,
+                         .g = &pn->g,
+                         .lock = &pn->lock,
+                         .who = "pinned",
+                         .owner = pn,
+                         .create_map = create_map,
+                         .set_access = set_access};
+    choose(pn, s);
+    pn->base.how = pn->how;
     *out = &pn->base;
     return GPUARENA_SUCCESS;
 }

@@ -124,6 +124,8 @@ struct ga_provider {
     bool growable;      /* reserve/commit offered and enabled */
     bool host_visible;  /* the host may touch blocks (pinned, host) */
     uint64_t live_maps; /* segments or granules mapped now (for leak checks) */
+    const char *how;    /* optional: how the memory is made and why, one line
+                         * for gpuarena_stats_print (pinned) */
 };
 
 static inline bool ga_provider_has_events(const ga_provider_t *p)

@@ -1,0 +1,229 @@
+/*
+ * vmm.c - growable segments through cuMemAddressReserve, cuMemCreate and
+ * cuMemMap, granule by granule (vmm.h says what is shared and what the
+ * provider gives).
+ */
+#include "providers/vmm.h"
+
+#include "cuda/cuda.h"
+#include "errors.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+struct ga_vmm_resv {
+    uint64_t base;
+    size_t size;
+    uint64_t *handles; /* per granule: the cuMemCreate handle */
+    uint8_t *mapped;   /* per granule: committed now */
+    struct ga_vmm_resv *next;
+};
+
+static void resv_free(ga_vmm_resv_t *r)
+{
+    if (r) {
+        free(r->handles);
+        free(r->mapped);
+        free(r);
+    }
+}
+
+gpuarena_status_t ga_vmm_reserve(ga_vmm_t *v, size_t size, void **base)
+{
+    size_t g = v->prov->granule;
+    if (size == 0 || size % g)
+        return ga_error(GPUARENA_ERR_INVALID_ARGUMENT,
+                        "%s: reservation of %zu bytes is not a multiple of the granule %zu", v->who,
+                        size, g);
+    size_t n = size / g;
+    ga_vmm_resv_t *r = calloc(1, sizeof *r);
+    if (r) {
+        r->handles = calloc(n, sizeof *r->handles);
+        r->mapped = calloc(n, 1);
+    }
+    if (!r || !r->handles || !r->mapped) {
+        resv_free(r);
+        return ga_error(GPUARENA_ERR_HOST_MEMORY, "%s: no memory to track a reservation", v->who);
+    }
+    ga_cuda_scope_t sc;
+    gpuarena_status_t st = ga_gpuctx_enter(v->g, &sc);
+    if (st == GPUARENA_SUCCESS) {
+        st = ga_cuda_vmm_reserve(size, g, &r->base);
+        ga_cuda_leave(&sc);
+    }
+    if (st != GPUARENA_SUCCESS) {
+        resv_free(r);
+        return st;
+    }
+    r->size = size;
+    pthread_mutex_lock(v->lock);
+    r->next = v->resv;
+    v->resv = r;
+    pthread_mutex_unlock(v->lock);
+    *base = (void *)(uintptr_t)r->base;
+    return GPUARENA_SUCCESS;
+}
+
+/* The reservation holding [A, A+SIZE), under the lock. */
+static ga_vmm_resv_t *find(ga_vmm_t *v, uint64_t a, size_t size, ga_vmm_resv_t ***link)
+{
+    for (ga_vmm_resv_t **pp = &v->resv; *pp; pp = &(*pp)->next) {
+        ga_vmm_resv_t *r = *pp;
+        if (a >= r->base && a - r->base <= r->size && size <= r->size - (a - r->base)) {
+            if (link)
+                *link = pp;
+            return r;
+        }
+    }
+    return NULL;
+}
+
+/* Unmap and release granules [FIRST, LAST) of R; under the lock, in the
+ * context. */
+static gpuarena_status_t drop(ga_vmm_t *v, ga_vmm_resv_t *r, size_t first, size_t last)
+{
+    gpuarena_status_t st = GPUARENA_SUCCESS;
+    size_t g = v->prov->granule;
+    for (size_t i = first; i < last; i++) {
+        if (!r->mapped[i])
+            continue;
+        gpuarena_status_t s = ga_cuda_vmm_unmap_release(r->base + i * g, g, r->handles[i]);
+        if (s != GPUARENA_SUCCESS) {
+            st = s;
+            continue;
+        }
+        r->mapped[i] = 0;
+        r->handles[i] = 0;
+        v->prov->live_maps--;
+    }
+    return st;
+}
+
+gpuarena_status_t ga_vmm_release(ga_vmm_t *v, void *base, size_t size)
+{
+    uint64_t a = (uint64_t)(uintptr_t)base;
+    pthread_mutex_lock(v->lock);
+    ga_vmm_resv_t **link = NULL;
+    ga_vmm_resv_t *r = find(v, a, size, &link);
+    if (!r || r->base != a || r->size != size) {
+        pthread_mutex_unlock(v->lock);
+        return ga_error(GPUARENA_ERR_INVALID_ARGUMENT,
+                        "%s: no reservation of %zu bytes at %p to release", v->who, size, base);
+    }
+    ga_cuda_scope_t sc;
+    gpuarena_status_t st = ga_gpuctx_enter(v->g, &sc);
+    if (st == GPUARENA_SUCCESS) {
+        /* Granules still committed go first; the block manager decommits
+         * them before releasing, so this only runs on an error path. */
+        st = drop(v, r, 0, r->size / v->prov->granule);
+        if (st == GPUARENA_SUCCESS)
+            st = ga_cuda_vmm_free(r->base, r->size);
+        ga_cuda_leave(&sc);
+    }
+    if (st == GPUARENA_SUCCESS) {
+        *link = r->next;
+        resv_free(r);
+    }
+    pthread_mutex_unlock(v->lock);
+    return st;
+}
+
+static gpuarena_status_t check_range(ga_vmm_t *v, uint64_t a, size_t size, ga_vmm_resv_t **out)
+{
+    size_t g = v->prov->granule;
+    ga_vmm_resv_t *r = find(v, a, size, NULL);
+    if (!r || size == 0 || (a - r->base) % g || size % g)
+        return ga_error(GPUARENA_ERR_INVALID_ARGUMENT,
+                        "%s: [%#llx, +%zu) is not a granule-aligned piece of a reservation", v->who,
+                        (unsigned long long)a, size);
+    *out = r;
+    return GPUARENA_SUCCESS;
+}
+
+static gpuarena_status_t set_access(ga_vmm_t *v, uint64_t a, size_t size)
+{
+    size_t g = v->prov->granule;
+    gpuarena_status_t st = v->set_access(v->owner, a, size);
+    if (st == GPUARENA_SUCCESS || size == g)
+        return st;
+    /* A driver that wants one call per mapping: set it granule by granule. */
+    for (size_t off = 0; off < size; off += g) {
+        st = v->set_access(v->owner, a + off, g);
+        if (st != GPUARENA_SUCCESS)
+            return st;
+    }
+    return GPUARENA_SUCCESS;
+}
+
+gpuarena_status_t ga_vmm_commit(ga_vmm_t *v, void *addr, size_t size)
+{
+    uint64_t a = (uint64_t)(uintptr_t)addr;
+    size_t g = v->prov->granule;
+    pthread_mutex_lock(v->lock);
+    ga_vmm_resv_t *r;
+    gpuarena_status_t st = check_range(v, a, size, &r);
+    if (st != GPUARENA_SUCCESS)
+        goto out;
+    size_t first = (a - r->base) / g, last = first + size / g;
+    for (size_t i = first; i < last; i++)
+        if (r->mapped[i]) {
+            st =
+                ga_error(GPUARENA_ERR_INVALID_ARGUMENT, "%s: granule at %#llx is committed already",
+                         v->who, (unsigned long long)(r->base + i * g));
+            goto out;
+        }
+    ga_cuda_scope_t sc;
+    st = ga_gpuctx_enter(v->g, &sc);
+    if (st != GPUARENA_SUCCESS)
+        goto out;
+    for (size_t i = first; i < last && st == GPUARENA_SUCCESS; i++) {
+        st = v->create_map(v->owner, r->base + i * g, g, &r->handles[i]);
+        if (st == GPUARENA_SUCCESS) {
+            r->mapped[i] = 1;
+            v->prov->live_maps++;
+        }
+    }
+    if (st == GPUARENA_SUCCESS)
+        st = set_access(v, a, size);
+    if (st != GPUARENA_SUCCESS) {
+        /* Keep the status and message of the failure, not of the undo. */
+        char why[512];
+        snprintf(why, sizeof why, "%s", gpuarena_last_error());
+        drop(v, r, first, last);
+        ga_error(st, "%s", why);
+    }
+    ga_cuda_leave(&sc);
+out:
+    pthread_mutex_unlock(v->lock);
+    return st;
+}
+
+gpuarena_status_t ga_vmm_decommit(ga_vmm_t *v, void *addr, size_t size)
+{
+    uint64_t a = (uint64_t)(uintptr_t)addr;
+    pthread_mutex_lock(v->lock);
+    ga_vmm_resv_t *r;
+    gpuarena_status_t st = check_range(v, a, size, &r);
+    if (st == GPUARENA_SUCCESS) {
+        ga_cuda_scope_t sc;
+        st = ga_gpuctx_enter(v->g, &sc);
+        if (st == GPUARENA_SUCCESS) {
+            size_t first = (a - r->base) / v->prov->granule;
+            st = drop(v, r, first, first + size / v->prov->granule);
+            ga_cuda_leave(&sc);
+        }
+    }
+    pthread_mutex_unlock(v->lock);
+    return st;
+}
+
+void ga_vmm_fini(ga_vmm_t *v)
+{
+    pthread_mutex_lock(v->lock);
+    while (v->resv) {
+        ga_vmm_resv_t *r = v->resv;
+        v->resv = r->next;
+        resv_free(r);
+    }
+    pthread_mutex_unlock(v->lock);
+}

@@ -1,0 +1,52 @@
+/*
+ * vmm.h - growable segments through the driver's virtual memory
+ * management, shared by the device and pinned providers: an address
+ * reservation (cuMemAddressReserve) committed granule by granule, each
+ * granule its own physical allocation, so that any granule-aligned piece
+ * can be decommitted later (cuMemUnmap + cuMemRelease) whatever pieces it
+ * was committed in.  The handles are kept per reservation in an array
+ * indexed by (address - base) / granule.
+ *
+ * What differs between providers is where the memory lives and who may
+ * touch it: the provider gives create_map (cuMemCreate at its location +
+ * cuMemMap) and set_access (cuMemSetAccess after every commit).  Every
+ * call runs with the provider's context current and under its lock, which
+ * also guards the provider's live_maps.
+ */
+#ifndef GA_PROVIDERS_VMM_H
+#define GA_PROVIDERS_VMM_H
+
+#include "providers/gpuctx.h"
+#include "providers/provider.h"
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct ga_vmm_resv ga_vmm_resv_t;
+
+typedef struct ga_vmm {
+    ga_provider_t *prov;   /* granule and live_maps */
+    ga_gpuctx_t *g;        /* the context every call runs in */
+    pthread_mutex_t *lock; /* the provider's: reservations and live_maps */
+    const char *who;       /* provider name, for messages */
+    void *owner;           /* first argument of the two functions below */
+    /* Create a physical allocation of SIZE bytes (one granule) and map
+     * it at VA; *HANDLE is what ga_cuda_vmm_unmap_release takes back. */
+    gpuarena_status_t (*create_map)(void *owner, uint64_t va, size_t size, uint64_t *handle);
+    /* Give access to [VA, VA+SIZE), mapped over one or more handles. */
+    gpuarena_status_t (*set_access)(void *owner, uint64_t va, size_t size);
+    ga_vmm_resv_t *resv;
+} ga_vmm_t;
+
+/* The provider operations of the same names, for V's provider. */
+gpuarena_status_t ga_vmm_reserve(ga_vmm_t *v, size_t size, void **base);
+gpuarena_status_t ga_vmm_release(ga_vmm_t *v, void *base, size_t size);
+gpuarena_status_t ga_vmm_commit(ga_vmm_t *v, void *addr, size_t size);
+gpuarena_status_t ga_vmm_decommit(ga_vmm_t *v, void *addr, size_t size);
+
+/* Forget the reservations left (at destroy: what the block manager could
+ * not give back stays mapped; only the records go). */
+void ga_vmm_fini(ga_vmm_t *v);
+
+#endif /* GA_PROVIDERS_VMM_H */
