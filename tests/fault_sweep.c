@@ -104,6 +104,7 @@ static const setting_t gpu_settings[] = {
     {GPUARENA_DEVICE, "expandable=true", 3},
     {GPUARENA_DEVICE, "expandable=false,zero=true,cross_stream=wait,max_cached=64M", 3},
     {GPUARENA_PINNED, "max_cached=32M", 4},
+    {GPUARENA_PINNED, "expandable=true", 4}, /* cuMemCreate on a host node where supported */
     {GPUARENA_MANAGED, "prefetch=on-alloc", 3},
 };
 
