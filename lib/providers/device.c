@@ -145,20 +145,7 @@ static gpuarena_status_t dev_decommit(ga_provider_t *p, void *addr, size_t size)
  * (refuse). */
 
 /* ---------------------------------------------------------------------- */
-/* Hints and figures. */
-
-static gpuarena_status_t dev_memzero(ga_provider_t *p, void *ptr, size_t size, gpuarena_stream_t s)
-{
-    device_t *d = DEV(p);
-    ga_cuda_scope_t sc;
-    gpuarena_status_t st = enter(d, &sc);
-    if (st != GPUARENA_SUCCESS)
-        return st;
-    st = ga_cuda_memset_d8_async((uint64_t)(uintptr_t)ptr, 0, size, ga_gpuctx_queue(s));
-    st = ga_gpuctx_host_wait(s, st);
-    ga_cuda_leave(&sc);
-    return st;
-}
+/* The rest. */
 
 static void dev_destroy(ga_provider_t *p)
 {
@@ -183,7 +170,7 @@ static const ga_provider_ops_t device_ops = {
     .commit = dev_commit,
     .decommit = dev_decommit,
     GA_GPUCTX_OPS,
-    .memzero = dev_memzero,
+    .memzero = ga_gpuctx_memzero,
     .mem_free = ga_gpuctx_mem_free,
     .destroy = dev_destroy,
 };

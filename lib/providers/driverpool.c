@@ -128,20 +128,7 @@ static gpuarena_status_t dp_trim(ga_provider_t *p, uint64_t keep)
 }
 
 /* ---------------------------------------------------------------------- */
-/* Hints and figures. */
-
-static gpuarena_status_t dp_memzero(ga_provider_t *p, void *ptr, size_t size, gpuarena_stream_t s)
-{
-    driverpool_t *d = DP(p);
-    ga_cuda_scope_t sc;
-    gpuarena_status_t st = enter(d, &sc);
-    if (st != GPUARENA_SUCCESS)
-        return st;
-    st = ga_cuda_memset_d8_async((uint64_t)(uintptr_t)ptr, 0, size, ga_gpuctx_queue(s));
-    st = ga_gpuctx_host_wait(s, st);
-    ga_cuda_leave(&sc);
-    return st;
-}
+/* Figures. */
 
 /* Reserved and cached bytes are the pool's: what it holds from the device
  * (RESERVED_MEM_CURRENT, its high-water mark the peak), and of that what
@@ -198,7 +185,7 @@ static const ga_provider_ops_t driverpool_ops = {
     .usage = dp_usage,
     .trim = dp_trim,
     .reset_peaks = dp_reset_peaks,
-    .memzero = dp_memzero,
+    .memzero = ga_gpuctx_memzero,
     .stats = dp_stats,
     .mem_free = ga_gpuctx_mem_free,
     .destroy = dp_destroy,

@@ -192,6 +192,18 @@ gpuarena_status_t ga_gpuctx_mem_free(ga_provider_t *p, uint64_t *free_bytes)
     return st;
 }
 
+gpuarena_status_t ga_gpuctx_memzero(ga_provider_t *p, void *ptr, size_t size, gpuarena_stream_t s)
+{
+    ga_cuda_scope_t sc;
+    gpuarena_status_t st = ga_gpuctx_enter(ga_gpuctx_of(p), &sc);
+    if (st != GPUARENA_SUCCESS)
+        return st;
+    st = ga_cuda_memset_d8_async((uint64_t)(uintptr_t)ptr, 0, size, ga_gpuctx_queue(s));
+    st = ga_gpuctx_host_wait(s, st);
+    ga_cuda_leave(&sc);
+    return st;
+}
+
 gpuarena_status_t ga_gpuctx_stream_idle(ga_provider_t *p, gpuarena_stream_t s)
 {
     gpuarena_status_t st = on_stream(ga_gpuctx_of(p), s, query, NULL);

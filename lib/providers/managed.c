@@ -336,19 +336,6 @@ static gpuarena_status_t man_on_alloc(ga_provider_t *p, void *ptr, size_t size, 
 /* ---------------------------------------------------------------------- */
 /* Figures and the rest. */
 
-static gpuarena_status_t man_memzero(ga_provider_t *p, void *ptr, size_t size, gpuarena_stream_t s)
-{
-    managed_t *m = MAN(p);
-    ga_cuda_scope_t sc;
-    gpuarena_status_t st = ga_gpuctx_enter(&m->g, &sc);
-    if (st != GPUARENA_SUCCESS)
-        return st;
-    st = ga_cuda_memset_d8_async((uint64_t)(uintptr_t)ptr, 0, size, ga_gpuctx_queue(s));
-    st = ga_gpuctx_host_wait(s, st);
-    ga_cuda_leave(&sc);
-    return st;
-}
-
 static void man_stats(ga_provider_t *p, gpuarena_stats_t *st)
 {
     managed_t *m = MAN(p);
@@ -371,7 +358,7 @@ static const ga_provider_ops_t managed_ops = {
     .unmap = man_unmap,
     GA_GPUCTX_OPS,
     .stream_idle = ga_gpuctx_stream_idle,
-    .memzero = man_memzero,
+    .memzero = ga_gpuctx_memzero,
     .on_alloc = man_on_alloc,
     .prefetch = man_prefetch,
     .stats = man_stats,
