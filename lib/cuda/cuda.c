@@ -644,8 +644,6 @@ bool ga_cuda_stream_id_cached(void *ctx, void *stream, uint64_t *id)
 gpuarena_status_t ga_cuda_stream_id(void *ctx, void *stream, uint64_t *id)
 {
     bool per_thread = stream == GA_CUDA_STREAM_PER_THREAD;
-    if (ga_cuda_stream_id_cached(ctx, stream, id))
-        return GPUARENA_SUCCESS;
     unsigned long long v;
     CUresult r = cu.cuStreamGetId((CUstream)stream, &v);
     if (r != CUDA_SUCCESS)

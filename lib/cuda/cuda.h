@@ -107,10 +107,12 @@ gpuarena_status_t ga_cuda_set_current(void *ctx);
  * default streams belong to every context: they are taken as CTX's own)
  * and return its id (cuStreamGetId, unique for the life of the program).
  * GPUARENA_ERR_INVALID_STREAM when the stream is of another context or
- * device, or unknown to the driver.  CTX must be current. */
+ * device, or unknown to the driver.  CTX must be current.  It always asks
+ * the driver, and remembers the answer for ga_cuda_stream_id_cached. */
 gpuarena_status_t ga_cuda_stream_id(void *ctx, void *stream, uint64_t *id);
 /* The id of STREAM in CTX when this thread named it recently (no driver
- * call, no context needed); false when it must be asked for. */
+ * call, no context needed); false when it must be asked for: callers try
+ * this first. */
 bool ga_cuda_stream_id_cached(void *ctx, void *stream, uint64_t *id);
 
 /* GPUARENA_ERR_STREAM_CAPTURE when STREAM is being captured into a graph
