@@ -89,14 +89,9 @@ gpuarena_status_t ga_arena_destroy(gpuarena_t *a)
     return st;
 }
 
-gpuarena_status_t ga_arena_stream(gpuarena_t *a, gpuarena_stream_t handle, ga_stream_t *s)
+/* Providers without stream_resolve: the capture check, then the id. */
+gpuarena_status_t ga_arena_stream_slow(gpuarena_t *a, gpuarena_stream_t handle, ga_stream_t *s)
 {
-    s->handle = handle;
-    if (handle == GPUARENA_STREAM_HOST) {
-        /* No stream: nothing to ask the driver (see gpuarena.h). */
-        s->id = GA_STREAM_ANY;
-        return GPUARENA_SUCCESS;
-    }
     const ga_provider_ops_t *ops = a->prov->ops;
     /* A stream under graph capture is refused first, before anything
      * changes and before any other driver call on it: the arena cannot

@@ -29,8 +29,23 @@ gpuarena_status_t ga_arena_create(gpuarena_kind_t kind, int device, const ga_set
  * provider could not take back). */
 gpuarena_status_t ga_arena_destroy(gpuarena_t *a);
 
-/* Resolve a stream handle to the block manager's view of it. */
-gpuarena_status_t ga_arena_stream(gpuarena_t *a, gpuarena_stream_t handle, ga_stream_t *s);
+/* Resolve a stream handle to the block manager's view of it (inline: it
+ * runs on every alloc and free). */
+gpuarena_status_t ga_arena_stream_slow(gpuarena_t *a, gpuarena_stream_t handle, ga_stream_t *s);
+static inline gpuarena_status_t ga_arena_stream(gpuarena_t *a, gpuarena_stream_t handle,
+                                                ga_stream_t *s)
+{
+    s->handle = handle;
+    if (handle == GPUARENA_STREAM_HOST) {
+        /* No stream: nothing to ask the driver (see gpuarena.h). */
+        s->id = GA_STREAM_ANY;
+        return GPUARENA_SUCCESS;
+    }
+    const ga_provider_ops_t *ops = a->prov->ops;
+    if (ops->stream_resolve)
+        return ops->stream_resolve(a->prov, handle, &s->id);
+    return ga_arena_stream_slow(a, handle, s);
+}
 
 /* Walk every live arena under the registry lock. */
 void ga_arena_foreach(void (*fn)(gpuarena_t *a, void *arg), void *arg);

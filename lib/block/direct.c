@@ -177,7 +177,7 @@ gpuarena_status_t ga_direct_alloc(ga_bm_t *bm, size_t size, ga_stream_t s, void 
     b->size = rs;
     b->state = BLOCK_LIVE;
     b->requested = b->requested_bm = size;
-    b->stream = s;
+    b->stream_id = s.id;
     st = ga_lmap_insert(&bm->live, b);
     if (st != GPUARENA_SUCCESS) {
         /* Give it back on the stream it came from: nothing was done with

@@ -15,18 +15,6 @@
 /* Entries compared per list before settling for the best seen. */
 #define FIT_SCAN 16
 
-void ga_fit_index(size_t size, unsigned *fl, unsigned *sl)
-{
-    if (size < FIT_SL) {
-        *fl = 0;
-        *sl = (unsigned)size;
-        return;
-    }
-    unsigned f = 63u - (unsigned)__builtin_clzll((unsigned long long)size);
-    *fl = f - FIT_SL_BITS + 1;
-    *sl = (unsigned)(size >> (f - FIT_SL_BITS)) & (FIT_SL - 1);
-}
-
 void ga_fit_insert(ga_fit_t *f, ga_block_t *b)
 {
     unsigned fl, sl;

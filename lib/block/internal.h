@@ -45,25 +45,34 @@ typedef struct ga_uses {
 } ga_uses_t;
 
 /* Block records are cache-line aligned: thread caches write the records
- * of their own blocks, and two threads' records must not share a line. */
+ * of their own blocks, and two threads' records must not share a line.
+ * Two lines each: the first holds what fit, split, merge and the free
+ * path's checks read (a free touches the records of both neighbours,
+ * and the churn of a large pool is bound by those loads), the second
+ * what only the block's own allocation and free use. */
 typedef struct ga_block {
+    /* line 1 */
     _Alignas(64) uintptr_t addr;
     size_t size;
     struct ga_block *prev, *next;   /* address neighbours in the segment */
     struct ga_block *fprev, *fnext; /* free index list (FREE, HOLE) */
-    struct ga_block *aprev, *anext; /* age list of a stream pool (FREE) */
-    ga_segment_t *seg;
-    ga_pool_t *pool;     /* FREE/HOLE: the pool it is in; PENDING: the pool it goes to */
-    size_t requested;    /* LIVE: the user's size (the owner thread's while cached) */
-    size_t requested_bm; /* LIVE: size as counted in the manager's totals */
-    ga_stream_t stream;  /* LIVE: allocation stream */
-    ga_uses_t *uses;     /* LIVE: record_stream streams, NULL if none */
-    uint64_t stamp;      /* FREE in a stream pool: free sequence number */
-    unsigned pending;    /* PENDING: events still outstanding */
+    ga_pool_t *pool;                /* FREE/HOLE: the pool it is in; PENDING: the pool it goes to */
+    unsigned pending;               /* PENDING: events still outstanding */
     uint8_t state;
     uint8_t cls;            /* CLASS_SMALL or CLASS_LARGE */
     _Atomic uint8_t cached; /* LIVE: held by a thread cache */
+    /* line 2 */
+    _Alignas(64) struct ga_block *aprev; /* age list of a stream pool (FREE) */
+    struct ga_block *anext;
+    uint64_t stamp; /* FREE in a stream pool: free sequence number */
+    ga_segment_t *seg;
+    size_t requested;    /* LIVE: the user's size (the owner thread's while cached) */
+    size_t requested_bm; /* LIVE: size as counted in the manager's totals */
+    uint64_t stream_id;  /* LIVE: id of the allocation stream */
+    ga_uses_t *uses;     /* LIVE: record_stream streams, NULL if none */
 } ga_block_t;
+
+_Static_assert(sizeof(ga_block_t) == 128, "a block record is two cache lines");
 
 struct ga_segment {
     uintptr_t base;
@@ -95,8 +104,19 @@ void ga_fit_remove(ga_fit_t *f, ga_block_t *b);
 /* The best-fitting block of at least SIZE bytes and at most LIMIT bytes
  * (0: no limit), or NULL. */
 ga_block_t *ga_fit_find(ga_fit_t *f, size_t size, size_t limit);
-/* The list a block of SIZE bytes goes to (for the checker). */
-void ga_fit_index(size_t size, unsigned *fl, unsigned *sl);
+/* The list a block of SIZE bytes goes to (inline: every insert, remove
+ * and search starts here). */
+static inline void ga_fit_index(size_t size, unsigned *fl, unsigned *sl)
+{
+    if (size < FIT_SL) {
+        *fl = 0;
+        *sl = (unsigned)size;
+        return;
+    }
+    unsigned f = 63u - (unsigned)__builtin_clzll((unsigned long long)size);
+    *fl = f - FIT_SL_BITS + 1;
+    *sl = (unsigned)(size >> (f - FIT_SL_BITS)) & (FIT_SL - 1);
+}
 
 struct ga_pool {
     ga_stream_t stream; /* GA_STREAM_ANY for the ANY and HOLE pools */
@@ -178,6 +198,7 @@ struct ga_bm {
     size_t round;
     bool events; /* the provider has events: frees are stream-ordered */
     bool direct; /* the provider hands out blocks itself (direct.c) */
+    bool plain;  /* no hints, no zeros: a new block needs nothing more */
     ga_direct_t d;
 
     ga_segment_t *segs;              /* every segment */

@@ -333,7 +333,7 @@ static bool take(ga_bm_t *bm, uint64_t id, size_t rounded, size_t size, ga_strea
     t->bytes -= b->size;
     atomic_store_explicit(&b->cached, 0, memory_order_relaxed);
     b->requested = size;
-    b->stream = s; /* it may have been allocated on another stream before */
+    b->stream_id = s.id; /* it may have been allocated on another stream before */
     add(&t->req_delta, (int64_t)size);
     add(&t->inuse_delta, (int64_t)b->size);
     t->allocs++;

@@ -685,6 +685,21 @@ gpuarena_status_t ga_cuda_stream_check(void *stream)
     return GPUARENA_SUCCESS;
 }
 
+gpuarena_status_t ga_cuda_stream_resolve(void *ctx, void *stream, uint64_t *id)
+{
+    CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+    CUresult r = cu.cuStreamIsCapturing((CUstream)stream, &cs);
+    if (__builtin_expect(r != CUDA_SUCCESS || cs != CU_STREAM_CAPTURE_STATUS_NONE, 0))
+        return ga_cuda_stream_check(stream); /* asks again, to say why */
+    for (unsigned i = 0; i < LAST_STREAMS; i++) {
+        if (last_streams.e[i].stream == stream && last_streams.e[i].ctx == ctx) {
+            *id = last_streams.e[i].id;
+            return GPUARENA_SUCCESS;
+        }
+    }
+    return ga_cuda_stream_id(ctx, stream, id);
+}
+
 gpuarena_status_t ga_cuda_ctx_sync(void)
 {
     CUresult r = cu.cuCtxSynchronize();

@@ -119,6 +119,10 @@ bool ga_cuda_stream_id_cached(void *ctx, void *stream, uint64_t *id);
  * (or when the call is illegal because another capture is under way in
  * global mode). */
 gpuarena_status_t ga_cuda_stream_check(void *stream);
+/* Both for a stream handle (not NULL nor a default stream): the capture
+ * check, then the id, from this thread's recent streams when it is there.
+ * One call on the hot path of every stream-ordered alloc and free. */
+gpuarena_status_t ga_cuda_stream_resolve(void *ctx, void *stream, uint64_t *id);
 gpuarena_status_t ga_cuda_stream_sync(void *stream);
 /* Wait for all work of the current context (trim, out of memory). */
 gpuarena_status_t ga_cuda_ctx_sync(void);

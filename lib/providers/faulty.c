@@ -302,6 +302,15 @@ static gpuarena_status_t w_stream_check(ga_provider_t *p, gpuarena_stream_t s)
     return st == GPUARENA_SUCCESS ? IN(p)->ops->stream_check(IN(p), s) : st;
 }
 
+static gpuarena_status_t w_stream_resolve(ga_provider_t *p, gpuarena_stream_t s, uint64_t *id)
+{
+    /* Two calls in one: either may be the one that fails. */
+    gpuarena_status_t st = fault(p, GA_FAULT_STREAM, DRV);
+    if (st == GPUARENA_SUCCESS)
+        st = fault(p, GA_FAULT_STREAM, DRV);
+    return st == GPUARENA_SUCCESS ? IN(p)->ops->stream_resolve(IN(p), s, id) : st;
+}
+
 static gpuarena_status_t w_event_create(ga_provider_t *p, ga_event_t *ev)
 {
     gpuarena_status_t st = fault(p, GA_FAULT_EVENT_CREATE, DRV);
@@ -456,6 +465,7 @@ gpuarena_status_t ga_fault_wrap(ga_provider_t **pp)
     WRAP(decommit, w_decommit);
     WRAP(stream_id, w_stream_id);
     WRAP(stream_check, w_stream_check);
+    WRAP(stream_resolve, w_stream_resolve);
     WRAP(event_create, w_event_create);
     WRAP(event_destroy, w_event_destroy);
     WRAP(event_record, w_event_record);

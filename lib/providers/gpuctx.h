@@ -66,6 +66,7 @@ static inline gpuarena_status_t ga_gpuctx_host_wait(gpuarena_stream_t s, gpuaren
 /* Provider operations. */
 gpuarena_status_t ga_gpuctx_stream_id(ga_provider_t *p, gpuarena_stream_t s, uint64_t *id);
 gpuarena_status_t ga_gpuctx_stream_check(ga_provider_t *p, gpuarena_stream_t s);
+gpuarena_status_t ga_gpuctx_stream_resolve(ga_provider_t *p, gpuarena_stream_t s, uint64_t *id);
 gpuarena_status_t ga_gpuctx_event_create(ga_provider_t *p, ga_event_t *ev);
 void ga_gpuctx_event_destroy(ga_provider_t *p, ga_event_t ev);
 gpuarena_status_t ga_gpuctx_event_record(ga_provider_t *p, ga_event_t ev, gpuarena_stream_t s);
@@ -82,9 +83,9 @@ gpuarena_status_t ga_gpuctx_memzero(ga_provider_t *p, void *ptr, size_t size, gp
 /* The entries of these operations in a provider's table. */
 #define GA_GPUCTX_OPS                                                                              \
     .stream_id = ga_gpuctx_stream_id, .stream_check = ga_gpuctx_stream_check,                      \
-    .event_create = ga_gpuctx_event_create, .event_destroy = ga_gpuctx_event_destroy,              \
-    .event_record = ga_gpuctx_event_record, .event_query = ga_gpuctx_event_query,                  \
-    .event_sync = ga_gpuctx_event_sync, .stream_wait = ga_gpuctx_stream_wait,                      \
-    .sync_all = ga_gpuctx_sync_all
+    .stream_resolve = ga_gpuctx_stream_resolve, .event_create = ga_gpuctx_event_create,            \
+    .event_destroy = ga_gpuctx_event_destroy, .event_record = ga_gpuctx_event_record,              \
+    .event_query = ga_gpuctx_event_query, .event_sync = ga_gpuctx_event_sync,                      \
+    .stream_wait = ga_gpuctx_stream_wait, .sync_all = ga_gpuctx_sync_all
 
 #endif /* GA_PROVIDERS_GPUCTX_H */

@@ -54,6 +54,9 @@ typedef struct ga_provider_ops {
     gpuarena_status_t (*stream_id)(ga_provider_t *p, gpuarena_stream_t s, uint64_t *id);
     /* Optional: GPUARENA_ERR_STREAM_CAPTURE when S is being captured. */
     gpuarena_status_t (*stream_check)(ga_provider_t *p, gpuarena_stream_t s);
+    /* Optional: stream_check then stream_id in one call (the hot path of
+     * every alloc and free on a stream); without it, the two are called. */
+    gpuarena_status_t (*stream_resolve)(ga_provider_t *p, gpuarena_stream_t s, uint64_t *id);
 
     /* Events (optional: without them, frees complete at once, as for host
      * memory that no GPU touches). */
