@@ -3,7 +3,7 @@
  *
  * Data structures (internal.h): segments from the provider, tiled by
  * blocks in address order; free blocks indexed per pool by a two-level
- * segregated fit (fit.c); live blocks found by address in a map that the
+ * segregated fit (fit.h); live blocks found by address in a map that the
  * thread caches read without the lock (livemap.c).
  *
  * The rules of DESIGN.md, "Stream-ordered semantics", and where they live:

@@ -1,6 +1,6 @@
 /*
  * internal.h - the data structures shared by the files of the block
- * manager (block.c, fit.c, livemap.c, tcache.c, check.c).  Nothing outside
+ * manager (block.c, livemap.c, tcache.c, check.c; fit.h).  Nothing outside
  * lib/block/ includes it.
  *
  * A segment is a region taken from the provider: a fixed one (map/unmap)
@@ -84,39 +84,7 @@ struct ga_segment {
     ga_segment_t *prev, *next;
 };
 
-/* Two-level segregated fit index (fit.c).  First level: the power of two
- * of the size; second level: FIT_SL equal parts of it.  Bitmaps find the
- * next non-empty list in O(1). */
-#define FIT_SL_BITS 4
-#define FIT_SL      (1u << FIT_SL_BITS)
-#define FIT_FL      64
-
-typedef struct ga_fit {
-    uint64_t fl_map;
-    uint32_t sl_map[FIT_FL];
-    ga_block_t *heads[FIT_FL][FIT_SL];
-    uint64_t count;
-    uint64_t bytes;
-} ga_fit_t;
-
-void ga_fit_insert(ga_fit_t *f, ga_block_t *b);
-void ga_fit_remove(ga_fit_t *f, ga_block_t *b);
-/* The best-fitting block of at least SIZE bytes and at most LIMIT bytes
- * (0: no limit), or NULL. */
-ga_block_t *ga_fit_find(ga_fit_t *f, size_t size, size_t limit);
-/* The list a block of SIZE bytes goes to (inline: every insert, remove
- * and search starts here). */
-static inline void ga_fit_index(size_t size, unsigned *fl, unsigned *sl)
-{
-    if (size < FIT_SL) {
-        *fl = 0;
-        *sl = (unsigned)size;
-        return;
-    }
-    unsigned f = 63u - (unsigned)__builtin_clzll((unsigned long long)size);
-    *fl = f - FIT_SL_BITS + 1;
-    *sl = (unsigned)(size >> (f - FIT_SL_BITS)) & (FIT_SL - 1);
-}
+#include "block/fit.h"
 
 struct ga_pool {
     ga_stream_t stream; /* GA_STREAM_ANY for the ANY and HOLE pools */

@@ -1,5 +1,5 @@
 /*
- * fit.c - the free-block index of a pool: a two-level segregated fit.
+ * fit.h - the free-block index of a pool: a two-level segregated fit.
  *
  * Sizes map to a list by their power of two (first level) and the next
  * FIT_SL_BITS bits below it (second level), so each list holds blocks
@@ -9,13 +9,47 @@
  * be smaller than the request) and the first larger list, a few entries
  * are compared for the best fit: this keeps the fragmentation of a
  * best-fit allocator at the cost of a bounded scan.
+ *
+ * Every function is inline: each free and each allocation on the locked
+ * path inserts, removes and searches several times, and calls into
+ * another file cost more than the list operations themselves.
  */
-#include "block/internal.h"
+#ifndef GA_BLOCK_FIT_H
+#define GA_BLOCK_FIT_H
+
+/* Included by internal.h once ga_block_t is defined. */
+
+/* First level: the power of two of the size; second level: FIT_SL equal
+ * parts of it.  Bitmaps find the next non-empty list in O(1). */
+#define FIT_SL_BITS 4
+#define FIT_SL      (1u << FIT_SL_BITS)
+#define FIT_FL      64
+
+typedef struct ga_fit {
+    uint64_t fl_map;
+    uint32_t sl_map[FIT_FL];
+    ga_block_t *heads[FIT_FL][FIT_SL];
+    uint64_t count;
+    uint64_t bytes;
+} ga_fit_t;
+
+/* The list a block of SIZE bytes goes to. */
+static inline void ga_fit_index(size_t size, unsigned *fl, unsigned *sl)
+{
+    if (size < FIT_SL) {
+        *fl = 0;
+        *sl = (unsigned)size;
+        return;
+    }
+    unsigned f = 63u - (unsigned)__builtin_clzll((unsigned long long)size);
+    *fl = f - FIT_SL_BITS + 1;
+    *sl = (unsigned)(size >> (f - FIT_SL_BITS)) & (FIT_SL - 1);
+}
 
 /* Entries compared per list before settling for the best seen. */
 #define FIT_SCAN 16
 
-void ga_fit_insert(ga_fit_t *f, ga_block_t *b)
+static inline void ga_fit_insert(ga_fit_t *f, ga_block_t *b)
 {
     unsigned fl, sl;
     ga_fit_index(b->size, &fl, &sl);
@@ -31,7 +65,7 @@ void ga_fit_insert(ga_fit_t *f, ga_block_t *b)
     f->bytes += b->size;
 }
 
-void ga_fit_remove(ga_fit_t *f, ga_block_t *b)
+static inline void ga_fit_remove(ga_fit_t *f, ga_block_t *b)
 {
     unsigned fl, sl;
     ga_fit_index(b->size, &fl, &sl);
@@ -52,7 +86,7 @@ void ga_fit_remove(ga_fit_t *f, ga_block_t *b)
 }
 
 /* Smallest block of at least SIZE among the first FIT_SCAN of a list. */
-static ga_block_t *best_in(ga_block_t *b, size_t size, size_t limit)
+static inline ga_block_t *ga_fit_best_in(ga_block_t *b, size_t size, size_t limit)
 {
     ga_block_t *best = NULL;
     for (unsigned n = 0; b && n < FIT_SCAN; b = b->fnext, n++) {
@@ -67,13 +101,15 @@ static ga_block_t *best_in(ga_block_t *b, size_t size, size_t limit)
     return best;
 }
 
-ga_block_t *ga_fit_find(ga_fit_t *f, size_t size, size_t limit)
+/* The best-fitting block of at least SIZE bytes and at most LIMIT bytes
+ * (0: no limit), or NULL. */
+static inline ga_block_t *ga_fit_find(ga_fit_t *f, size_t size, size_t limit)
 {
     unsigned fl, sl;
     ga_fit_index(size, &fl, &sl);
     if (!f->fl_map)
         return NULL;
-    ga_block_t *b = best_in(f->heads[fl][sl], size, limit);
+    ga_block_t *b = ga_fit_best_in(f->heads[fl][sl], size, limit);
     if (b)
         return b;
     /* Every block of a higher list is large enough. */
@@ -86,5 +122,7 @@ ga_block_t *ga_fit_find(ga_fit_t *f, size_t size, size_t limit)
         sl_bits = f->sl_map[fl];
     }
     sl = (unsigned)__builtin_ctz(sl_bits);
-    return best_in(f->heads[fl][sl], size, limit);
+    return ga_fit_best_in(f->heads[fl][sl], size, limit);
 }
+
+#endif /* GA_BLOCK_FIT_H */
