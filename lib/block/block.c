@@ -45,7 +45,7 @@
  */
 #include "config.h"
 
-#include "block/internal.h"
+#include "block/tcache.h"
 
 #include "errors.h"
 #ifdef GA_FAULT_INJECTION
@@ -1328,6 +1328,7 @@ gpuarena_status_t ga_bm_create(ga_provider_t *prov, const ga_settings_t *s, ga_b
     bm->prov = prov;
     bm->set = *s;
     bm->round = s->round;
+    bm->round_shift = (unsigned)__builtin_ctzll((unsigned long long)s->round);
     bm->events = ga_provider_has_events(prov);
     bm->plain = !prov->ops->on_alloc && !(bm->set.zero && prov->ops->memzero);
     bm->any.stream.id = GA_STREAM_ANY;

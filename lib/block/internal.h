@@ -116,7 +116,45 @@ gpuarena_status_t ga_lmap_init(ga_lmap_t *m);
 void ga_lmap_destroy(ga_lmap_t *m);
 gpuarena_status_t ga_lmap_insert(ga_lmap_t *m, ga_block_t *b);
 void ga_lmap_remove(ga_lmap_t *m, uintptr_t addr);
-ga_block_t *ga_lmap_find(ga_lmap_t *m, uintptr_t addr);
+/* The reader, inline: every free starts with it, lock-free. */
+#define GA_LMAP_EMPTY ((uintptr_t)0)
+#define GA_LMAP_TOMB  ((uintptr_t)1)
+
+static inline size_t ga_lmap_hash(uintptr_t a, size_t mask)
+{
+    /* Block addresses are multiples of the rounding; mix the high bits. */
+    uint64_t h = (uint64_t)a * 0x9E3779B97F4A7C15ull;
+    return (size_t)(h >> 20) & mask;
+}
+
+static inline ga_block_t *ga_lmap_probe(ga_lmap_table_t *t, uintptr_t a)
+{
+    size_t i = ga_lmap_hash(a, t->mask);
+    for (size_t n = 0; n <= t->mask; n++) {
+        uintptr_t k = atomic_load_explicit(&t->keys[i], memory_order_acquire);
+        if (k == GA_LMAP_EMPTY)
+            return NULL;
+        if (k == a)
+            return atomic_load_explicit(&t->vals[i], memory_order_relaxed);
+        i = (i + 1) & t->mask;
+    }
+    return NULL;
+}
+
+static inline ga_block_t *ga_lmap_find(ga_lmap_t *m, uintptr_t a)
+{
+    if (a == GA_LMAP_EMPTY || a == GA_LMAP_TOMB)
+        return NULL;
+    for (;;) {
+        uint64_t v = atomic_load_explicit(&m->version, memory_order_acquire);
+        if (v & 1)
+            continue; /* a rehash is under way: it is short */
+        ga_block_t *b = ga_lmap_probe(atomic_load_explicit(&m->table, memory_order_acquire), a);
+        atomic_thread_fence(memory_order_acquire);
+        if (atomic_load_explicit(&m->version, memory_order_relaxed) == v)
+            return b;
+    }
+}
 
 /* A recorded event waiting to release a PENDING block. */
 typedef struct ga_waiter {
@@ -164,9 +202,10 @@ struct ga_bm {
     ga_provider_t *prov;
     ga_settings_t set;
     size_t round;
-    bool events; /* the provider has events: frees are stream-ordered */
-    bool direct; /* the provider hands out blocks itself (direct.c) */
-    bool plain;  /* no hints, no zeros: a new block needs nothing more */
+    unsigned round_shift; /* log2(round): round is a power of two */
+    bool events;          /* the provider has events: frees are stream-ordered */
+    bool direct;          /* the provider hands out blocks itself (direct.c) */
+    bool plain;           /* no hints, no zeros: a new block needs nothing more */
     ga_direct_t d;
 
     ga_segment_t *segs;              /* every segment */
@@ -230,11 +269,7 @@ static inline bool host_guard(const ga_bm_t *bm)
     return bm->events && bm->prov->host_visible;
 }
 
-/* tcache.c */
-bool ga_tcache_alloc(ga_bm_t *bm, size_t rounded, size_t size, ga_stream_t s, void **ptr);
-/* The same from the cache of blocks freed with no stream (they suit S). */
-bool ga_tcache_alloc_any(ga_bm_t *bm, size_t rounded, size_t size, ga_stream_t s, void **ptr);
-bool ga_tcache_free(ga_bm_t *bm, ga_block_t *b, ga_stream_t s);
+/* tcache.c (the fast path, alloc and free, is inline in tcache.h) */
 /* Return every cached block of BM to it (the manager's lock held). */
 void ga_tcache_flush_all(ga_bm_t *bm);
 /* Sum of the corrections of every cache of BM. */

@@ -16,15 +16,8 @@
 
 #include <stdlib.h>
 
-#define EMPTY ((uintptr_t)0)
-#define TOMB  ((uintptr_t)1)
-
-static size_t hash(uintptr_t a, size_t mask)
-{
-    /* Block addresses are multiples of the rounding; mix the high bits. */
-    uint64_t h = (uint64_t)a * 0x9E3779B97F4A7C15ull;
-    return (size_t)(h >> 20) & mask;
-}
+#define EMPTY GA_LMAP_EMPTY
+#define TOMB  GA_LMAP_TOMB
 
 static ga_lmap_table_t *table_new(size_t slots)
 {
@@ -69,7 +62,7 @@ void ga_lmap_destroy(ga_lmap_t *m)
 
 static void put(ga_lmap_table_t *t, uintptr_t a, ga_block_t *b)
 {
-    size_t i = hash(a, t->mask);
+    size_t i = ga_lmap_hash(a, t->mask);
     for (;;) {
         uintptr_t k = atomic_load_explicit(&t->keys[i], memory_order_relaxed);
         if (k == EMPTY || k == TOMB) {
@@ -147,7 +140,7 @@ gpuarena_status_t ga_lmap_insert(ga_lmap_t *m, ga_block_t *b)
         t = atomic_load_explicit(&m->table, memory_order_relaxed);
     }
     /* Reuse a tombstone on the probe path only if the key is absent. */
-    size_t i = hash(b->addr, t->mask);
+    size_t i = ga_lmap_hash(b->addr, t->mask);
     for (;;) {
         uintptr_t k = atomic_load_explicit(&t->keys[i], memory_order_relaxed);
         if (k == EMPTY) {
@@ -167,7 +160,7 @@ gpuarena_status_t ga_lmap_insert(ga_lmap_t *m, ga_block_t *b)
 void ga_lmap_remove(ga_lmap_t *m, uintptr_t a)
 {
     ga_lmap_table_t *t = atomic_load_explicit(&m->table, memory_order_relaxed);
-    size_t i = hash(a, t->mask);
+    size_t i = ga_lmap_hash(a, t->mask);
     for (;;) {
         uintptr_t k = atomic_load_explicit(&t->keys[i], memory_order_relaxed);
         if (k == EMPTY)
@@ -179,34 +172,5 @@ void ga_lmap_remove(ga_lmap_t *m, uintptr_t a)
             return;
         }
         i = (i + 1) & t->mask;
-    }
-}
-
-static ga_block_t *probe(ga_lmap_table_t *t, uintptr_t a)
-{
-    size_t i = hash(a, t->mask);
-    for (size_t n = 0; n <= t->mask; n++) {
-        uintptr_t k = atomic_load_explicit(&t->keys[i], memory_order_acquire);
-        if (k == EMPTY)
-            return NULL;
-        if (k == a)
-            return atomic_load_explicit(&t->vals[i], memory_order_relaxed);
-        i = (i + 1) & t->mask;
-    }
-    return NULL;
-}
-
-ga_block_t *ga_lmap_find(ga_lmap_t *m, uintptr_t a)
-{
-    if (a == EMPTY || a == TOMB)
-        return NULL;
-    for (;;) {
-        uint64_t v = atomic_load_explicit(&m->version, memory_order_acquire);
-        if (v & 1)
-            continue; /* a rehash is under way: it is short */
-        ga_block_t *b = probe(atomic_load_explicit(&m->table, memory_order_acquire), a);
-        atomic_thread_fence(memory_order_acquire);
-        if (atomic_load_explicit(&m->version, memory_order_relaxed) == v)
-            return b;
     }
 }

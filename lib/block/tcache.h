@@ -1,0 +1,229 @@
+/*
+ * tcache.h - the fast path of the per-thread caches (tcache.c has the
+ * design, creation, flushing and statistics).
+ *
+ * The owner's alloc and free from its cache are inline here, so that the
+ * block manager's alloc and free reach a cached block with no call: on a
+ * cached pair, four levels of calls cost more than the cache's own work.
+ * Only block.c and tcache.c include this.
+ */
+#ifndef GA_BLOCK_TCACHE_H
+#define GA_BLOCK_TCACHE_H
+
+#include "block/internal.h"
+
+#include <sched.h>
+
+#define TC_SLOTS     32
+#define TC_MAX_COUNT 32
+
+typedef struct tc_slot {
+    size_t size;
+    unsigned n;
+    ga_block_t *b[TC_MAX_COUNT];
+} tc_slot_t;
+
+struct ga_tcache {
+    atomic_flag lock;
+    _Atomic int active;  /* the owner is in its fast path */
+    _Atomic int remote;  /* another thread holds or wants the lock */
+    ga_bm_t *_Atomic bm; /* NULL once the manager is gone */
+    ga_stream_t stream;
+    unsigned count; /* blocks per slot */
+    size_t bytes;   /* held now, at most the thread_cache_bytes setting */
+    /* Written under the cache's lock; read without it by the owner's
+     * peak checks, hence atomic (relaxed: a sum, not a handshake). */
+    _Atomic int64_t req_delta, inuse_delta;
+    uint64_t allocs, frees;         /* every cache alloc is a hit: allocs counts both */
+    ga_tcache_t *bm_prev, *bm_next; /* in the manager's list */
+    ga_tcache_t *t_next;            /* in the thread's list */
+    tc_slot_t slots[TC_SLOTS];
+};
+
+/* The initial-exec model spares the fast path a __tls_get_addr call; two
+ * pointers fit in the static TLS that glibc keeps for dlopen'ed libraries
+ * (PyTorch and CuPy load gpuarena that way).  The thread's caches, and
+ * the one it used last. */
+#define GA_TLS_IE __attribute__((tls_model("initial-exec")))
+extern _Thread_local ga_tcache_t *ga_tc_list GA_TLS_IE, *ga_tc_last GA_TLS_IE;
+/* Whether the owner's fast path may go without the lock (membarrier). */
+extern _Atomic bool ga_tc_asymmetric;
+
+/* A new cache of BM for stream S of the calling thread (tcache.c). */
+ga_tcache_t *ga_tcache_create(ga_bm_t *bm, ga_stream_t s);
+
+static inline void tc_lock(ga_tcache_t *t)
+{
+    while (atomic_flag_test_and_set_explicit(&t->lock, memory_order_acquire))
+        sched_yield();
+}
+
+static inline void tc_unlock(ga_tcache_t *t)
+{
+    atomic_flag_clear_explicit(&t->lock, memory_order_release);
+}
+
+/* The owner enters its cache; true when it had to take the lock. */
+static inline bool tc_owner_enter(ga_tcache_t *t)
+{
+    if (atomic_load_explicit(&ga_tc_asymmetric, memory_order_relaxed)) {
+        atomic_store_explicit(&t->active, 1, memory_order_relaxed);
+        /* No hardware fence: the remote side's membarrier orders this
+         * store before the load below, for the remote thread. */
+        atomic_signal_fence(memory_order_seq_cst);
+        if (!atomic_load_explicit(&t->remote, memory_order_acquire))
+            return false;
+        atomic_store_explicit(&t->active, 0, memory_order_release);
+    }
+    tc_lock(t);
+    return true;
+}
+
+static inline void tc_owner_leave(ga_tcache_t *t, bool locked)
+{
+    if (locked)
+        tc_unlock(t);
+    else
+        atomic_store_explicit(&t->active, 0, memory_order_release);
+}
+
+static inline unsigned tc_slot_of(size_t size, unsigned shift)
+{
+    /* ROUND is a power of two (the key says so): its shift, kept by the
+     * manager, not a divide, which would cost more than the rest of the
+     * lookup. */
+    size_t k = size >> shift;
+    return (unsigned)((k ^ (k >> 5)) % TC_SLOTS);
+}
+
+static inline void tc_add(_Atomic int64_t *v, int64_t d)
+{
+    /* One writer at a time (the lock): load and store, no locked RMW. */
+    atomic_store_explicit(v, atomic_load_explicit(v, memory_order_relaxed) + d,
+                          memory_order_relaxed);
+}
+
+static inline int64_t tc_get(_Atomic int64_t *v)
+{
+    return atomic_load_explicit(v, memory_order_relaxed);
+}
+
+/* The slot holding blocks of SIZE, two-way: SIZE may sit in its own slot
+ * or its neighbour, so two sizes that hash alike can both be cached.
+ * With EMPTY_OK, an empty one of the two when neither holds SIZE. */
+static inline tc_slot_t *tc_slot_for(ga_tcache_t *t, size_t size, unsigned shift, bool empty_ok)
+{
+    unsigned i = tc_slot_of(size, shift);
+    tc_slot_t *a = &t->slots[i], *b = &t->slots[i ^ 1];
+    if (a->n && a->size == size)
+        return a;
+    if (b->n && b->size == size)
+        return b;
+    if (!empty_ok)
+        return NULL;
+    return !a->n ? a : !b->n ? b : NULL;
+}
+
+static inline ga_tcache_t *ga_tcache_find(ga_bm_t *bm, uint64_t id)
+{
+    ga_tcache_t *t = ga_tc_last;
+    if (t && t->bm == bm && t->stream.id == id)
+        return t;
+    for (t = ga_tc_list; t; t = t->t_next) {
+        if (t->bm == bm && t->stream.id == id) {
+            ga_tc_last = t;
+            return t;
+        }
+    }
+    return NULL;
+}
+
+/* A block of ROUNDED bytes from this thread's cache of stream ID, for an
+ * allocation on S. */
+__attribute__((always_inline)) static inline bool
+ga_tcache_take(ga_bm_t *bm, uint64_t id, size_t rounded, size_t size, ga_stream_t s, void **ptr)
+{
+    ga_tcache_t *t = ga_tcache_find(bm, id);
+    if (!t)
+        return false;
+    bool locked = tc_owner_enter(t);
+    if (t->bm != bm) {
+        tc_owner_leave(t, locked);
+        return false;
+    }
+    tc_slot_t *sl = tc_slot_for(t, rounded, bm->round_shift, false);
+    if (!sl) {
+        tc_owner_leave(t, locked);
+        return false;
+    }
+    ga_block_t *b = sl->b[--sl->n];
+    t->bytes -= b->size;
+    atomic_store_explicit(&b->cached, 0, memory_order_relaxed);
+    b->requested = size;
+    b->stream_id = s.id; /* it may have been allocated on another stream before */
+    tc_add(&t->req_delta, (int64_t)size);
+    tc_add(&t->inuse_delta, (int64_t)b->size);
+    t->allocs++;
+    int64_t mine_req = tc_get(&t->req_delta), mine_use = tc_get(&t->inuse_delta);
+    tc_owner_leave(t, locked);
+    /* Peaks as this thread sees them (see the top of the file). */
+    uint64_t r = (uint64_t)(atomic_load_explicit(&bm->base_req, memory_order_relaxed) + mine_req);
+    uint64_t u = (uint64_t)(atomic_load_explicit(&bm->base_inuse, memory_order_relaxed) + mine_use);
+    if (r > atomic_load_explicit(&bm->peak.requested, memory_order_relaxed) ||
+        u > atomic_load_explicit(&bm->peak.in_use, memory_order_relaxed)) {
+        pthread_mutex_lock(&bm->lock);
+        ga_bm_update_peaks(bm);
+        pthread_mutex_unlock(&bm->lock);
+    }
+    *ptr = (void *)b->addr;
+    return true;
+}
+
+static inline bool ga_tcache_alloc(ga_bm_t *bm, size_t rounded, size_t size, ga_stream_t s,
+                                   void **ptr)
+{
+    return ga_tcache_take(bm, s.id, rounded, size, s, ptr);
+}
+
+static inline bool ga_tcache_alloc_any(ga_bm_t *bm, size_t rounded, size_t size, ga_stream_t s,
+                                       void **ptr)
+{
+    return ga_tcache_take(bm, GA_STREAM_ANY, rounded, size, s, ptr);
+}
+
+static inline bool ga_tcache_free(ga_bm_t *bm, ga_block_t *b, ga_stream_t s)
+{
+    if (b->size > bm->set.thread_cache_max || b->uses)
+        return false;
+    ga_tcache_t *t = ga_tcache_find(bm, s.id);
+    if (!t && !(t = ga_tcache_create(bm, s)))
+        return false;
+    bool locked = tc_owner_enter(t);
+    tc_slot_t *sl = tc_slot_for(t, b->size, bm->round_shift, true);
+    if (t->bm != bm || !sl || sl->n >= t->count ||
+        t->bytes + b->size > bm->set.thread_cache_bytes) {
+        tc_owner_leave(t, locked);
+        return false;
+    }
+    t->bytes += b->size;
+    sl->size = b->size;
+    sl->b[sl->n++] = b;
+    atomic_store_explicit(&b->cached, 1, memory_order_relaxed);
+    tc_add(&t->req_delta, -(int64_t)b->requested);
+    tc_add(&t->inuse_delta, -(int64_t)b->size);
+    t->frees++;
+    t->stream.handle = s.handle;
+    int64_t mine_use = t->inuse_delta;
+    tc_owner_leave(t, locked);
+    /* The cached bytes grew: their peak, as for the others in alloc. */
+    uint64_t c = atomic_load_explicit(&bm->base_reserved, memory_order_relaxed) -
+                 (uint64_t)(atomic_load_explicit(&bm->base_inuse, memory_order_relaxed) + mine_use);
+    if (c > atomic_load_explicit(&bm->peak.cached, memory_order_relaxed)) {
+        pthread_mutex_lock(&bm->lock);
+        ga_bm_update_peaks(bm);
+        pthread_mutex_unlock(&bm->lock);
+    }
+    return true;
+}
+
+#endif /* GA_BLOCK_TCACHE_H */
