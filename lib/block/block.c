@@ -348,7 +348,7 @@ static ga_block_t *split(ga_bm_t *bm, ga_block_t *b, size_t size)
 /* ------------------------------------------------------------------ */
 /* Statistics.                                                         */
 
-static void peak_max(_Atomic uint64_t *peak, uint64_t v)
+static inline void peak_max(_Atomic uint64_t *peak, uint64_t v)
 {
     uint64_t p = atomic_load_explicit(peak, memory_order_relaxed);
     while (v > p && !atomic_compare_exchange_weak_explicit(peak, &p, v, memory_order_relaxed,

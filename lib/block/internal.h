@@ -275,9 +275,6 @@ void ga_tcache_flush_all(ga_bm_t *bm);
 /* Sum of the corrections of every cache of BM. */
 void ga_tcache_deltas(ga_bm_t *bm, int64_t *req, int64_t *inuse, uint64_t *allocs, uint64_t *frees,
                       uint64_t *hits);
-/* The corrections of the calling thread's own caches of BM only: cheap,
- * for peaks on the hot path. */
-void ga_tcache_own_deltas(ga_bm_t *bm, int64_t *req, int64_t *inuse);
 /* Detach every cache from BM before it is destroyed. */
 void ga_tcache_detach_all(ga_bm_t *bm);
 

@@ -225,17 +225,6 @@ void ga_tcache_deltas(ga_bm_t *bm, int64_t *req, int64_t *inuse, uint64_t *alloc
     pthread_mutex_unlock(&bm->tc_lock);
 }
 
-void ga_tcache_own_deltas(ga_bm_t *bm, int64_t *req, int64_t *inuse)
-{
-    *req = *inuse = 0;
-    for (ga_tcache_t *t = ga_tc_list; t; t = t->t_next) {
-        if (atomic_load_explicit(&t->bm, memory_order_relaxed) != bm)
-            continue;
-        *req += tc_get(&t->req_delta);
-        *inuse += tc_get(&t->inuse_delta);
-    }
-}
-
 void ga_tcache_detach_all(ga_bm_t *bm)
 {
     pthread_mutex_lock(&registry);

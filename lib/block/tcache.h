@@ -226,4 +226,17 @@ static inline bool ga_tcache_free(ga_bm_t *bm, ga_block_t *b, ga_stream_t s)
     return true;
 }
 
+/* The corrections of the calling thread's own caches of BM only: cheap,
+ * for peaks on the locked path (ga_bm_update_peaks). */
+static inline void ga_tcache_own_deltas(ga_bm_t *bm, int64_t *req, int64_t *inuse)
+{
+    *req = *inuse = 0;
+    for (ga_tcache_t *t = ga_tc_list; t; t = t->t_next) {
+        if (atomic_load_explicit(&t->bm, memory_order_relaxed) != bm)
+            continue;
+        *req += tc_get(&t->req_delta);
+        *inuse += tc_get(&t->inuse_delta);
+    }
+}
+
 #endif /* GA_BLOCK_TCACHE_H */
