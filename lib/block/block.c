@@ -985,6 +985,19 @@ static gpuarena_status_t finish_alloc(ga_bm_t *bm, size_t size, ga_stream_t s, v
     return st;
 }
 
+/* The locked path, out of line: the fast path above it then saves and
+ * restores only the few registers it uses. */
+static __attribute__((noinline)) gpuarena_status_t alloc_slow(ga_bm_t *bm, size_t rs, size_t size,
+                                                              ga_stream_t s, void **ptr)
+{
+    pthread_mutex_lock(&bm->lock);
+    gpuarena_status_t st = alloc_locked(bm, rs, size, s, ptr);
+    if (st == GPUARENA_SUCCESS)
+        ga_bm_update_peaks(bm);
+    pthread_mutex_unlock(&bm->lock);
+    return st == GPUARENA_SUCCESS && !bm->plain ? finish_alloc(bm, size, s, ptr) : st;
+}
+
 gpuarena_status_t ga_bm_alloc(ga_bm_t *bm, size_t size, ga_stream_t s, void **ptr)
 {
     if (size > MAX_REQUEST)
@@ -1000,12 +1013,7 @@ gpuarena_status_t ga_bm_alloc(ga_bm_t *bm, size_t size, ga_stream_t s, void **pt
         (ga_tcache_alloc(bm, rs, size, s, ptr) ||
          (s.id != GA_STREAM_ANY && ga_tcache_alloc_any(bm, rs, size, s, ptr))))
         return bm->plain ? GPUARENA_SUCCESS : finish_alloc(bm, size, s, ptr);
-    pthread_mutex_lock(&bm->lock);
-    gpuarena_status_t st = alloc_locked(bm, rs, size, s, ptr);
-    if (st == GPUARENA_SUCCESS)
-        ga_bm_update_peaks(bm);
-    pthread_mutex_unlock(&bm->lock);
-    return st == GPUARENA_SUCCESS && !bm->plain ? finish_alloc(bm, size, s, ptr) : st;
+    return alloc_slow(bm, rs, size, s, ptr);
 }
 
 /* ------------------------------------------------------------------ */
@@ -1122,6 +1130,8 @@ static void enforce_cap(ga_bm_t *bm)
     release_bytes(bm, cached - bm->set.max_cached);
 }
 
+static gpuarena_status_t free_slow(ga_bm_t *bm, void *ptr, ga_stream_t s, ga_block_t *b, bool done);
+
 gpuarena_status_t ga_bm_free(ga_bm_t *bm, void *ptr, ga_stream_t s)
 {
     if (bm->direct)
@@ -1146,6 +1156,15 @@ gpuarena_status_t ga_bm_free(ga_bm_t *bm, void *ptr, ga_stream_t s)
         if (bm->set.thread_cache && (!host_guard(bm) || done) && !sweep && ga_tcache_free(bm, b, s))
             return GPUARENA_SUCCESS;
     }
+    return free_slow(bm, ptr, s, b, done);
+}
+
+/* The locked path of ga_bm_free, out of line (see alloc_slow).  B is what
+ * the lock-free lookup found at PTR, if anything. */
+static __attribute__((noinline)) gpuarena_status_t free_slow(ga_bm_t *bm, void *ptr, ga_stream_t s,
+                                                             ga_block_t *b, bool done)
+{
+    uintptr_t a = (uintptr_t)ptr;
     pthread_mutex_lock(&bm->lock);
     gpuarena_status_t st = GPUARENA_SUCCESS;
     /* Records live as long as the manager and change only under the lock:
