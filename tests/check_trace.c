@@ -135,6 +135,68 @@ START_TEST(version2_arenas)
 }
 END_TEST
 
+/* Version 3: "-" is no stream on an allocation or a free.  It is no stream
+ * number: the event reads as stream 0 with no_stream set, and max_stream
+ * counts only the numbered streams. */
+START_TEST(version3_no_stream)
+{
+    ga_trace_t *t = parse_ok("# gpuarena-trace 3\n"
+                             "a 1 100 -\n"
+                             "a 2 200 3\n"
+                             "r 1 3\n"
+                             "f 1 -\n"
+                             "a 3 0 -\n"
+                             "f 2 0\n"
+                             "k pinned 0\n"
+                             "a 4 50\t-\r\n"
+                             "f 4 1\n");
+    ck_assert_int_eq(t->version, 3);
+    ck_assert_uint_eq(t->narenas, 2);
+    const ga_trace_arena_t *d = &t->arenas[0], *pn = &t->arenas[1];
+    ck_assert_uint_eq(d->nevents, 6);
+    ck_assert_uint_eq(d->max_stream, 3);
+    ck_assert_uint_eq(d->nno_stream, 3);
+    ck_assert_uint_eq(d->peak_requested, 300);
+    static const struct {
+        uint8_t op;
+        bool no_stream;
+        uint32_t stream;
+    } want[] = {
+        {GA_TRACE_ALLOC, true, 0}, {GA_TRACE_ALLOC, false, 3}, {GA_TRACE_RECORD, false, 3},
+        {GA_TRACE_FREE, true, 0},  {GA_TRACE_ALLOC, true, 0},  {GA_TRACE_FREE, false, 0},
+    };
+    for (size_t i = 0; i < d->nevents; i++) {
+        ck_assert_uint_eq(d->events[i].op, want[i].op);
+        ck_assert_msg(d->events[i].no_stream == want[i].no_stream, "event %zu: no_stream %d", i,
+                      d->events[i].no_stream);
+        ck_assert_uint_eq(d->events[i].stream, want[i].stream);
+    }
+    ck_assert_uint_eq(pn->nevents, 2);
+    ck_assert(pn->events[0].no_stream);
+    ck_assert_uint_eq(pn->events[0].size, 50);
+    ck_assert(!pn->events[1].no_stream);
+    ck_assert_uint_eq(pn->events[1].stream, 1);
+    ck_assert_uint_eq(pn->nno_stream, 1);
+    ck_assert_uint_eq(pn->max_stream, 1);
+    ga_trace_free(t);
+
+    /* Versions 1 and 2 have no "-"; a record_stream always names a stream;
+     * nothing else than "-" alone is taken for no stream. */
+    const gpuarena_status_t I = GPUARENA_ERR_INVALID_ARGUMENT;
+    parse_bad("# gpuarena-trace 1\na 1 2 -\n", I,
+              "t.trace:2: STREAM '-' (no stream) needs '# gpuarena-trace 3'");
+    parse_bad("# gpuarena-trace 2\na 1 2 0\nf 1 -\n", I,
+              "t.trace:3: STREAM '-' (no stream) needs '# gpuarena-trace 3'");
+    parse_bad("# gpuarena-trace 3\na 1 2 -\nr 1 -\n", I, "t.trace:3: 'r' needs a stream");
+    parse_bad("# gpuarena-trace 3\na 1 2 --\n", I,
+              "t.trace:2: STREAM must be a decimal number, not --");
+    parse_bad("# gpuarena-trace 3\na 1 2 -1\n", I,
+              "t.trace:2: STREAM must be a decimal number, not -1");
+    parse_bad("# gpuarena-trace 3\na 1 - 0\n", I, "t.trace:2: SIZE must be a decimal number");
+    parse_bad("# gpuarena-trace 3\na - 2 0\n", I, "t.trace:2: ID must be a decimal number");
+}
+END_TEST
+
 START_TEST(errors_with_lines)
 {
     const gpuarena_status_t I = GPUARENA_ERR_INVALID_ARGUMENT;
@@ -142,7 +204,7 @@ START_TEST(errors_with_lines)
     parse_bad("a 1 2 0\n", I, "t.trace:1: missing header");
     parse_bad("\n# gpuarena-trace 1\n", I, "t.trace:1: missing header");
     parse_bad("# gpuarena-trace\n", I, "t.trace:1: missing header");
-    parse_bad("# gpuarena-trace 3\n", I, "t.trace:1: unsupported gpuarena-trace version");
+    parse_bad("# gpuarena-trace 4\n", I, "t.trace:1: unsupported gpuarena-trace version");
     parse_bad("# gpuarena-trace 0\n", I, "t.trace:1: unsupported gpuarena-trace version");
     parse_bad("# gpuarena-trace x\n", I, "t.trace:1: the version must be a decimal number");
     parse_bad("# gpuarena-trace 1\na 1 2 0\nx 1 2\n", I, "t.trace:3: unknown event");
@@ -394,6 +456,7 @@ int main(void)
     tcase_add_test(tc, crlf_tabs_no_final_newline);
     tcase_add_test(tc, header_only);
     tcase_add_test(tc, version2_arenas);
+    tcase_add_test(tc, version3_no_stream);
     tcase_add_test(tc, errors_with_lines);
     tcase_add_test(tc, long_garbage_is_shortened);
     tcase_add_test(tc, load_files);
