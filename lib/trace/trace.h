@@ -6,11 +6,12 @@
  * The reader accepts version 1 (events of one unnamed arena, taken to be
  * device 0), version 2 (adds "k KIND DEVICE [INSTANCE]" lines that name
  * the arena the following events belong to) and version 3 (adds "-" as the
- * STREAM of an allocation or free: no stream, GPUARENA_STREAM_HOST).  It
- * splits a file into one event array per arena and remaps the file's
- * allocation ids to dense indexes 0..nids-1 per arena, so that a replay
- * keeps its live pointers in a plain array.  Every error names the file
- * and line through ga_error(); no input makes it crash.
+ * STREAM of an allocation or free: no stream, GPUARENA_STREAM_HOST).  The
+ * recorder writes version 3.  The reader splits a file into one event
+ * array per arena and remaps the file's allocation ids to dense indexes
+ * 0..nids-1 per arena, so that a replay keeps its live pointers in a plain
+ * array.  Every error names the file and line through ga_error(); no
+ * input makes it crash.
  */
 #ifndef GA_TRACE_H
 #define GA_TRACE_H
@@ -114,7 +115,10 @@ static inline bool ga_trace_on(void)
  *           checked), so that no other thread can be handed PTR again
  *           before the free is written; a PTR the recorder never saw
  *           allocated (NULL, invalid, double free) writes nothing;
- *   record: after a successful gpuarena_record_stream. */
+ *   record: after a successful gpuarena_record_stream, which refuses
+ *           GPUARENA_STREAM_HOST (given it, nothing is written).
+ * GPUARENA_STREAM_HOST is written as "-" (no stream), other handles as
+ * stream numbers. */
 void ga_trace_record_alloc(const void *arena, gpuarena_kind_t kind, int device, const void *ptr,
                            size_t size, gpuarena_stream_t stream);
 void ga_trace_record_free(const void *arena, gpuarena_kind_t kind, int device, const void *ptr,
