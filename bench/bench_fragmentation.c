@@ -51,6 +51,13 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* Trace stream N is the value N, which the sim arena takes as a stream;
+ * an event with no stream ("-") is replayed with GPUARENA_STREAM_HOST. */
+static gpuarena_stream_t event_stream(const ga_trace_event_t *e)
+{
+    return e->no_stream ? GPUARENA_STREAM_HOST : (gpuarena_stream_t)(uintptr_t)e->stream;
+}
+
 /* Replay TA once through a new sim arena with OPTIONS; 0 on success. */
 static int replay(const ga_trace_arena_t *ta, const char *options, gpuarena_stats_t *st, double *ns)
 {
@@ -68,7 +75,7 @@ static int replay(const ga_trace_arena_t *ta, const char *options, gpuarena_stat
     double t0 = now_ns();
     for (size_t i = 0; i < ta->nevents; i++) {
         const ga_trace_event_t *e = &ta->events[i];
-        gpuarena_stream_t stream = (gpuarena_stream_t)(uintptr_t)e->stream;
+        gpuarena_stream_t stream = event_stream(e);
         if (e->op == GA_TRACE_ALLOC) {
             s = gpuarena_alloc(a, (size_t)e->size, stream, &ptrs[e->id]);
         } else if (e->op == GA_TRACE_FREE) {
@@ -90,7 +97,7 @@ static int replay(const ga_trace_arena_t *ta, const char *options, gpuarena_stat
     for (size_t i = 0; i < ta->nevents; i++) {
         const ga_trace_event_t *e = &ta->events[i];
         if (e->op == GA_TRACE_ALLOC && ptrs[e->id]) {
-            (void)gpuarena_free(a, ptrs[e->id], (gpuarena_stream_t)(uintptr_t)e->stream);
+            (void)gpuarena_free(a, ptrs[e->id], event_stream(e));
             ptrs[e->id] = NULL;
         }
     }

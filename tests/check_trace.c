@@ -1,11 +1,13 @@
 /* check_trace.c - the gpuarena-trace reader, its errors with their lines,
- * the id map, and the recorder read back by the reader. */
+ * the id map, and the recorder read back by the reader (no stream,
+ * GPUARENA_STREAM_HOST, included). */
 #include "outpath.h"
 #include "trace/map.h"
 #include "trace/trace.h"
 
 #include <check.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -135,6 +137,68 @@ START_TEST(version2_arenas)
 }
 END_TEST
 
+/* Version 3: "-" is no stream on an allocation or a free.  It is no stream
+ * number: the event reads as stream 0 with no_stream set, and max_stream
+ * counts only the numbered streams. */
+START_TEST(version3_no_stream)
+{
+    ga_trace_t *t = parse_ok("# gpuarena-trace 3\n"
+                             "a 1 100 -\n"
+                             "a 2 200 3\n"
+                             "r 1 3\n"
+                             "f 1 -\n"
+                             "a 3 0 -\n"
+                             "f 2 0\n"
+                             "k pinned 0\n"
+                             "a 4 50\t-\r\n"
+                             "f 4 1\n");
+    ck_assert_int_eq(t->version, 3);
+    ck_assert_uint_eq(t->narenas, 2);
+    const ga_trace_arena_t *d = &t->arenas[0], *pn = &t->arenas[1];
+    ck_assert_uint_eq(d->nevents, 6);
+    ck_assert_uint_eq(d->max_stream, 3);
+    ck_assert_uint_eq(d->nno_stream, 3);
+    ck_assert_uint_eq(d->peak_requested, 300);
+    static const struct {
+        uint8_t op;
+        bool no_stream;
+        uint32_t stream;
+    } want[] = {
+        {GA_TRACE_ALLOC, true, 0}, {GA_TRACE_ALLOC, false, 3}, {GA_TRACE_RECORD, false, 3},
+        {GA_TRACE_FREE, true, 0},  {GA_TRACE_ALLOC, true, 0},  {GA_TRACE_FREE, false, 0},
+    };
+    for (size_t i = 0; i < d->nevents; i++) {
+        ck_assert_uint_eq(d->events[i].op, want[i].op);
+        ck_assert_msg(d->events[i].no_stream == want[i].no_stream, "event %zu: no_stream %d", i,
+                      d->events[i].no_stream);
+        ck_assert_uint_eq(d->events[i].stream, want[i].stream);
+    }
+    ck_assert_uint_eq(pn->nevents, 2);
+    ck_assert(pn->events[0].no_stream);
+    ck_assert_uint_eq(pn->events[0].size, 50);
+    ck_assert(!pn->events[1].no_stream);
+    ck_assert_uint_eq(pn->events[1].stream, 1);
+    ck_assert_uint_eq(pn->nno_stream, 1);
+    ck_assert_uint_eq(pn->max_stream, 1);
+    ga_trace_free(t);
+
+    /* Versions 1 and 2 have no "-"; a record_stream always names a stream;
+     * nothing else than "-" alone is taken for no stream. */
+    const gpuarena_status_t I = GPUARENA_ERR_INVALID_ARGUMENT;
+    parse_bad("# gpuarena-trace 1\na 1 2 -\n", I,
+              "t.trace:2: STREAM '-' (no stream) needs '# gpuarena-trace 3'");
+    parse_bad("# gpuarena-trace 2\na 1 2 0\nf 1 -\n", I,
+              "t.trace:3: STREAM '-' (no stream) needs '# gpuarena-trace 3'");
+    parse_bad("# gpuarena-trace 3\na 1 2 -\nr 1 -\n", I, "t.trace:3: 'r' needs a stream");
+    parse_bad("# gpuarena-trace 3\na 1 2 --\n", I,
+              "t.trace:2: STREAM must be a decimal number, not --");
+    parse_bad("# gpuarena-trace 3\na 1 2 -1\n", I,
+              "t.trace:2: STREAM must be a decimal number, not -1");
+    parse_bad("# gpuarena-trace 3\na 1 - 0\n", I, "t.trace:2: SIZE must be a decimal number");
+    parse_bad("# gpuarena-trace 3\na - 2 0\n", I, "t.trace:2: ID must be a decimal number");
+}
+END_TEST
+
 START_TEST(errors_with_lines)
 {
     const gpuarena_status_t I = GPUARENA_ERR_INVALID_ARGUMENT;
@@ -142,7 +206,7 @@ START_TEST(errors_with_lines)
     parse_bad("a 1 2 0\n", I, "t.trace:1: missing header");
     parse_bad("\n# gpuarena-trace 1\n", I, "t.trace:1: missing header");
     parse_bad("# gpuarena-trace\n", I, "t.trace:1: missing header");
-    parse_bad("# gpuarena-trace 3\n", I, "t.trace:1: unsupported gpuarena-trace version");
+    parse_bad("# gpuarena-trace 4\n", I, "t.trace:1: unsupported gpuarena-trace version");
     parse_bad("# gpuarena-trace 0\n", I, "t.trace:1: unsupported gpuarena-trace version");
     parse_bad("# gpuarena-trace x\n", I, "t.trace:1: the version must be a decimal number");
     parse_bad("# gpuarena-trace 1\na 1 2 0\nx 1 2\n", I, "t.trace:3: unknown event");
@@ -293,7 +357,7 @@ START_TEST(recorder_round_trip)
     ga_trace_t *t = NULL;
     ck_assert_msg(ga_trace_load(path, &t) == GPUARENA_SUCCESS, "%s", gpuarena_last_error());
     unlink(path);
-    ck_assert_int_eq(t->version, 2);
+    ck_assert_int_eq(t->version, GA_TRACE_VERSION);
     ck_assert_uint_eq(t->narenas, 2);
     const ga_trace_arena_t *d = &t->arenas[0], *pn = &t->arenas[1];
     ck_assert_int_eq(d->kind, GPUARENA_DEVICE);
@@ -313,6 +377,100 @@ START_TEST(recorder_round_trip)
     ck_assert_uint_eq(d->events[4].stream, 0);
     ck_assert_uint_eq(pn->nevents, 2);
     ck_assert_uint_eq(pn->nfrees, 1);
+    ga_trace_free(t);
+}
+END_TEST
+
+/* The whole of the file at PATH, NUL-terminated (a test's trace is small). */
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    ck_assert_ptr_nonnull(f);
+    static char buf[8192];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    return buf;
+}
+
+/* Requests made with GPUARENA_STREAM_HOST through a sim arena are recorded
+ * as "-" and read back with no stream, next to requests on the legacy
+ * stream and on another stream; GPUARENA_STREAM_HOST takes no stream
+ * number, so the other stream is stream 1 although it is used later. */
+START_TEST(recorder_no_stream)
+{
+    char path[] = "/tmp/check_trace_XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    const gpuarena_stream_t H = GPUARENA_STREAM_HOST;
+    const gpuarena_stream_t s = (gpuarena_stream_t)(uintptr_t)0x40; /* any value, in a sim arena */
+    gpuarena_t *a;
+    ck_assert_int_eq(gpuarena_create(GPUARENA_SIM, 0, NULL, &a), GPUARENA_SUCCESS);
+    gpuarena_kind_t kind;
+    int device;
+    ck_assert_int_eq(gpuarena_kind(a, &kind, &device), GPUARENA_SUCCESS);
+    ck_assert_int_eq(ga_trace_open(path), GPUARENA_SUCCESS);
+    void *p, *q, *r, *z;
+    ck_assert_int_eq(gpuarena_alloc(a, 1000, H, &p), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_alloc(a, 2000, NULL, &q), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_alloc(a, 0, H, &z), GPUARENA_SUCCESS);
+    ck_assert_ptr_null(z);
+    ck_assert_int_eq(gpuarena_alloc(a, 3000, s, &r), GPUARENA_SUCCESS);
+    /* Refused, so not recorded; a direct call of the hook writes nothing
+     * either, as "r ID -" is no valid line. */
+    ck_assert_int_eq(gpuarena_record_stream(a, q, H), GPUARENA_ERR_INVALID_STREAM);
+    ga_trace_record_stream(a, kind, device, q, H);
+    ck_assert_int_eq(gpuarena_record_stream(a, q, s), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_free(a, p, s), GPUARENA_SUCCESS); /* none at alloc, one at free */
+    ck_assert_int_eq(gpuarena_free(a, q, H), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_free(a, r, H), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_alloc(a, 500, H, &p), GPUARENA_SUCCESS); /* left live */
+    ga_trace_stop();
+    ck_assert_int_eq(gpuarena_free(a, p, H), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_SUCCESS);
+
+    /* The text itself: version 3, and "-" where the program named no
+     * stream. */
+    const char *text = slurp(path);
+    ck_assert_msg(strncmp(text, "# gpuarena-trace 3\n", 19) == 0, "header of:\n%s", text);
+    static const char *const lines[] = {"\na 1 1000 -\n", "\na 2 2000 0\n", "\na 3 0 -\n",
+                                        "\na 4 3000 1\n", "\nr 2 1\n",      "\nf 1 1\n",
+                                        "\nf 2 -\n",      "\nf 4 -\n",      "\na 5 500 -\n"};
+    for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++)
+        ck_assert_msg(strstr(text, lines[i]), "no line '%.*s' in:\n%s", (int)strlen(lines[i]) - 2,
+                      lines[i] + 1, text);
+    ck_assert_msg(!strstr(text, "\nr 2 -") && !strstr(text, "\nr 2 2"),
+                  "a record_stream with no stream was written:\n%s", text);
+
+    ga_trace_t *t = NULL;
+    ck_assert_msg(ga_trace_load(path, &t) == GPUARENA_SUCCESS, "%s", gpuarena_last_error());
+    unlink(path);
+    ck_assert_int_eq(t->version, 3);
+    ck_assert_uint_eq(t->narenas, 1);
+    const ga_trace_arena_t *ta = &t->arenas[0];
+    ck_assert_int_eq(ta->kind, GPUARENA_SIM);
+    ck_assert_uint_eq(ta->max_stream, 1);
+    ck_assert_uint_eq(ta->nno_stream, 5);
+    static const struct {
+        uint8_t op;
+        bool no_stream;
+        uint32_t stream;
+    } want[] = {
+        {GA_TRACE_ALLOC, true, 0},  {GA_TRACE_ALLOC, false, 0},  {GA_TRACE_ALLOC, true, 0},
+        {GA_TRACE_ALLOC, false, 1}, {GA_TRACE_RECORD, false, 1}, {GA_TRACE_FREE, false, 1},
+        {GA_TRACE_FREE, true, 0},   {GA_TRACE_FREE, true, 0},    {GA_TRACE_ALLOC, true, 0},
+    };
+    ck_assert_uint_eq(ta->nevents, sizeof want / sizeof want[0]);
+    for (size_t i = 0; i < ta->nevents; i++) {
+        const ga_trace_event_t *e = &ta->events[i];
+        ck_assert_msg(e->op == want[i].op && e->no_stream == want[i].no_stream &&
+                          e->stream == want[i].stream,
+                      "event %zu (line %u): op %u, no_stream %d, stream %u; want op %u, "
+                      "no_stream %d, stream %u",
+                      i, e->line, e->op, e->no_stream, e->stream, want[i].op, want[i].no_stream,
+                      want[i].stream);
+    }
     ga_trace_free(t);
 }
 END_TEST
@@ -394,6 +552,7 @@ int main(void)
     tcase_add_test(tc, crlf_tabs_no_final_newline);
     tcase_add_test(tc, header_only);
     tcase_add_test(tc, version2_arenas);
+    tcase_add_test(tc, version3_no_stream);
     tcase_add_test(tc, errors_with_lines);
     tcase_add_test(tc, long_garbage_is_shortened);
     tcase_add_test(tc, load_files);
@@ -402,6 +561,7 @@ int main(void)
     TCase *tr = tcase_create("recorder");
     tcase_add_test(tr, expand_path);
     tcase_add_test(tr, recorder_round_trip);
+    tcase_add_test(tr, recorder_no_stream);
     tcase_add_test(tr, recorder_many);
     tcase_add_test(tr, recorder_threads);
     suite_add_tcase(s, tr);

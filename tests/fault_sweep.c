@@ -115,7 +115,8 @@ static const setting_t gpu_settings[] = {
 typedef struct model {
     void **ptrs;
     uint64_t *size;
-    uint32_t *stream;
+    uint32_t *stream; /* trace stream of the allocation (0 for no stream) */
+    bool *no_stream;  /* allocated with no stream: freed with none at the end */
     uint64_t live, requested;
 } model_t;
 
@@ -218,6 +219,15 @@ static inline gpuarena_stream_t stream_of(uint32_t n)
     return (gpuarena_stream_t)(uintptr_t)n;
 }
 
+/* An event with no stream ("-" in a version 3 trace) is replayed with
+ * GPUARENA_STREAM_HOST, as the program made it.  Its stream field is 0, so
+ * the GPU uses a block allocated with no stream on trace stream 0, as such
+ * a block allows (any stream may use it). */
+static inline gpuarena_stream_t event_stream(const ga_trace_event_t *e)
+{
+    return e->no_stream ? GPUARENA_STREAM_HOST : stream_of(e->stream);
+}
+
 /* Device 0's primary context current on this thread, the streams and the
  * scratch memory; false (said why) on failure. */
 static bool gpu_init(void)
@@ -314,6 +324,18 @@ static bool gpu_order(size_t i, uint32_t from, uint32_t to)
     return st == GPUARENA_SUCCESS;
 }
 
+/* Before a block used on trace stream N is freed with no stream, the host
+ * waits for N's work: a free with GPUARENA_STREAM_HOST says that no GPU
+ * work uses the block any more, and the arena may hand it out (or unmap
+ * it) at once. */
+static bool gpu_wait(size_t i, uint32_t n)
+{
+    gpuarena_status_t st = ga_cuda_stream_sync(stream_of(n));
+    if (st != GPUARENA_SUCCESS)
+        problem(i, "cannot wait for stream %" PRIu32 ": %s", n, gpuarena_last_error());
+    return st == GPUARENA_SUCCESS;
+}
+
 static uint64_t injected(void)
 {
     ga_fault_counts_t fc;
@@ -379,9 +401,13 @@ static bool consistent(gpuarena_t *a, const model_t *m, size_t i)
 static bool free_all(gpuarena_t *a, model_t *m, tally_t *t)
 {
     for (uint32_t id = 0; id < ta->nids; id++) {
+        gpuarena_stream_t s = m->no_stream[id] ? GPUARENA_STREAM_HOST : stream_of(m->stream[id]);
+        if (m->ptrs[id] && m->no_stream[id] && is_gpu(cur->kind) &&
+            !gpu_wait(nevents, m->stream[id]))
+            return false;
         for (int tries = 0; m->ptrs[id] && tries < 8; tries++) {
             uint64_t before = injected();
-            gpuarena_status_t st = gpuarena_free(a, m->ptrs[id], stream_of(m->stream[id]));
+            gpuarena_status_t st = gpuarena_free(a, m->ptrs[id], s);
             if (st == GPUARENA_SUCCESS) {
                 m->ptrs[id] = NULL;
                 m->live--;
@@ -411,7 +437,7 @@ static bool replay(gpuarena_t *a, model_t *m, tally_t *t, bool *hit)
         case GA_TRACE_ALLOC: {
             void *p = (void *)(uintptr_t)0xdeadbeef;
             uint64_t size = cur->shift && e->size ? (e->size >> cur->shift) + 1 : e->size;
-            st = gpuarena_alloc(a, (size_t)size, stream_of(e->stream), &p);
+            st = gpuarena_alloc(a, (size_t)size, event_stream(e), &p);
             if (st == GPUARENA_SUCCESS && size) {
                 if (!p || p == (void *)(uintptr_t)0xdeadbeef) {
                     problem(i, "alloc of %" PRIu64 " bytes succeeded with no pointer", size);
@@ -420,6 +446,7 @@ static bool replay(gpuarena_t *a, model_t *m, tally_t *t, bool *hit)
                 m->ptrs[e->id] = p;
                 m->size[e->id] = size;
                 m->stream[e->id] = e->stream;
+                m->no_stream[e->id] = e->no_stream;
                 m->live++;
                 m->requested += size;
                 if (is_gpu(cur->kind) && !gpu_touch(i, p, size, e->stream))
@@ -430,9 +457,11 @@ static bool replay(gpuarena_t *a, model_t *m, tally_t *t, bool *hit)
         case GA_TRACE_FREE:
             what = "free";
             if (m->ptrs[e->id]) {
-                if (is_gpu(cur->kind) && !gpu_order(i, m->stream[e->id], e->stream))
+                if (is_gpu(cur->kind) &&
+                    !(e->no_stream ? gpu_wait(i, m->stream[e->id])
+                                   : gpu_order(i, m->stream[e->id], e->stream)))
                     return false;
-                st = gpuarena_free(a, m->ptrs[e->id], stream_of(e->stream));
+                st = gpuarena_free(a, m->ptrs[e->id], event_stream(e));
                 if (st == GPUARENA_SUCCESS) {
                     m->ptrs[e->id] = NULL;
                     m->live--;
@@ -443,7 +472,7 @@ static bool replay(gpuarena_t *a, model_t *m, tally_t *t, bool *hit)
         case GA_TRACE_RECORD:
             what = "record_stream";
             if (m->ptrs[e->id])
-                st = gpuarena_record_stream(a, m->ptrs[e->id], stream_of(e->stream));
+                st = gpuarena_record_stream(a, m->ptrs[e->id], event_stream(e));
             break;
         }
         bool faulted = injected() != before;
@@ -828,8 +857,9 @@ int main(int argc, char **argv)
         .ptrs = calloc(ta->nids + 1, sizeof *m.ptrs),
         .size = calloc(ta->nids + 1, sizeof *m.size),
         .stream = calloc(ta->nids + 1, sizeof *m.stream),
+        .no_stream = calloc(ta->nids + 1, sizeof *m.no_stream),
     };
-    if (!m.ptrs || !m.size || !m.stream)
+    if (!m.ptrs || !m.size || !m.stream || !m.no_stream)
         return 99;
     printf("fault_sweep: %s, first %zu events; failed in turn: every %" PRIu64
            "%s provider call, every %" PRIu64 "%s stream lookup\n",
@@ -892,6 +922,7 @@ int main(int argc, char **argv)
     free(m.ptrs);
     free(m.size);
     free(m.stream);
+    free(m.no_stream);
     ga_trace_free(tr);
     return ok ? 0 : 1;
 }

@@ -40,6 +40,29 @@ grep -q 'reserved (second)' replay-known.svg || fail "no second group in the SVG
 expect_rc 0 "$replay" --check --runs 1 "$srcdir/data/replay/v2-arenas.trace"
 grep -q 'v2-arenas.trace \[pinned 0\]' $out || fail "no pinned arena table"
 
+# Version 3: requests with no stream ("-") are replayed with
+# GPUARENA_STREAM_HOST.  A block freed with no stream is every stream's at
+# once, so even with cross_stream=never the trace needs no more memory than
+# its twin that makes every request on stream 0; replayed on some stream
+# instead, each 64 MiB allocation on another stream would map its own.
+nostream=$srcdir/data/replay/no-stream.trace
+sed -E '/^[af] /s/ [-0-9]+$/ 0/' "$nostream" > replay-known.trace
+field() { sed -n "s/.*\"$1\":\([0-9]*\).*/\1/p" $out; }
+expect_rc 0 "$replay" --check --json --runs 1 -o cross_stream=never "$nostream"
+for want in '"peak_requested":67108864' '"allocations":5' '"zero_size_allocations":1' \
+            '"cross_stream_waits":0' '"ok":true'; do
+    grep -q "$want" $out || fail "no $want in the JSON of $nostream"
+done
+got_reserved=$(field peak_reserved) got_maps=$(field provider_maps)
+expect_rc 0 "$replay" --check --json --runs 1 -o cross_stream=never replay-known.trace
+[ "$got_reserved" = "$(field peak_reserved)" ] && [ "$got_maps" = "$(field provider_maps)" ] ||
+    fail "no stream: peak reserved $got_reserved in $got_maps maps; on one stream" \
+        "$(field peak_reserved) in $(field provider_maps)"
+printf '# gpuarena-trace 2\na 1 10 -\n' > replay-known.trace
+expect_rc 3 "$replay" replay-known.trace
+grep -q "replay-known.trace:2: STREAM '-' (no stream) needs '# gpuarena-trace 3'" $err ||
+    fail "no error for '-' in a version 2 trace"
+
 # Exit codes: 2 usage, 3 bad trace (with its line), 4 bad settings.
 expect_rc 2 "$replay"
 expect_rc 2 "$replay" --runs 0 "$known"

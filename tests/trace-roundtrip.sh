@@ -9,7 +9,11 @@ GPUARENA_TRACE=trace-roundtrip.%p.trace timeout 300 ./trace_roundtrip > trace-ro
 set -- trace-roundtrip.*.trace
 [ -f "$1" ] || { echo "FAIL: GPUARENA_TRACE wrote no file"; exit 1; }
 mv "$1" $trace
-head -1 $trace | grep -q '^# gpuarena-trace 2$' || { echo "FAIL: header"; exit 1; }
+head -1 $trace | grep -q '^# gpuarena-trace 3$' || { echo "FAIL: header"; exit 1; }
+# The program made requests with no stream (GPUARENA_STREAM_HOST): they are
+# written as "-", not as a stream number.
+grep -q '^a [0-9]* [0-9]* -$' $trace && grep -q '^f [0-9]* -$' $trace || {
+    echo "FAIL: no allocation or free with no stream ('-') in $trace"; rm -f $trace; exit 1; }
 timeout 300 $replay --check --json --runs 1 $trace > trace-roundtrip.json || {
     echo "FAIL: gpuarena-replay --check $trace"; rm -f $trace; exit 1; }
 status=0

@@ -1,9 +1,9 @@
 /*
  * trace_roundtrip.c - a test program for trace-roundtrip.sh: random
  * allocations (size 0 included), frees and record_stream calls on three
- * streams of a host arena and a sim arena, with GPUARENA_TRACE set by the
- * script.  It prints, per arena, the peak of requested bytes and the number
- * of allocations it made, for the script to compare with the replay.
+ * streams and with no stream (GPUARENA_STREAM_HOST) of a host arena and a
+ * sim arena, with GPUARENA_TRACE set by the script.  It prints, per arena, the peak of requested
+ * bytes and the number of allocations it made, for the script to compare with the replay.
  */
 #include "gpuarena.h"
 
@@ -27,7 +27,9 @@ static int run(gpuarena_kind_t kind, const char *name, unsigned seed, int with_r
     srand(seed);
     for (int i = 0; i < 20000; i++) {
         int k = rand() % LIVE;
-        uintptr_t s = (uintptr_t)(rand() % 3) * 16; /* NULL, 16 and 32 */
+        int pick = rand() % 4;
+        /* NULL, 16, 32 and no stream */
+        uintptr_t s = pick < 3 ? (uintptr_t)pick * 16 : (uintptr_t)GPUARENA_STREAM_HOST;
         if (!used[k]) {
             size_t size = rand() % 10 == 0 ? 0 : (size_t)(rand() % (1 << (rand() % 22))) + 1;
             if (gpuarena_alloc(a, size, (gpuarena_stream_t)s, &ptr[k]) != GPUARENA_SUCCESS) {
@@ -38,12 +40,17 @@ static int run(gpuarena_kind_t kind, const char *name, unsigned seed, int with_r
             stream[k] = s;
             allocs++;
         } else if (ptr[k] && with_record && rand() % 4 == 0) {
-            if (gpuarena_record_stream(a, ptr[k], (gpuarena_stream_t)s) != GPUARENA_SUCCESS) {
+            /* gpuarena_record_stream refuses no stream: stream 16 instead. */
+            uintptr_t rs = s == (uintptr_t)GPUARENA_STREAM_HOST ? 16 : s;
+            if (gpuarena_record_stream(a, ptr[k], (gpuarena_stream_t)rs) != GPUARENA_SUCCESS) {
                 fprintf(stderr, "record_stream: %s\n", gpuarena_last_error());
                 return 1;
             }
         } else {
-            if (gpuarena_free(a, ptr[k], (gpuarena_stream_t)stream[k]) != GPUARENA_SUCCESS) {
+            /* Now and then the program has waited for the block's work and
+             * frees it with no stream, whatever it was allocated on. */
+            uintptr_t fs = pick == 0 ? (uintptr_t)GPUARENA_STREAM_HOST : stream[k];
+            if (gpuarena_free(a, ptr[k], (gpuarena_stream_t)fs) != GPUARENA_SUCCESS) {
                 fprintf(stderr, "free: %s\n", gpuarena_last_error());
                 return 1;
             }

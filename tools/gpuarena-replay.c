@@ -143,11 +143,15 @@ static const char *arena_label(const ga_trace_t *t, const ga_trace_arena_t *ta, 
 
 static void describe(const ga_trace_event_t *e, char *buf, size_t n)
 {
-    if (e->op == GA_TRACE_ALLOC)
-        snprintf(buf, n, "alloc of %" PRIu64 " bytes on stream %" PRIu32, e->size, e->stream);
+    char on[32];
+    if (e->no_stream)
+        snprintf(on, sizeof on, "with no stream");
     else
-        snprintf(buf, n, "%s on stream %" PRIu32, e->op == GA_TRACE_FREE ? "free" : "record_stream",
-                 e->stream);
+        snprintf(on, sizeof on, "on stream %" PRIu32, e->stream);
+    if (e->op == GA_TRACE_ALLOC)
+        snprintf(buf, n, "alloc of %" PRIu64 " bytes %s", e->size, on);
+    else
+        snprintf(buf, n, "%s %s", e->op == GA_TRACE_FREE ? "free" : "record_stream", on);
 }
 
 static void report_failure(const ga_trace_t *t, const ga_trace_event_t *e, const char *what,
@@ -164,7 +168,9 @@ static void report_failure(const ga_trace_t *t, const ga_trace_event_t *e, const
  * Trace stream 0 is the legacy default stream: NULL.  For host and sim
  * arenas any value names a stream, so stream N is the value N (no table);
  * for the GPU kinds they are real CUDA streams of the arena's device,
- * created for the trace arena (open_streams) and destroyed after its runs. */
+ * created for the trace arena (open_streams) and destroyed after its runs.
+ * An event with no stream ("-") is replayed with GPUARENA_STREAM_HOST
+ * (event_stream), never with a stream of the table. */
 static gpuarena_stream_t *streams;
 static uint32_t nstreams;
 static int streams_device = -1; /* device whose primary context is retained */
@@ -173,6 +179,11 @@ static int streams_device = -1; /* device whose primary context is retained */
 static inline gpuarena_stream_t stream_of(uint32_t n)
 {
     return streams ? streams[n] : (gpuarena_stream_t)(uintptr_t)n;
+}
+
+static inline gpuarena_stream_t event_stream(const ga_trace_event_t *e)
+{
+    return e->no_stream ? GPUARENA_STREAM_HOST : stream_of(e->stream);
 }
 
 static bool gpu_kind(gpuarena_kind_t k)
@@ -253,15 +264,15 @@ static inline size_t loop(const ga_trace_t *t, const ga_trace_arena_t *ta, gpuar
         gpuarena_status_t st = GPUARENA_SUCCESS;
         switch (e->op) {
         case GA_TRACE_ALLOC:
-            st = gpuarena_alloc(a, (size_t)e->size, stream_of(e->stream), &ptrs[e->id]);
+            st = gpuarena_alloc(a, (size_t)e->size, event_stream(e), &ptrs[e->id]);
             break;
         case GA_TRACE_FREE:
-            st = gpuarena_free(a, ptrs[e->id], stream_of(e->stream));
+            st = gpuarena_free(a, ptrs[e->id], event_stream(e));
             ptrs[e->id] = NULL;
             break;
         case GA_TRACE_RECORD:
             if (ptrs[e->id]) /* size 0 gave NULL: nothing to record */
-                st = gpuarena_record_stream(a, ptrs[e->id], stream_of(e->stream));
+                st = gpuarena_record_stream(a, ptrs[e->id], event_stream(e));
             break;
         }
         if (__builtin_expect(st != GPUARENA_SUCCESS, 0)) {
@@ -296,7 +307,7 @@ static bool finish(const ga_trace_t *t, const ga_trace_arena_t *ta, gpuarena_t *
     for (size_t i = 0; i < ta->nevents; i++) {
         const ga_trace_event_t *e = &ta->events[i];
         if (e->op == GA_TRACE_ALLOC && ptrs[e->id]) {
-            gpuarena_status_t st = gpuarena_free(a, ptrs[e->id], stream_of(e->stream));
+            gpuarena_status_t st = gpuarena_free(a, ptrs[e->id], event_stream(e));
             ptrs[e->id] = NULL;
             if (st != GPUARENA_SUCCESS && ok) {
                 report_failure(t, e, "could not be freed at the end", st);

@@ -173,10 +173,30 @@ static gpuarena_status_t current(parser_t *p, ga_trace_arena_t **a)
     return GPUARENA_SUCCESS;
 }
 
+/* The STREAM field F: a number, or from version 3 on "-" for no stream
+ * (GPUARENA_STREAM_HOST) on an allocation or a free.  A record_stream has
+ * no "-": gpuarena_record_stream refuses GPUARENA_STREAM_HOST, so a replay
+ * of one could only fail. */
+static gpuarena_status_t stream_field(parser_t *p, char op, field_t f, uint64_t *stream,
+                                      bool *no_stream)
+{
+    *no_stream = false;
+    if (f.n != 1 || f.s[0] != '-')
+        return number(p, f, "STREAM", UINT32_MAX, stream);
+    if (p->t->version < 3)
+        return bad(p, "STREAM '-' (no stream) needs '# gpuarena-trace 3'", NULL);
+    if (op == 'r')
+        return bad(p, "'r' needs a stream: '-' (no stream) has nothing to record", NULL);
+    *stream = 0;
+    *no_stream = true;
+    return GPUARENA_SUCCESS;
+}
+
 static gpuarena_status_t event(parser_t *p, char op, const field_t *f, size_t nf)
 {
     char buf[32];
     uint64_t id, size = 0, stream;
+    bool no_stream;
     size_t want = op == 'a' ? 4 : 3;
     if (nf != want) {
         static const char *const usage[] = {"'a' takes ID SIZE STREAM", "'f' takes ID STREAM",
@@ -188,14 +208,15 @@ static gpuarena_status_t event(parser_t *p, char op, const field_t *f, size_t nf
     if (st == GPUARENA_SUCCESS && op == 'a')
         st = number(p, f[2], "SIZE", SIZE_MAX < UINT64_MAX ? SIZE_MAX : UINT64_MAX, &size);
     if (st == GPUARENA_SUCCESS)
-        st = number(p, f[want - 1], "STREAM", UINT32_MAX, &stream);
+        st = stream_field(p, op, f[want - 1], &stream, &no_stream);
     if (st != GPUARENA_SUCCESS)
         return st;
     ga_trace_arena_t *a;
     st = current(p, &a);
     if (st != GPUARENA_SUCCESS)
         return st;
-    ga_trace_event_t e = {.size = size, .stream = (uint32_t)stream, .line = p->line};
+    ga_trace_event_t e = {
+        .size = size, .stream = (uint32_t)stream, .line = p->line, .no_stream = no_stream};
     uint64_t *v = ga_map_get(&p->ids, id);
     if (op == 'a') {
         if (v)
@@ -249,6 +270,7 @@ static gpuarena_status_t event(parser_t *p, char op, const field_t *f, size_t nf
     }
     if (e.stream > a->max_stream)
         a->max_stream = e.stream;
+    a->nno_stream += no_stream;
     return push(p, a, e);
 }
 
@@ -278,7 +300,8 @@ static gpuarena_status_t header(parser_t *p, const char *s, size_t n)
     static const char magic[] = "# gpuarena-trace ";
     size_t m = sizeof magic - 1;
     if (n <= m || memcmp(s, magic, m) != 0)
-        return bad(p, "missing header: the first line must be '# gpuarena-trace 1' (or 2)", NULL);
+        return bad(p, "missing header: the first line must be '# gpuarena-trace 1' (or 2, 3)",
+                   NULL);
     field_t v = {s + m, n - m};
     while (v.n && (v.s[v.n - 1] == ' ' || v.s[v.n - 1] == '\t'))
         v.n--;
@@ -289,7 +312,7 @@ static gpuarena_status_t header(parser_t *p, const char *s, size_t n)
     if (version < 1 || version > GA_TRACE_VERSION) {
         char buf[32];
         return bad(
-            p, "unsupported gpuarena-trace version (this reader knows 1 and 2): ", show(v, buf));
+            p, "unsupported gpuarena-trace version (this reader knows 1, 2 and 3): ", show(v, buf));
     }
     p->t->version = (int)version;
     return GPUARENA_SUCCESS;
@@ -381,7 +404,7 @@ gpuarena_status_t ga_trace_parse(const char *buf, size_t len, const char *name, 
     }
     if (st == GPUARENA_SUCCESS && p.line == 0) {
         p.line = 1;
-        st = bad(&p, "empty file: the first line must be '# gpuarena-trace 1' (or 2)", NULL);
+        st = bad(&p, "empty file: the first line must be '# gpuarena-trace 1' (or 2, 3)", NULL);
     }
     if (st == GPUARENA_SUCCESS) {
         p.t->lines = p.line;

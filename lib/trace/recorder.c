@@ -1,6 +1,6 @@
 /*
  * recorder.c - GPUARENA_TRACE: every request of every arena, written in
- * the gpuarena-trace 2 format (gpuarena-trace(5)).
+ * the gpuarena-trace 3 format (gpuarena-trace(5)).
  *
  * One process-wide recorder behind one mutex.  A hook formats its line
  * with a hand-written integer formatter into a 64 KiB buffer that goes out
@@ -8,7 +8,9 @@
  * except when a hash map grows.  Allocation ids are numbered from 1 in the
  * order the allocations were made; live pointers are mapped to their ids
  * per arena.  Streams are numbered in order of first use, with the legacy
- * default stream (NULL, CU_STREAM_LEGACY) as 0.  A "k" line is written
+ * default stream (NULL, CU_STREAM_LEGACY) as 0; GPUARENA_STREAM_HOST is no
+ * stream and is written as "-", so that a replay makes with no stream the
+ * requests the program made with none.  A "k" line is written
  * whenever an event belongs to another arena than the line before it.
  *
  * The library never prints: when the file cannot be opened or written,
@@ -189,6 +191,17 @@ static uint64_t stream_of(gpuarena_stream_t s)
     return n;
 }
 
+/* The STREAM field: "-" for no stream, which takes no stream number (it
+ * must not replay as stream-ordered on some stream), else the number. */
+static inline char *put_stream(char *p, gpuarena_stream_t s)
+{
+    if (s == GPUARENA_STREAM_HOST) {
+        *p++ = '-';
+        return p;
+    }
+    return put_u64(p, stream_of(s));
+}
+
 /* ---- Opening ---------------------------------------------------------- */
 
 static void at_exit(void)
@@ -242,7 +255,7 @@ static gpuarena_status_t open_locked(const char *pattern)
     reset_state();
     R.fd = fd;
     char *p = line_start();
-    p = put_str(p, "# gpuarena-trace 2\n# source: gpuarena " PACKAGE_VERSION " pid ");
+    p = put_str(p, "# gpuarena-trace 3\n# source: gpuarena " PACKAGE_VERSION " pid ");
     p = put_u64(p, (uint64_t)getpid());
     line_end(p);
     atomic_store(&ga_trace_state, 1);
@@ -308,14 +321,13 @@ void ga_trace_record_alloc(const void *arena, gpuarena_kind_t kind, int device, 
          * stays live in the trace, as a replay does with it. */
         if (a && (!ptr || ga_map_put(&a->live, (uintptr_t)ptr, id))) {
             R.next_id++;
-            uint64_t sn = stream_of(stream);
             char *p = line_start();
             p = put_str(p, "a ");
             p = put_u64(p, id);
             *p++ = ' ';
             p = put_u64(p, size);
             *p++ = ' ';
-            p = put_u64(p, sn);
+            p = put_stream(p, stream);
             line_end(p);
         }
     }
@@ -325,7 +337,9 @@ void ga_trace_record_alloc(const void *arena, gpuarena_kind_t kind, int device, 
 static void id_event(const void *arena, gpuarena_kind_t kind, int device, const void *ptr,
                      gpuarena_stream_t stream, bool is_free)
 {
-    if (!ptr)
+    /* gpuarena_record_stream refuses GPUARENA_STREAM_HOST, so only a direct
+     * caller gets here with it; "r ID -" is not a valid line. */
+    if (!ptr || (!is_free && stream == GPUARENA_STREAM_HOST))
         return;
     pthread_mutex_lock(&R.lock);
     if (R.fd >= 0) {
@@ -350,13 +364,12 @@ static void id_event(const void *arena, gpuarena_kind_t kind, int device, const 
             }
         }
         if (known && arena_of(arena, kind, device)) {
-            uint64_t sn = stream_of(stream);
             char *p = line_start();
             *p++ = is_free ? 'f' : 'r';
             *p++ = ' ';
             p = put_u64(p, id);
             *p++ = ' ';
-            p = put_u64(p, sn);
+            p = put_stream(p, stream);
             line_end(p);
         }
     }

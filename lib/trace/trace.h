@@ -4,12 +4,14 @@
  * request of every arena into one when GPUARENA_TRACE is set.
  *
  * The reader accepts version 1 (events of one unnamed arena, taken to be
- * device 0) and version 2 (adds "k KIND DEVICE [INSTANCE]" lines that name
- * the arena the following events belong to).  It splits a file into one
- * event array per arena and remaps the file's allocation ids to dense
- * indexes 0..nids-1 per arena, so that a replay keeps its live pointers in
- * a plain array.  Every error names the file and line through ga_error();
- * no input makes it crash.
+ * device 0), version 2 (adds "k KIND DEVICE [INSTANCE]" lines that name
+ * the arena the following events belong to) and version 3 (adds "-" as the
+ * STREAM of an allocation or free: no stream, GPUARENA_STREAM_HOST).  The
+ * recorder writes version 3.  The reader splits a file into one event
+ * array per arena and remaps the file's allocation ids to dense indexes
+ * 0..nids-1 per arena, so that a replay keeps its live pointers in a plain
+ * array.  Every error names the file and line through ga_error(); no
+ * input makes it crash.
  */
 #ifndef GA_TRACE_H
 #define GA_TRACE_H
@@ -29,14 +31,19 @@ typedef enum ga_trace_op {
     GA_TRACE_RECORD = 2, /* r ID STREAM */
 } ga_trace_op_t;
 
-/* One event: 24 bytes. */
+/* One event: 24 bytes.  "No stream" is a flag of its own rather than a
+ * reserved stream number because versions 1 and 2 allow every number below
+ * 2^32 as a stream; it fits in the padding. */
 typedef struct ga_trace_event {
     uint64_t size;   /* requested bytes (GA_TRACE_ALLOC), else 0 */
     uint32_t id;     /* dense index of the allocation within its arena */
     uint32_t stream; /* trace stream number: 0 is the legacy default stream */
     uint32_t line;   /* line of the file, for messages */
     uint8_t op;      /* ga_trace_op_t */
+    bool no_stream;  /* "-": replay with GPUARENA_STREAM_HOST; stream is 0 */
 } ga_trace_event_t;
+
+_Static_assert(sizeof(ga_trace_event_t) == 24, "a trace event stays 24 bytes");
 
 /* The events of one arena of a trace. */
 typedef struct ga_trace_arena {
@@ -50,7 +57,8 @@ typedef struct ga_trace_arena {
     uint32_t nids;             /* allocations (dense ids 0..nids-1) */
     uint32_t nzero;            /* allocations of size 0 */
     uint32_t nfrees, nrecords; /* frees and record_stream events */
-    uint32_t max_stream;       /* largest stream number used */
+    uint64_t nno_stream;       /* allocations and frees with no stream ("-") */
+    uint32_t max_stream;       /* largest stream number used ("-" is none) */
     uint64_t peak_requested;   /* peak of the sum of live requested bytes */
     uint64_t live_end;         /* requested bytes still live at the end */
     uint32_t nlive_end;        /* allocations still live at the end */
@@ -58,7 +66,7 @@ typedef struct ga_trace_arena {
 
 typedef struct ga_trace {
     char *name;     /* file name as given (for messages) */
-    int version;    /* 1 or 2 */
+    int version;    /* 1, 2 or 3 */
     size_t narenas; /* entries of arenas, in order of first event */
     ga_trace_arena_t *arenas;
     size_t nevents; /* events of all arenas */
@@ -66,7 +74,7 @@ typedef struct ga_trace {
 } ga_trace_t;
 
 /* Highest format version read and written. */
-#define GA_TRACE_VERSION 2
+#define GA_TRACE_VERSION 3
 
 /* Parse LEN bytes at BUF (no terminating NUL needed) read from a file
  * called NAME.  On failure *OUT is NULL and gpuarena_last_error() says
@@ -107,7 +115,10 @@ static inline bool ga_trace_on(void)
  *           checked), so that no other thread can be handed PTR again
  *           before the free is written; a PTR the recorder never saw
  *           allocated (NULL, invalid, double free) writes nothing;
- *   record: after a successful gpuarena_record_stream. */
+ *   record: after a successful gpuarena_record_stream, which refuses
+ *           GPUARENA_STREAM_HOST (given it, nothing is written).
+ * GPUARENA_STREAM_HOST is written as "-" (no stream), other handles as
+ * stream numbers. */
 void ga_trace_record_alloc(const void *arena, gpuarena_kind_t kind, int device, const void *ptr,
                            size_t size, gpuarena_stream_t stream);
 void ga_trace_record_free(const void *arena, gpuarena_kind_t kind, int device, const void *ptr,
