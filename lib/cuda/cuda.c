@@ -700,6 +700,27 @@ gpuarena_status_t ga_cuda_stream_resolve(void *ctx, void *stream, uint64_t *id)
     return ga_cuda_stream_id(ctx, stream, id);
 }
 
+gpuarena_status_t ga_cuda_default_stream_check(void *ctx, void *stream)
+{
+    CUcontext cur = NULL;
+    CUresult r = cu.cuCtxGetCurrent(&cur);
+    if (r != CUDA_SUCCESS)
+        return fail("cuCtxGetCurrent", r);
+    bool pushed = cur != (CUcontext)ctx;
+    if (pushed && (r = cu.cuCtxPushCurrent((CUcontext)ctx)) != CUDA_SUCCESS)
+        return fail("cuCtxPushCurrent", r);
+    CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+    r = cu.cuStreamIsCapturing((CUstream)stream, &cs);
+    gpuarena_status_t st = GPUARENA_SUCCESS;
+    if (__builtin_expect(r != CUDA_SUCCESS || cs != CU_STREAM_CAPTURE_STATUS_NONE, 0))
+        st = ga_cuda_stream_check(stream); /* asks again, to say why */
+    if (pushed) {
+        CUcontext c;
+        cu.cuCtxPopCurrent(&c);
+    }
+    return st;
+}
+
 gpuarena_status_t ga_cuda_ctx_sync(void)
 {
     CUresult r = cu.cuCtxSynchronize();

@@ -97,13 +97,18 @@ gpuarena_status_t ga_gpuctx_stream_check(ga_provider_t *p, gpuarena_stream_t s)
 }
 
 /* The hot path of every stream-ordered call: capture check and id in one
- * step for a real handle; the default streams take the two steps above
- * (they need the arena's context current for the check). */
+ * step.  A real handle names its context; the legacy stream has the id
+ * found at init; the per-thread stream takes the two steps above (its id
+ * is per thread). */
 gpuarena_status_t ga_gpuctx_stream_resolve(ga_provider_t *p, gpuarena_stream_t s, uint64_t *id)
 {
     ga_gpuctx_t *g = ga_gpuctx_of(p);
     if (s != NULL && s != GA_CUDA_STREAM_LEGACY && s != GA_CUDA_STREAM_PER_THREAD)
         return ga_cuda_stream_resolve(g->ctx, s, id);
+    if (s != GA_CUDA_STREAM_PER_THREAD) {
+        *id = g->legacy_id;
+        return ga_cuda_default_stream_check(g->ctx, s);
+    }
     gpuarena_status_t st = ga_gpuctx_stream_check(p, s);
     return st == GPUARENA_SUCCESS ? ga_gpuctx_stream_id(p, s, id) : st;
 }
