@@ -328,14 +328,29 @@ START_TEST(expand_path)
 }
 END_TEST
 
+/* Create an empty file from the template PATH (mkstemp). */
+static void temp_file(char *path)
+{
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+}
+
+/* Load the trace at PATH, which must read, and remove the file. */
+static ga_trace_t *load_and_remove(const char *path)
+{
+    ga_trace_t *t = NULL;
+    ck_assert_msg(ga_trace_load(path, &t) == GPUARENA_SUCCESS, "%s", gpuarena_last_error());
+    unlink(path);
+    return t;
+}
+
 /* The recorder's file reads back with the reader: ids, sizes, streams,
  * arenas, NULL for size 0, unknown pointers ignored. */
 START_TEST(recorder_round_trip)
 {
     char path[] = "/tmp/check_trace_XXXXXX";
-    int fd = mkstemp(path);
-    ck_assert_int_ge(fd, 0);
-    close(fd);
+    temp_file(path);
     ck_assert_int_eq(ga_trace_open(path), GPUARENA_SUCCESS);
     ck_assert(ga_trace_on());
     int a1, a2; /* two arenas: their addresses are their keys */
@@ -354,9 +369,7 @@ START_TEST(recorder_round_trip)
     ck_assert(!ga_trace_on());
     ga_trace_record_alloc(&a1, GPUARENA_DEVICE, 0, q, 1, NULL); /* after stop: nothing */
 
-    ga_trace_t *t = NULL;
-    ck_assert_msg(ga_trace_load(path, &t) == GPUARENA_SUCCESS, "%s", gpuarena_last_error());
-    unlink(path);
+    ga_trace_t *t = load_and_remove(path);
     ck_assert_int_eq(t->version, GA_TRACE_VERSION);
     ck_assert_uint_eq(t->narenas, 2);
     const ga_trace_arena_t *d = &t->arenas[0], *pn = &t->arenas[1];
@@ -400,9 +413,7 @@ static char *slurp(const char *path)
 START_TEST(recorder_no_stream)
 {
     char path[] = "/tmp/check_trace_XXXXXX";
-    int fd = mkstemp(path);
-    ck_assert_int_ge(fd, 0);
-    close(fd);
+    temp_file(path);
     const gpuarena_stream_t H = GPUARENA_STREAM_HOST;
     const gpuarena_stream_t s = (gpuarena_stream_t)(uintptr_t)0x40; /* any value, in a sim arena */
     gpuarena_t *a;
@@ -443,9 +454,7 @@ START_TEST(recorder_no_stream)
     ck_assert_msg(!strstr(text, "\nr 2 -") && !strstr(text, "\nr 2 2"),
                   "a record_stream with no stream was written:\n%s", text);
 
-    ga_trace_t *t = NULL;
-    ck_assert_msg(ga_trace_load(path, &t) == GPUARENA_SUCCESS, "%s", gpuarena_last_error());
-    unlink(path);
+    ga_trace_t *t = load_and_remove(path);
     ck_assert_int_eq(t->version, 3);
     ck_assert_uint_eq(t->narenas, 1);
     const ga_trace_arena_t *ta = &t->arenas[0];
@@ -479,9 +488,7 @@ END_TEST
 START_TEST(recorder_many)
 {
     char path[] = "/tmp/check_trace_XXXXXX";
-    int fd = mkstemp(path);
-    ck_assert_int_ge(fd, 0);
-    close(fd);
+    temp_file(path);
     ck_assert_int_eq(ga_trace_open(path), GPUARENA_SUCCESS);
     int a;
     for (uintptr_t i = 1; i <= 20000; i++) {
@@ -490,9 +497,7 @@ START_TEST(recorder_many)
             ga_trace_record_free(&a, GPUARENA_SIM, 0, (void *)((i - 1) * 512), NULL);
     }
     ga_trace_stop();
-    ga_trace_t *t = NULL;
-    ck_assert_msg(ga_trace_load(path, &t) == GPUARENA_SUCCESS, "%s", gpuarena_last_error());
-    unlink(path);
+    ga_trace_t *t = load_and_remove(path);
     ck_assert_uint_eq(t->narenas, 1);
     ck_assert_int_eq(t->arenas[0].kind, GPUARENA_SIM);
     ck_assert_uint_eq(t->arenas[0].nids, 20000);
@@ -522,9 +527,7 @@ static void *record_many(void *arg)
 START_TEST(recorder_threads)
 {
     char path[] = "/tmp/check_trace_XXXXXX";
-    int fd = mkstemp(path);
-    ck_assert_int_ge(fd, 0);
-    close(fd);
+    temp_file(path);
     ck_assert_int_eq(ga_trace_open(path), GPUARENA_SUCCESS);
     pthread_t th[4];
     for (uintptr_t i = 0; i < 4; i++)
@@ -532,9 +535,7 @@ START_TEST(recorder_threads)
     for (int i = 0; i < 4; i++)
         pthread_join(th[i], NULL);
     ga_trace_stop();
-    ga_trace_t *t = NULL;
-    ck_assert_msg(ga_trace_load(path, &t) == GPUARENA_SUCCESS, "%s", gpuarena_last_error());
-    unlink(path);
+    ga_trace_t *t = load_and_remove(path);
     ck_assert_uint_eq(t->narenas, 1);
     ck_assert_uint_eq(t->arenas[0].nids, 20000);
     ck_assert_uint_eq(t->arenas[0].nfrees, 20000);
