@@ -137,6 +137,28 @@ START_TEST(version2_arenas)
 }
 END_TEST
 
+/* What an event of a trace should be: its operation and its stream. */
+typedef struct want {
+    uint8_t op;
+    bool no_stream;
+    uint32_t stream;
+} want_t;
+
+/* The events of TA are N and as WANT says. */
+static void check_events(const ga_trace_arena_t *ta, const want_t *want, size_t n)
+{
+    ck_assert_uint_eq(ta->nevents, n);
+    for (size_t i = 0; i < n; i++) {
+        const ga_trace_event_t *e = &ta->events[i];
+        ck_assert_msg(e->op == want[i].op && e->no_stream == want[i].no_stream &&
+                          e->stream == want[i].stream,
+                      "event %zu (line %u): op %u, no_stream %d, stream %u; want op %u, "
+                      "no_stream %d, stream %u",
+                      i, e->line, e->op, e->no_stream, e->stream, want[i].op, want[i].no_stream,
+                      want[i].stream);
+    }
+}
+
 /* Version 3: "-" is no stream on an allocation or a free.  It is no stream
  * number: the event reads as stream 0 with no_stream set, and max_stream
  * counts only the numbered streams. */
@@ -159,20 +181,11 @@ START_TEST(version3_no_stream)
     ck_assert_uint_eq(d->max_stream, 3);
     ck_assert_uint_eq(d->nno_stream, 3);
     ck_assert_uint_eq(d->peak_requested, 300);
-    static const struct {
-        uint8_t op;
-        bool no_stream;
-        uint32_t stream;
-    } want[] = {
+    static const want_t want[] = {
         {GA_TRACE_ALLOC, true, 0}, {GA_TRACE_ALLOC, false, 3}, {GA_TRACE_RECORD, false, 3},
         {GA_TRACE_FREE, true, 0},  {GA_TRACE_ALLOC, true, 0},  {GA_TRACE_FREE, false, 0},
     };
-    for (size_t i = 0; i < d->nevents; i++) {
-        ck_assert_uint_eq(d->events[i].op, want[i].op);
-        ck_assert_msg(d->events[i].no_stream == want[i].no_stream, "event %zu: no_stream %d", i,
-                      d->events[i].no_stream);
-        ck_assert_uint_eq(d->events[i].stream, want[i].stream);
-    }
+    check_events(d, want, sizeof want / sizeof want[0]);
     ck_assert_uint_eq(pn->nevents, 2);
     ck_assert(pn->events[0].no_stream);
     ck_assert_uint_eq(pn->events[0].size, 50);
@@ -461,25 +474,12 @@ START_TEST(recorder_no_stream)
     ck_assert_int_eq(ta->kind, GPUARENA_SIM);
     ck_assert_uint_eq(ta->max_stream, 1);
     ck_assert_uint_eq(ta->nno_stream, 5);
-    static const struct {
-        uint8_t op;
-        bool no_stream;
-        uint32_t stream;
-    } want[] = {
+    static const want_t want[] = {
         {GA_TRACE_ALLOC, true, 0},  {GA_TRACE_ALLOC, false, 0},  {GA_TRACE_ALLOC, true, 0},
         {GA_TRACE_ALLOC, false, 1}, {GA_TRACE_RECORD, false, 1}, {GA_TRACE_FREE, false, 1},
         {GA_TRACE_FREE, true, 0},   {GA_TRACE_FREE, true, 0},    {GA_TRACE_ALLOC, true, 0},
     };
-    ck_assert_uint_eq(ta->nevents, sizeof want / sizeof want[0]);
-    for (size_t i = 0; i < ta->nevents; i++) {
-        const ga_trace_event_t *e = &ta->events[i];
-        ck_assert_msg(e->op == want[i].op && e->no_stream == want[i].no_stream &&
-                          e->stream == want[i].stream,
-                      "event %zu (line %u): op %u, no_stream %d, stream %u; want op %u, "
-                      "no_stream %d, stream %u",
-                      i, e->line, e->op, e->no_stream, e->stream, want[i].op, want[i].no_stream,
-                      want[i].stream);
-    }
+    check_events(ta, want, sizeof want / sizeof want[0]);
     ga_trace_free(t);
 }
 END_TEST
