@@ -166,7 +166,7 @@ ga_tcache_take(ga_bm_t *bm, uint64_t id, size_t rounded, size_t size, ga_stream_
     t->allocs++;
     int64_t mine_req = tc_get(&t->req_delta), mine_use = tc_get(&t->inuse_delta);
     tc_owner_leave(t, locked);
-    /* Peaks as this thread sees them (see the top of the file). */
+    /* Peaks as this thread sees them (see the top of tcache.c). */
     uint64_t r = (uint64_t)(atomic_load_explicit(&bm->base_req, memory_order_relaxed) + mine_req);
     uint64_t u = (uint64_t)(atomic_load_explicit(&bm->base_inuse, memory_order_relaxed) + mine_use);
     if (r > atomic_load_explicit(&bm->peak.requested, memory_order_relaxed) ||
@@ -179,18 +179,23 @@ ga_tcache_take(ga_bm_t *bm, uint64_t id, size_t rounded, size_t size, ga_stream_
     return true;
 }
 
+/* A block for an allocation of SIZE (ROUNDED) on S from this thread's
+ * cache of S; false when it has none. */
 static inline bool ga_tcache_alloc(ga_bm_t *bm, size_t rounded, size_t size, ga_stream_t s,
                                    void **ptr)
 {
     return ga_tcache_take(bm, s.id, rounded, size, s, ptr);
 }
 
+/* The same from the cache of blocks freed with no stream (they suit S). */
 static inline bool ga_tcache_alloc_any(ga_bm_t *bm, size_t rounded, size_t size, ga_stream_t s,
                                        void **ptr)
 {
     return ga_tcache_take(bm, GA_STREAM_ANY, rounded, size, s, ptr);
 }
 
+/* Keep live block B, freed on S, in this thread's cache of S; false when
+ * it does not go there (too large, recorded uses, the cache full). */
 static inline bool ga_tcache_free(ga_bm_t *bm, ga_block_t *b, ga_stream_t s)
 {
     if (b->size > bm->set.thread_cache_max || b->uses)
