@@ -18,6 +18,7 @@
 
 #include <check.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -412,7 +413,8 @@ END_TEST
  * free would fit its thread cache (a cache never records events). */
 START_TEST(wanted_sweep_skips_thread_cache)
 {
-    fx_t *f = fx_new(false, 64 * KI, SEG_OPTS ",thread_cache_max=8K");
+    /* No large slot: the 32K free must reach stream 1's pool at once. */
+    fx_t *f = fx_new(false, 64 * KI, SEG_OPTS ",thread_cache_max=8K,thread_cache_large=0");
     f->set.thread_cache = true;
     ga_bm_destroy(f->bm);
     ck_assert_int_eq(ga_bm_create(&f->tp.base, &f->set, &f->bm), GPUARENA_SUCCESS);
@@ -434,6 +436,69 @@ START_TEST(wanted_sweep_skips_thread_cache)
     void *all[] = {keep, q, r, r2, fill};
     for (unsigned i = 0; i < 5; i++)
         fx_free(f, all[i], 2);
+    fx_done(f);
+}
+END_TEST
+
+/* Another thread's allocation on stream 1 (ck asserts work in any
+ * thread of the test process). */
+typedef struct other_alloc {
+    fx_t *f;
+    size_t size;
+    void *p;
+} other_alloc_t;
+
+static void *other_alloc_run(void *arg)
+{
+    other_alloc_t *o = arg;
+    o->p = fx_alloc(o->f, o->size, 1);
+    return NULL;
+}
+
+static void *alloc_in_other_thread(fx_t *f, size_t size)
+{
+    other_alloc_t o = {f, size, NULL};
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, other_alloc_run, &o), 0);
+    ck_assert_int_eq(pthread_join(th, NULL), 0);
+    return o.p;
+}
+
+/* thread_cache_large: a block above thread_cache_max freed on a stream is
+ * held in the thread's cache of that stream, out of other threads' reach,
+ * until the thread's next locked operation on the stream gives it back;
+ * with 0 it goes to the stream's pool at once. */
+START_TEST(large_slot_held_until_next_locked_op)
+{
+    fx_t *f = fx_new(false, 64 * KI, SEG_OPTS ",thread_cache=true,thread_cache_max=8K");
+    void *p = fx_alloc(f, 32 * KI, 1), *keep = fx_alloc(f, 32 * KI, 1); /* one segment */
+    fx_free(f, p, 1);
+    uint64_t maps = fx_stats(f).provider_maps;
+    void *q = alloc_in_other_thread(f, 32 * KI);
+    ck_assert_ptr_ne(q, p); /* held by this thread */
+    ck_assert_uint_eq(fx_stats(f).provider_maps, maps + 1);
+    /* The slot is taken: this free goes locked, and gives P back first,
+     * which then merges with KEEP. */
+    fx_free(f, keep, 1);
+    maps = fx_stats(f).provider_maps;
+    void *r = alloc_in_other_thread(f, 64 * KI);
+    ck_assert_ptr_eq(r, p);
+    ck_assert_uint_eq(fx_stats(f).provider_maps, maps);
+    fx_free(f, q, 1);
+    fx_free(f, r, 1);
+    fx_done(f);
+
+    f = fx_new(false, 64 * KI,
+               SEG_OPTS ",thread_cache=true,thread_cache_max=8K,thread_cache_large=0");
+    p = fx_alloc(f, 32 * KI, 1);
+    keep = fx_alloc(f, 32 * KI, 1);
+    fx_free(f, p, 1);
+    maps = fx_stats(f).provider_maps;
+    q = alloc_in_other_thread(f, 32 * KI);
+    ck_assert_ptr_eq(q, p); /* in stream 1's pool at once */
+    ck_assert_uint_eq(fx_stats(f).provider_maps, maps);
+    fx_free(f, q, 1);
+    fx_free(f, keep, 1);
     fx_done(f);
 }
 END_TEST
@@ -1133,6 +1198,7 @@ int main(void)
     tcase_add_test(reuse, reuse_other_stream_never_policy);
     tcase_add_test(reuse, host_stream_frees_need_no_event);
     tcase_add_test(reuse, wanted_sweep_skips_thread_cache);
+    tcase_add_test(reuse, large_slot_held_until_next_locked_op);
     tcase_add_test(reuse, host_stream_public_api);
     tcase_add_test(reuse, record_stream_keeps_block_pending);
     tcase_add_test(reuse, record_stream_event_failure_is_safe);

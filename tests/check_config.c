@@ -406,6 +406,9 @@ START_TEST(bounds)
     bound(D, "thread_cache", "no", "false");
     bound(D, "thread_cache_max", "0", "0");
     bound(D, "thread_cache_max", "2G", NULL);
+    bound(D, "thread_cache_large", "0", "0");
+    bound(D, "thread_cache_large", "256M", "256M");
+    bound(D, "thread_cache_large", "-1", NULL);
     bound(D, "thread_cache_count", "1", "1");
     bound(D, "thread_cache_count", "1024", "1024");
     bound(D, "thread_cache_count", "0", NULL);

@@ -3,7 +3,8 @@
  *
  * threads: 4 threads, each on two shared streams and a private one,
  *   GA_TEST_OPS operations each (default 1,000,000), on a sim and a host
- *   arena with thread caches on (issue 4).
+ *   arena with thread caches on (issue 4), small ones (16 KiB), so that
+ *   larger blocks go through the caches' large slot.
  * stress: 8 threads, GA_STRESS_OPS operations in all per arena, default
  *   ten million as issue 10 asks (about 3 s each on a 2-core machine): on
  *   a sim arena without thread caches (every operation takes the lock,
@@ -267,13 +268,16 @@ static void run(gpuarena_kind_t kind, const char *opts, unsigned nthreads, unsig
 
 START_TEST(threads_sim)
 {
-    run(GPUARENA_SIM, "thread_cache=true", 4, env_ops("GA_TEST_OPS", 1000000));
+    /* Blocks of 16K-1M go through the caches' large slot. */
+    run(GPUARENA_SIM, "thread_cache=true,thread_cache_max=16K,thread_cache_bytes=64K", 4,
+        env_ops("GA_TEST_OPS", 1000000));
 }
 END_TEST
 
 START_TEST(threads_host)
 {
-    run(GPUARENA_HOST, "thread_cache=true", 4, env_ops("GA_TEST_OPS", 1000000));
+    run(GPUARENA_HOST, "thread_cache=true,thread_cache_max=16K", 4,
+        env_ops("GA_TEST_OPS", 1000000));
 }
 END_TEST
 

@@ -992,6 +992,8 @@ static __attribute__((noinline)) gpuarena_status_t alloc_slow(ga_bm_t *bm, size_
                                                               ga_stream_t s, void **ptr)
 {
     pthread_mutex_lock(&bm->lock);
+    if (bm->set.thread_cache)
+        ga_tcache_drop_large(bm);
     gpuarena_status_t st = alloc_locked(bm, rs, size, s, ptr);
     if (st == GPUARENA_SUCCESS)
         ga_bm_update_peaks(bm);
@@ -1010,9 +1012,11 @@ gpuarena_status_t ga_bm_alloc(ga_bm_t *bm, size_t size, ga_stream_t s, void **pt
      * idle stream or with no stream (see ga_bm_free), so they may serve at
      * once too.  Blocks freed with no stream suit any stream: the
      * stream's own cache first, then that of "no stream". */
-    if (bm->set.thread_cache && rs <= bm->set.thread_cache_max &&
-        (ga_tcache_alloc(bm, rs, size, s, ptr) ||
-         (s.id != GA_STREAM_ANY && ga_tcache_alloc_any(bm, rs, size, s, ptr))))
+    if (bm->set.thread_cache &&
+        (rs <= bm->set.thread_cache_max
+             ? ga_tcache_alloc(bm, rs, size, s, ptr) ||
+                   (s.id != GA_STREAM_ANY && ga_tcache_alloc_any(bm, rs, size, s, ptr))
+             : rs <= bm->set.thread_cache_large && ga_tcache_alloc_large(bm, rs, size, s, ptr)))
         return bm->plain ? GPUARENA_SUCCESS : finish_alloc(bm, size, s, ptr);
     return alloc_slow(bm, rs, size, s, ptr);
 }
@@ -1167,6 +1171,8 @@ static __attribute__((noinline)) gpuarena_status_t free_slow(ga_bm_t *bm, void *
 {
     uintptr_t a = (uintptr_t)ptr;
     pthread_mutex_lock(&bm->lock);
+    if (bm->set.thread_cache)
+        ga_tcache_drop_large(bm);
     gpuarena_status_t st = GPUARENA_SUCCESS;
     /* Records live as long as the manager and change only under the lock:
      * one that is still the live block at A is the one to free; else the

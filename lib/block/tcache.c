@@ -85,25 +85,49 @@ static void remote_unlock_all(ga_bm_t *bm)
 }
 
 /* Give every block of T back to its manager (both locks held). */
+/* Give cached block B of T back to the manager (both locks held). */
+static void give_back(ga_tcache_t *t, ga_block_t *b)
+{
+    atomic_store_explicit(&b->cached, 0, memory_order_relaxed);
+    /* The user saw it freed already: undo the cache's difference as the
+     * manager counts the free. */
+    tc_add(&t->req_delta, (int64_t)b->requested);
+    tc_add(&t->inuse_delta, (int64_t)b->size);
+    t->frees--; /* the manager counts this free itself */
+    /* Host-visible blocks enter a cache only when freed on an idle stream:
+     * their free has passed.  Others go to the stream's pool, with no
+     * event recorded on the remembered handle. */
+    ga_bm_free_locked(t->bm, b, t->stream, host_guard(t->bm));
+}
+
 static void flush(ga_tcache_t *t)
 {
-    ga_bm_t *bm = t->bm;
     for (unsigned i = 0; i < TC_SLOTS; i++) {
         tc_slot_t *sl = &t->slots[i];
         while (sl->n) {
             ga_block_t *b = sl->b[--sl->n];
             t->bytes -= b->size;
-            atomic_store_explicit(&b->cached, 0, memory_order_relaxed);
-            /* The user saw it freed already: undo the cache's difference
-             * as the manager counts the free. */
-            tc_add(&t->req_delta, (int64_t)b->requested);
-            tc_add(&t->inuse_delta, (int64_t)b->size);
-            t->frees--; /* the manager counts this free itself */
-            /* Host-visible blocks enter a cache only when freed on an idle
-             * stream: their free has passed.  Others go to the stream's
-             * pool, with no event recorded on the remembered handle. */
-            ga_bm_free_locked(bm, b, t->stream, host_guard(bm));
+            give_back(t, b);
         }
+    }
+    if (t->large) {
+        ga_block_t *b = t->large;
+        t->large = NULL;
+        give_back(t, b);
+    }
+}
+
+void ga_tcache_drop_large(ga_bm_t *bm)
+{
+    for (ga_tcache_t *t = ga_tc_list; t; t = t->t_next) {
+        if (!t->large || atomic_load_explicit(&t->bm, memory_order_relaxed) != bm)
+            continue;
+        bool locked = tc_owner_enter(t);
+        ga_block_t *b = t->large;
+        t->large = NULL;
+        if (b && t->bm == bm)
+            give_back(t, b);
+        tc_owner_leave(t, locked);
     }
 }
 

@@ -34,6 +34,12 @@ struct ga_tcache {
     /* Written under the cache's lock; read without it by the owner's
      * peak checks, hence atomic (relaxed: a sum, not a handshake). */
     _Atomic int64_t req_delta, inuse_delta;
+    /* One block above thread_cache_max (at most thread_cache_large), out
+     * of the bytes budget: held from its free to the thread's next locked
+     * operation on the arena (ga_tcache_drop_large), so that a free and an
+     * allocation of the same large size take no lock, and it is not kept
+     * from the rest of the arena for longer. */
+    ga_block_t *large;
     uint64_t allocs, frees;         /* every cache alloc is a hit: allocs counts both */
     ga_tcache_t *bm_prev, *bm_next; /* in the manager's list */
     ga_tcache_t *t_next;            /* in the thread's list */
@@ -51,6 +57,11 @@ extern _Atomic bool ga_tc_asymmetric;
 
 /* A new cache of BM for stream S of the calling thread (tcache.c). */
 ga_tcache_t *ga_tcache_create(ga_bm_t *bm, ga_stream_t s);
+/* Give the blocks in the large slots of this thread's caches of BM back
+ * to it (the manager's lock held): every locked operation does, so that a
+ * large slot never keeps a block from the arena past the thread's next
+ * miss (tcache.c). */
+void ga_tcache_drop_large(ga_bm_t *bm);
 
 static inline void tc_lock(ga_tcache_t *t)
 {
@@ -139,25 +150,35 @@ static inline ga_tcache_t *ga_tcache_find(ga_bm_t *bm, uint64_t id)
 }
 
 /* A block of ROUNDED bytes from this thread's cache of stream ID, for an
- * allocation on S. */
-__attribute__((always_inline)) static inline bool
-ga_tcache_take(ga_bm_t *bm, uint64_t id, size_t rounded, size_t size, ga_stream_t s, void **ptr)
+ * allocation on S: from its slots, or with LARGE from its large slot. */
+__attribute__((always_inline)) static inline bool ga_tcache_take(ga_bm_t *bm, uint64_t id,
+                                                                 size_t rounded, size_t size,
+                                                                 ga_stream_t s, void **ptr,
+                                                                 const bool large)
 {
     ga_tcache_t *t = ga_tcache_find(bm, id);
     if (!t)
         return false;
     bool locked = tc_owner_enter(t);
-    if (t->bm != bm) {
+    ga_block_t *b = NULL;
+    if (t->bm == bm) {
+        if (large) {
+            if (t->large && t->large->size == rounded) {
+                b = t->large;
+                t->large = NULL;
+            }
+        } else {
+            tc_slot_t *sl = tc_slot_for(t, rounded, bm->round_shift, false);
+            if (sl) {
+                b = sl->b[--sl->n];
+                t->bytes -= b->size;
+            }
+        }
+    }
+    if (!b) {
         tc_owner_leave(t, locked);
         return false;
     }
-    tc_slot_t *sl = tc_slot_for(t, rounded, bm->round_shift, false);
-    if (!sl) {
-        tc_owner_leave(t, locked);
-        return false;
-    }
-    ga_block_t *b = sl->b[--sl->n];
-    t->bytes -= b->size;
     atomic_store_explicit(&b->cached, 0, memory_order_relaxed);
     b->requested = size;
     b->stream_id = s.id; /* it may have been allocated on another stream before */
@@ -184,35 +205,58 @@ ga_tcache_take(ga_bm_t *bm, uint64_t id, size_t rounded, size_t size, ga_stream_
 static inline bool ga_tcache_alloc(ga_bm_t *bm, size_t rounded, size_t size, ga_stream_t s,
                                    void **ptr)
 {
-    return ga_tcache_take(bm, s.id, rounded, size, s, ptr);
+    return ga_tcache_take(bm, s.id, rounded, size, s, ptr, false);
 }
 
 /* The same from the cache of blocks freed with no stream (they suit S). */
 static inline bool ga_tcache_alloc_any(ga_bm_t *bm, size_t rounded, size_t size, ga_stream_t s,
                                        void **ptr)
 {
-    return ga_tcache_take(bm, GA_STREAM_ANY, rounded, size, s, ptr);
+    return ga_tcache_take(bm, GA_STREAM_ANY, rounded, size, s, ptr, false);
 }
 
-/* Keep live block B, freed on S, in this thread's cache of S; false when
- * it does not go there (too large, recorded uses, the cache full). */
+/* The block of ROUNDED bytes held in the large slot of this thread's
+ * cache of S, if it is that size, else in that of its cache of blocks
+ * freed with no stream (they suit S). */
+static inline bool ga_tcache_alloc_large(ga_bm_t *bm, size_t rounded, size_t size, ga_stream_t s,
+                                         void **ptr)
+{
+    return ga_tcache_take(bm, s.id, rounded, size, s, ptr, true) ||
+           (s.id != GA_STREAM_ANY &&
+            ga_tcache_take(bm, GA_STREAM_ANY, rounded, size, s, ptr, true));
+}
+
+/* Keep live block B, freed on S, in this thread's cache of S (in a slot,
+ * or in the large slot when it is above thread_cache_max); false when it
+ * does not go there (too large, recorded uses, the cache full). */
 static inline bool ga_tcache_free(ga_bm_t *bm, ga_block_t *b, ga_stream_t s)
 {
-    if (b->size > bm->set.thread_cache_max || b->uses)
+    bool large = b->size > bm->set.thread_cache_max;
+    if ((large && b->size > bm->set.thread_cache_large) || b->uses)
         return false;
     ga_tcache_t *t = ga_tcache_find(bm, s.id);
     if (!t && !(t = ga_tcache_create(bm, s)))
         return false;
     bool locked = tc_owner_enter(t);
-    tc_slot_t *sl = tc_slot_for(t, b->size, bm->round_shift, true);
-    if (t->bm != bm || !sl || sl->n >= t->count ||
-        t->bytes + b->size > bm->set.thread_cache_bytes) {
+    bool kept = false;
+    if (t->bm == bm && large) {
+        if (!t->large) {
+            t->large = b;
+            kept = true;
+        }
+    } else if (t->bm == bm) {
+        tc_slot_t *sl = tc_slot_for(t, b->size, bm->round_shift, true);
+        if (sl && sl->n < t->count && t->bytes + b->size <= bm->set.thread_cache_bytes) {
+            t->bytes += b->size;
+            sl->size = b->size;
+            sl->b[sl->n++] = b;
+            kept = true;
+        }
+    }
+    if (!kept) {
         tc_owner_leave(t, locked);
         return false;
     }
-    t->bytes += b->size;
-    sl->size = b->size;
-    sl->b[sl->n++] = b;
     atomic_store_explicit(&b->cached, 1, memory_order_relaxed);
     tc_add(&t->req_delta, -(int64_t)b->requested);
     tc_add(&t->inuse_delta, -(int64_t)b->size);

@@ -154,6 +154,10 @@ static const ga_key_t keys[] = {
     {"thread_cache_bytes", GA_KEY_SIZE, GA_KINDS_ALL, FIELD(thread_cache_bytes), 0, SIZE_MAX, 0,
      NULL, "a size, at least thread_cache_max",
      "bytes one thread's cache of one stream holds at most"},
+    {"thread_cache_large", GA_KEY_SIZE, GA_KINDS_ALL, FIELD(thread_cache_large), 0, SIZE_MAX, 0,
+     NULL, "a size (0: none)",
+     "largest block above thread_cache_max that a thread cache holds one of, until the thread's "
+     "next locked operation on the arena"},
     {"thread_cache_count", GA_KEY_UINT, GA_KINDS_ALL, FIELD(thread_cache_count), 1, 1024, 0, NULL,
      "an integer from 1 to 1024", "blocks per size class a thread cache holds"},
     {"sim_event_delay", GA_KEY_UINT, K_SIM, FIELD(sim_event_delay), 0, 1000000, 0, NULL,
@@ -218,6 +222,7 @@ void ga_config_defaults(gpuarena_kind_t kind, ga_settings_t *s)
      * are not theirs: pinned threads cache up to 16 MiB blocks. */
     s->thread_cache_max = kind == GPUARENA_PINNED ? (size_t)16 << 20 : (size_t)1 << 20;
     s->thread_cache_bytes = kind == GPUARENA_PINNED ? (size_t)32 << 20 : (size_t)4 << 20;
+    s->thread_cache_large = (size_t)64 << 20;
     s->thread_cache_count = 8;
     s->sim_event_delay = 4;
     s->numa = kind == GPUARENA_PINNED ? GA_NUMA_NEAREST : GA_NUMA_LOCAL;

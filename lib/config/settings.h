@@ -75,6 +75,7 @@ typedef struct ga_settings {
     size_t thread_cache_max;     /* largest block a thread cache holds */
     unsigned thread_cache_count; /* blocks per size class per thread */
     size_t thread_cache_bytes;   /* bytes per thread, stream and arena */
+    size_t thread_cache_large;   /* largest block of the one-block large slot */
     /* Sim provider. */
     unsigned sim_event_delay; /* operations before a sim event completes */
     size_t sim_capacity;      /* bytes the sim provider can map (0: no limit) */
