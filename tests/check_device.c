@@ -340,6 +340,55 @@ START_TEST(arena_alloc_free_on_streams)
 }
 END_TEST
 
+/* Through the arena: an allocation or free on a capturing stream is
+ * refused and changes nothing, cached sizes (thread caches, large slot)
+ * included; on the legacy stream while a blocking stream captures, the
+ * same (the driver's implicit dependency); neither capture breaks. */
+START_TEST(arena_refuses_capturing_streams)
+{
+    gpuarena_t *a;
+    ck_assert_int_eq(gpuarena_create(GPUARENA_DEVICE, 0, NULL, &a), GPUARENA_SUCCESS);
+    void *s, *blocking;
+    ck_assert_int_eq(ga_cuda_stream_create(true, &s), GPUARENA_SUCCESS);
+    ck_assert_int_eq(ga_cuda_stream_create(false, &blocking), GPUARENA_SUCCESS);
+    const size_t sizes[] = {512, 32 * MiB};
+    for (int i = 0; i < 2; i++) {
+        void *p, *q, *r = NULL;
+        /* A pair first, so that the size is cached for S. */
+        ck_assert_int_eq(gpuarena_alloc(a, sizes[i], s, &p), GPUARENA_SUCCESS);
+        ck_assert_int_eq(gpuarena_free(a, p, s), GPUARENA_SUCCESS);
+        ck_assert_int_eq(gpuarena_alloc(a, sizes[i], s, &p), GPUARENA_SUCCESS);
+        ck_assert_int_eq(gpuarena_alloc(a, sizes[i], s, &q), GPUARENA_SUCCESS);
+        ck_assert_int_eq(gpuarena_free(a, q, s), GPUARENA_SUCCESS);
+        gpuarena_stats_t before, after;
+        ck_assert_int_eq(gpuarena_stats(a, &before), GPUARENA_SUCCESS);
+        ck_assert_int_eq(ga_cuda_capture_begin(s), GPUARENA_SUCCESS);
+        ck_assert_int_eq(gpuarena_alloc(a, sizes[i], s, &r), GPUARENA_ERR_STREAM_CAPTURE);
+        ck_assert_ptr_null(r);
+        ck_assert_int_eq(gpuarena_free(a, p, s), GPUARENA_ERR_STREAM_CAPTURE);
+        ck_assert_int_eq(ga_cuda_capture_end(s), GPUARENA_SUCCESS);
+        ck_assert_int_eq(gpuarena_stats(a, &after), GPUARENA_SUCCESS);
+        ck_assert_uint_eq(after.live_blocks, before.live_blocks);
+        ck_assert_uint_eq(after.allocs, before.allocs);
+        ck_assert_uint_eq(after.frees, before.frees);
+        ck_assert_uint_eq(after.requested, before.requested);
+
+        ck_assert_int_eq(ga_cuda_capture_begin(blocking), GPUARENA_SUCCESS);
+        ck_assert_int_eq(gpuarena_alloc(a, sizes[i], NULL, &r), GPUARENA_ERR_STREAM_CAPTURE);
+        ck_assert_int_eq(gpuarena_free(a, p, NULL), GPUARENA_ERR_STREAM_CAPTURE);
+        ck_assert_int_eq(ga_cuda_capture_end(blocking), GPUARENA_SUCCESS);
+
+        /* P is still live, and goes as usual after the captures. */
+        ck_assert_int_eq(gpuarena_free(a, p, s), GPUARENA_SUCCESS);
+    }
+    ck_assert_int_eq(gpuarena_check(a), GPUARENA_SUCCESS);
+    ck_assert_int_eq(ga_cuda_stream_sync(s), GPUARENA_SUCCESS);
+    ga_cuda_stream_destroy(s);
+    ga_cuda_stream_destroy(blocking);
+    ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_SUCCESS);
+}
+END_TEST
+
 /* GPUARENA_STREAM_HOST on device and pinned arenas: a block freed with no
  * stream is taken at once by a stream that is busy, with no event; a
  * pinned block freed on a busy stream is not handed to "no stream" before
@@ -481,6 +530,7 @@ int main(void)
     TCase *api = tcase_create("arena");
     tcase_add_checked_fixture(api, gpu_setup, gpu_teardown);
     tcase_add_test(api, arena_alloc_free_on_streams);
+    tcase_add_test(api, arena_refuses_capturing_streams);
     tcase_add_test(api, host_stream_device_and_pinned);
     tcase_add_test(api, arena_trim_returns_memory);
     tcase_add_test(api, arena_out_of_memory_then_trim);
