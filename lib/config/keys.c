@@ -148,7 +148,7 @@ static const ga_key_t keys[] = {
     {"cross_stream", GA_KEY_ENUM, GA_KINDS_ALL, FIELD(cross_stream), 0, 0, 0, cross_words,
      "event, wait or never", "how a block freed on one stream is reused on another"},
     {"thread_cache", GA_KEY_BOOL, GA_KINDS_ALL, FIELD(thread_cache), 0, 1, 0, NULL, "true or false",
-     "keep per-thread caches of small blocks"},
+     "keep per-thread caches of freed blocks"},
     {"thread_cache_max", GA_KEY_SIZE, GA_KINDS_ALL, FIELD(thread_cache_max), 0, GI, 0, NULL,
      "a size from 0 to 1G, at most thread_cache_bytes", "largest block a thread cache holds"},
     {"thread_cache_bytes", GA_KEY_SIZE, GA_KINDS_ALL, FIELD(thread_cache_bytes), 0, SIZE_MAX, 0,

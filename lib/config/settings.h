@@ -71,7 +71,7 @@ typedef struct ga_settings {
     size_t max_cached;        /* cap on cached bytes (SIZE_MAX: none) */
     bool zero;                /* zero-fill every allocation */
     ga_cross_stream_t cross_stream;
-    bool thread_cache;           /* per-thread caches of small blocks */
+    bool thread_cache;           /* per-thread caches of freed blocks */
     size_t thread_cache_max;     /* largest block a thread cache holds */
     unsigned thread_cache_count; /* blocks per size class per thread */
     size_t thread_cache_bytes;   /* bytes per thread, stream and arena */
