@@ -49,11 +49,14 @@
 typedef struct device {
     ga_provider_t base;
     ga_gpuctx_t g; /* context, streams, events: shared with pinned, managed */
+    ga_vmm_t vmm;  /* growable segments (laid out as ga_vmm_provider_t) */
     int access[MAX_PEERS];
     int access_count;     /* the device itself first, then peers */
     pthread_mutex_t lock; /* the reservations and live_maps */
-    ga_vmm_t vmm;         /* growable segments */
 } device_t;
+
+_Static_assert(offsetof(device_t, vmm) == offsetof(ga_vmm_provider_t, vmm),
+               "device_t is laid out as ga_vmm_provider_t");
 
 #define DEV(p) ((device_t *)(p))
 
@@ -117,26 +120,6 @@ static gpuarena_status_t set_access(void *owner, uint64_t va, size_t size)
     return ga_cuda_vmm_set_access(va, size, d->access, d->access_count);
 }
 
-static gpuarena_status_t dev_reserve(ga_provider_t *p, size_t size, void **base)
-{
-    return ga_vmm_reserve(&DEV(p)->vmm, size, base);
-}
-
-static gpuarena_status_t dev_release(ga_provider_t *p, void *base, size_t size)
-{
-    return ga_vmm_release(&DEV(p)->vmm, base, size);
-}
-
-static gpuarena_status_t dev_commit(ga_provider_t *p, void *addr, size_t size)
-{
-    return ga_vmm_commit(&DEV(p)->vmm, addr, size);
-}
-
-static gpuarena_status_t dev_decommit(ga_provider_t *p, void *addr, size_t size)
-{
-    return ga_vmm_decommit(&DEV(p)->vmm, addr, size);
-}
-
 /* ---------------------------------------------------------------------- */
 /* Streams and events. */
 
@@ -165,10 +148,7 @@ static const ga_provider_ops_t device_ops = {
     .name = "device",
     .map = dev_map,
     .unmap = dev_unmap,
-    .reserve = dev_reserve,
-    .release = dev_release,
-    .commit = dev_commit,
-    .decommit = dev_decommit,
+    GA_VMM_OPS,
     GA_GPUCTX_OPS,
     .memzero = ga_gpuctx_memzero,
     .mem_free = ga_gpuctx_mem_free,

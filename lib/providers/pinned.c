@@ -65,14 +65,17 @@
 typedef struct pinned {
     ga_provider_t base;
     ga_gpuctx_t g;
+    ga_vmm_t vmm; /* growable segments, expandable (laid out as ga_vmm_provider_t) */
     ga_placement_t placement;
     unsigned prefault_threads; /* 0: automatic */
     size_t page;
     pthread_mutex_t lock; /* live_maps and the reservations */
-    ga_vmm_t vmm;         /* growable segments (expandable) */
     int node;             /* their host NUMA node */
     char how[320];        /* base.how: the path taken, and why */
 } pinned_t;
+
+_Static_assert(offsetof(pinned_t, vmm) == offsetof(ga_vmm_provider_t, vmm),
+               "pinned_t is laid out as ga_vmm_provider_t");
 
 #define PIN(p) ((pinned_t *)(p))
 
@@ -204,26 +207,6 @@ static gpuarena_status_t set_access(void *owner, uint64_t va, size_t size)
     return ga_cuda_vmm_host_set_access(va, size, pn->g.ordinal);
 }
 
-static gpuarena_status_t pin_reserve(ga_provider_t *p, size_t size, void **base)
-{
-    return ga_vmm_reserve(&PIN(p)->vmm, size, base);
-}
-
-static gpuarena_status_t pin_release(ga_provider_t *p, void *base, size_t size)
-{
-    return ga_vmm_release(&PIN(p)->vmm, base, size);
-}
-
-static gpuarena_status_t pin_commit(ga_provider_t *p, void *addr, size_t size)
-{
-    return ga_vmm_commit(&PIN(p)->vmm, addr, size);
-}
-
-static gpuarena_status_t pin_decommit(ga_provider_t *p, void *addr, size_t size)
-{
-    return ga_vmm_decommit(&PIN(p)->vmm, addr, size);
-}
-
 /* The placement's one node, or -1 when it names none or several. */
 static int single_node(const ga_placement_t *pl)
 {
@@ -339,10 +322,7 @@ static const ga_provider_ops_t pinned_ops = {
     .name = "pinned",
     .map = pin_map,
     .unmap = pin_unmap,
-    .reserve = pin_reserve,
-    .release = pin_release,
-    .commit = pin_commit,
-    .decommit = pin_decommit,
+    GA_VMM_OPS,
     GA_GPUCTX_OPS,
     .stream_idle = ga_gpuctx_stream_idle,
     .memzero = pin_memzero,

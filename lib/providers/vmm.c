@@ -19,6 +19,11 @@ struct ga_vmm_resv {
     struct ga_vmm_resv *next;
 };
 
+static ga_vmm_t *vmm_of(ga_provider_t *p)
+{
+    return &((ga_vmm_provider_t *)p)->vmm;
+}
+
 static void resv_free(ga_vmm_resv_t *r)
 {
     if (r) {
@@ -28,8 +33,9 @@ static void resv_free(ga_vmm_resv_t *r)
     }
 }
 
-gpuarena_status_t ga_vmm_reserve(ga_vmm_t *v, size_t size, void **base)
+gpuarena_status_t ga_vmm_reserve(ga_provider_t *p, size_t size, void **base)
 {
+    ga_vmm_t *v = vmm_of(p);
     size_t g = v->prov->granule;
     if (size == 0 || size % g)
         return ga_error(GPUARENA_ERR_INVALID_ARGUMENT,
@@ -99,8 +105,9 @@ static gpuarena_status_t drop(ga_vmm_t *v, ga_vmm_resv_t *r, size_t first, size_
     return st;
 }
 
-gpuarena_status_t ga_vmm_release(ga_vmm_t *v, void *base, size_t size)
+gpuarena_status_t ga_vmm_release(ga_provider_t *p, void *base, size_t size)
 {
+    ga_vmm_t *v = vmm_of(p);
     uint64_t a = (uint64_t)(uintptr_t)base;
     pthread_mutex_lock(v->lock);
     ga_vmm_resv_t **link = NULL;
@@ -155,8 +162,9 @@ static gpuarena_status_t set_access(ga_vmm_t *v, uint64_t a, size_t size)
     return GPUARENA_SUCCESS;
 }
 
-gpuarena_status_t ga_vmm_commit(ga_vmm_t *v, void *addr, size_t size)
+gpuarena_status_t ga_vmm_commit(ga_provider_t *p, void *addr, size_t size)
 {
+    ga_vmm_t *v = vmm_of(p);
     uint64_t a = (uint64_t)(uintptr_t)addr;
     size_t g = v->prov->granule;
     pthread_mutex_lock(v->lock);
@@ -198,8 +206,9 @@ out:
     return st;
 }
 
-gpuarena_status_t ga_vmm_decommit(ga_vmm_t *v, void *addr, size_t size)
+gpuarena_status_t ga_vmm_decommit(ga_provider_t *p, void *addr, size_t size)
 {
+    ga_vmm_t *v = vmm_of(p);
     uint64_t a = (uint64_t)(uintptr_t)addr;
     pthread_mutex_lock(v->lock);
     ga_vmm_resv_t *r;

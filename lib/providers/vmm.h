@@ -39,11 +39,24 @@ typedef struct ga_vmm {
     ga_vmm_resv_t *resv;
 } ga_vmm_t;
 
-/* The provider operations of the same names, for V's provider. */
-gpuarena_status_t ga_vmm_reserve(ga_vmm_t *v, size_t size, void **base);
-gpuarena_status_t ga_vmm_release(ga_vmm_t *v, void *base, size_t size);
-gpuarena_status_t ga_vmm_commit(ga_vmm_t *v, void *addr, size_t size);
-gpuarena_status_t ga_vmm_decommit(ga_vmm_t *v, void *addr, size_t size);
+/* A provider with growable segments through this file is laid out as
+ * below (as gpuctx.h's are), so that the operations find its ga_vmm_t. */
+typedef struct ga_vmm_provider {
+    ga_provider_t base;
+    ga_gpuctx_t g;
+    ga_vmm_t vmm;
+} ga_vmm_provider_t;
+
+/* The provider operations of the same names. */
+gpuarena_status_t ga_vmm_reserve(ga_provider_t *p, size_t size, void **base);
+gpuarena_status_t ga_vmm_release(ga_provider_t *p, void *base, size_t size);
+gpuarena_status_t ga_vmm_commit(ga_provider_t *p, void *addr, size_t size);
+gpuarena_status_t ga_vmm_decommit(ga_provider_t *p, void *addr, size_t size);
+
+/* Their entries in a provider's table. */
+#define GA_VMM_OPS                                                                                 \
+    .reserve = ga_vmm_reserve, .release = ga_vmm_release, .commit = ga_vmm_commit,                 \
+    .decommit = ga_vmm_decommit
 
 /* Forget the reservations left (at destroy: what the block manager could
  * not give back stays mapped; only the records go). */
