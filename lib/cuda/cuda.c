@@ -558,7 +558,9 @@ gpuarena_status_t ga_cuda_ctx_id(void *ctx, uint64_t *id)
     return GPUARENA_SUCCESS;
 }
 
-gpuarena_status_t ga_cuda_enter(void *ctx, ga_cuda_scope_t *scope)
+/* The bodies of ga_cuda_enter and ga_cuda_leave, inline for the hot path
+ * of the default streams (ga_cuda_default_stream_check). */
+static inline gpuarena_status_t scope_enter(void *ctx, ga_cuda_scope_t *scope)
 {
     CUcontext cur = NULL;
     scope->pushed = false;
@@ -574,13 +576,23 @@ gpuarena_status_t ga_cuda_enter(void *ctx, ga_cuda_scope_t *scope)
     return GPUARENA_SUCCESS;
 }
 
-void ga_cuda_leave(ga_cuda_scope_t *scope)
+static inline void scope_leave(ga_cuda_scope_t *scope)
 {
     if (scope->pushed) {
         CUcontext c;
         cu.cuCtxPopCurrent(&c);
         scope->pushed = false;
     }
+}
+
+gpuarena_status_t ga_cuda_enter(void *ctx, ga_cuda_scope_t *scope)
+{
+    return scope_enter(ctx, scope);
+}
+
+void ga_cuda_leave(ga_cuda_scope_t *scope)
+{
+    scope_leave(scope);
 }
 
 gpuarena_status_t ga_cuda_set_current(void *ctx)
@@ -622,6 +634,18 @@ static _Thread_local struct {
     uint64_t pt_id;
 } last_streams __attribute__((tls_model("initial-exec")));
 
+/* STREAM's id in CTX when it is among this thread's last streams. */
+static inline bool remembered(void *ctx, void *stream, uint64_t *id)
+{
+    for (unsigned i = 0; i < LAST_STREAMS; i++) {
+        if (last_streams.e[i].stream == stream && last_streams.e[i].ctx == ctx) {
+            *id = last_streams.e[i].id;
+            return true;
+        }
+    }
+    return false;
+}
+
 bool ga_cuda_stream_id_cached(void *ctx, void *stream, uint64_t *id)
 {
     if (stream == GA_CUDA_STREAM_PER_THREAD) {
@@ -630,15 +654,7 @@ bool ga_cuda_stream_id_cached(void *ctx, void *stream, uint64_t *id)
         *id = last_streams.pt_id;
         return true;
     }
-    if (is_default_stream(stream))
-        return false;
-    for (unsigned i = 0; i < LAST_STREAMS; i++) {
-        if (last_streams.e[i].stream == stream && last_streams.e[i].ctx == ctx) {
-            *id = last_streams.e[i].id;
-            return true;
-        }
-    }
-    return false;
+    return !is_default_stream(stream) && remembered(ctx, stream, id);
 }
 
 gpuarena_status_t ga_cuda_stream_id(void *ctx, void *stream, uint64_t *id)
@@ -670,7 +686,8 @@ gpuarena_status_t ga_cuda_stream_id(void *ctx, void *stream, uint64_t *id)
     return GPUARENA_SUCCESS;
 }
 
-gpuarena_status_t ga_cuda_stream_check(void *stream)
+/* The body of ga_cuda_stream_check, inline for the hot paths below. */
+static inline gpuarena_status_t capture_check(void *stream)
 {
     CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
     CUresult r = cu.cuStreamIsCapturing((CUstream)stream, &cs);
@@ -685,39 +702,27 @@ gpuarena_status_t ga_cuda_stream_check(void *stream)
     return GPUARENA_SUCCESS;
 }
 
+gpuarena_status_t ga_cuda_stream_check(void *stream)
+{
+    return capture_check(stream);
+}
+
 gpuarena_status_t ga_cuda_stream_resolve(void *ctx, void *stream, uint64_t *id)
 {
-    CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
-    CUresult r = cu.cuStreamIsCapturing((CUstream)stream, &cs);
-    if (__builtin_expect(r != CUDA_SUCCESS || cs != CU_STREAM_CAPTURE_STATUS_NONE, 0))
-        return ga_cuda_stream_check(stream); /* asks again, to say why */
-    for (unsigned i = 0; i < LAST_STREAMS; i++) {
-        if (last_streams.e[i].stream == stream && last_streams.e[i].ctx == ctx) {
-            *id = last_streams.e[i].id;
-            return GPUARENA_SUCCESS;
-        }
-    }
+    gpuarena_status_t st = capture_check(stream);
+    if (st != GPUARENA_SUCCESS || remembered(ctx, stream, id))
+        return st;
     return ga_cuda_stream_id(ctx, stream, id);
 }
 
 gpuarena_status_t ga_cuda_default_stream_check(void *ctx, void *stream)
 {
-    CUcontext cur = NULL;
-    CUresult r = cu.cuCtxGetCurrent(&cur);
-    if (r != CUDA_SUCCESS)
-        return fail("cuCtxGetCurrent", r);
-    bool pushed = cur != (CUcontext)ctx;
-    if (pushed && (r = cu.cuCtxPushCurrent((CUcontext)ctx)) != CUDA_SUCCESS)
-        return fail("cuCtxPushCurrent", r);
-    CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
-    r = cu.cuStreamIsCapturing((CUstream)stream, &cs);
-    gpuarena_status_t st = GPUARENA_SUCCESS;
-    if (__builtin_expect(r != CUDA_SUCCESS || cs != CU_STREAM_CAPTURE_STATUS_NONE, 0))
-        st = ga_cuda_stream_check(stream); /* asks again, to say why */
-    if (pushed) {
-        CUcontext c;
-        cu.cuCtxPopCurrent(&c);
-    }
+    ga_cuda_scope_t sc;
+    gpuarena_status_t st = scope_enter(ctx, &sc);
+    if (st != GPUARENA_SUCCESS)
+        return st;
+    st = capture_check(stream);
+    scope_leave(&sc);
     return st;
 }
 
@@ -867,6 +872,16 @@ static void device_prop(CUdevice d, CUmemAllocationProp *prop)
     prop->location.id = (int)d;
 }
 
+/* The granularity of allocations like PROP: the recommended or minimum. */
+static gpuarena_status_t granularity(const CUmemAllocationProp *prop, bool recommended,
+                                     size_t *granule)
+{
+    CUresult r = cu.cuMemGetAllocationGranularity(granule, prop,
+                                                  recommended ? CU_MEM_ALLOC_GRANULARITY_RECOMMENDED
+                                                              : CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+    return r == CUDA_SUCCESS ? GPUARENA_SUCCESS : fail("cuMemGetAllocationGranularity", r);
+}
+
 gpuarena_status_t ga_cuda_vmm_granularity(int device, bool recommended, size_t *granule)
 {
     CUdevice d;
@@ -875,10 +890,7 @@ gpuarena_status_t ga_cuda_vmm_granularity(int device, bool recommended, size_t *
         return st;
     CUmemAllocationProp prop;
     device_prop(d, &prop);
-    CUresult r = cu.cuMemGetAllocationGranularity(granule, &prop,
-                                                  recommended ? CU_MEM_ALLOC_GRANULARITY_RECOMMENDED
-                                                              : CU_MEM_ALLOC_GRANULARITY_MINIMUM);
-    return r == CUDA_SUCCESS ? GPUARENA_SUCCESS : fail("cuMemGetAllocationGranularity", r);
+    return granularity(&prop, recommended, granule);
 }
 
 gpuarena_status_t ga_cuda_vmm_reserve(size_t size, size_t alignment, uint64_t *va)
@@ -963,10 +975,7 @@ gpuarena_status_t ga_cuda_vmm_host_granularity(int node, bool recommended, size_
 {
     CUmemAllocationProp prop;
     host_prop(node, &prop);
-    CUresult r = cu.cuMemGetAllocationGranularity(granule, &prop,
-                                                  recommended ? CU_MEM_ALLOC_GRANULARITY_RECOMMENDED
-                                                              : CU_MEM_ALLOC_GRANULARITY_MINIMUM);
-    return r == CUDA_SUCCESS ? GPUARENA_SUCCESS : fail("cuMemGetAllocationGranularity", r);
+    return granularity(&prop, recommended, granule);
 }
 
 gpuarena_status_t ga_cuda_vmm_host_create_map(int node, uint64_t va, size_t size, uint64_t *handle)

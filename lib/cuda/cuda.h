@@ -125,8 +125,8 @@ gpuarena_status_t ga_cuda_stream_check(void *stream);
 gpuarena_status_t ga_cuda_stream_resolve(void *ctx, void *stream, uint64_t *id);
 /* The capture check of a default stream (NULL, legacy, per-thread), which
  * names the current context's: CTX is made current around it when it is
- * not.  The hot path of a program that allocates on the legacy stream,
- * as PyTorch does on its default stream. */
+ * not, in one call (the hot path of a program that allocates on the
+ * legacy stream, as PyTorch does on its default stream). */
 gpuarena_status_t ga_cuda_default_stream_check(void *ctx, void *stream);
 gpuarena_status_t ga_cuda_stream_sync(void *stream);
 /* Wait for all work of the current context (trim, out of memory). */

@@ -44,14 +44,20 @@ void ga_gpuctx_fini(ga_gpuctx_t *g)
     pthread_mutex_destroy(&g->lock);
 }
 
-/* Run FN on stream S: a real handle names its context, so FN runs as it
- * is; the default streams (NULL, legacy, per-thread) mean "of the current
- * context", so the arena's context is made current around FN. */
+/* A real handle names its context; the default streams (NULL, legacy,
+ * per-thread) mean "of the current context". */
+static inline bool names_context(gpuarena_stream_t s)
+{
+    return s != NULL && s != GA_CUDA_STREAM_LEGACY && s != GA_CUDA_STREAM_PER_THREAD;
+}
+
+/* Run FN on stream S: as it is for a real handle; with the arena's
+ * context made current around it for a default stream. */
 static gpuarena_status_t on_stream(ga_gpuctx_t *g, gpuarena_stream_t s,
                                    gpuarena_status_t (*fn)(void *ctx, void *s, void *out),
                                    void *out)
 {
-    if (s != NULL && s != GA_CUDA_STREAM_LEGACY && s != GA_CUDA_STREAM_PER_THREAD)
+    if (names_context(s))
         return fn(g->ctx, s, out);
     ga_cuda_scope_t sc;
     gpuarena_status_t st = ga_gpuctx_enter(g, &sc);
@@ -65,12 +71,6 @@ static gpuarena_status_t on_stream(ga_gpuctx_t *g, gpuarena_stream_t s,
 static gpuarena_status_t get_id(void *ctx, void *s, void *out)
 {
     return ga_cuda_stream_id(ctx, s, out);
-}
-
-static gpuarena_status_t check_capture(void *ctx, void *s, void *out)
-{
-    (void)ctx, (void)out;
-    return ga_cuda_stream_check(s);
 }
 
 static gpuarena_status_t query(void *ctx, void *s, void *out)
@@ -93,22 +93,17 @@ gpuarena_status_t ga_gpuctx_stream_id(ga_provider_t *p, gpuarena_stream_t s, uin
 
 gpuarena_status_t ga_gpuctx_stream_check(ga_provider_t *p, gpuarena_stream_t s)
 {
-    return on_stream(ga_gpuctx_of(p), s, check_capture, NULL);
+    return names_context(s) ? ga_cuda_stream_check(s)
+                            : ga_cuda_default_stream_check(ga_gpuctx_of(p)->ctx, s);
 }
 
 /* The hot path of every stream-ordered call: capture check and id in one
- * step.  A real handle names its context; the legacy stream has the id
- * found at init; the per-thread stream takes the two steps above (its id
- * is per thread). */
+ * step for a real handle; the default streams take the two steps above
+ * (the legacy stream's id is the one found at init). */
 gpuarena_status_t ga_gpuctx_stream_resolve(ga_provider_t *p, gpuarena_stream_t s, uint64_t *id)
 {
-    ga_gpuctx_t *g = ga_gpuctx_of(p);
-    if (s != NULL && s != GA_CUDA_STREAM_LEGACY && s != GA_CUDA_STREAM_PER_THREAD)
-        return ga_cuda_stream_resolve(g->ctx, s, id);
-    if (s != GA_CUDA_STREAM_PER_THREAD) {
-        *id = g->legacy_id;
-        return ga_cuda_default_stream_check(g->ctx, s);
-    }
+    if (names_context(s))
+        return ga_cuda_stream_resolve(ga_gpuctx_of(p)->ctx, s, id);
     gpuarena_status_t st = ga_gpuctx_stream_check(p, s);
     return st == GPUARENA_SUCCESS ? ga_gpuctx_stream_id(p, s, id) : st;
 }
