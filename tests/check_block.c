@@ -466,7 +466,7 @@ static void *alloc_in_other_thread(fx_t *f, size_t size)
 
 /* thread_cache_large: a block above thread_cache_max freed on a stream is
  * held in the thread's cache of that stream, out of other threads' reach,
- * until the thread's next locked operation on the stream gives it back;
+ * until the thread's next locked allocation or free gives it back;
  * with 0 it goes to the stream's pool at once. */
 START_TEST(large_slot_held_until_next_locked_op)
 {

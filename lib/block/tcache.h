@@ -35,8 +35,8 @@ struct ga_tcache {
      * peak checks, hence atomic (relaxed: a sum, not a handshake). */
     _Atomic int64_t req_delta, inuse_delta;
     /* One block above thread_cache_max (at most thread_cache_large), out
-     * of the bytes budget: held from its free to the thread's next locked
-     * operation on the arena (ga_tcache_drop_large), so that a free and an
+     * of the bytes budget: held from its free to the thread's next
+     * locked alloc or free on the arena (ga_tcache_drop_large), so that a free and an
      * allocation of the same large size take no lock, and it is not kept
      * from the rest of the arena for longer. */
     ga_block_t *large;
@@ -58,7 +58,7 @@ extern _Atomic bool ga_tc_asymmetric;
 /* A new cache of BM for stream S of the calling thread (tcache.c). */
 ga_tcache_t *ga_tcache_create(ga_bm_t *bm, ga_stream_t s);
 /* Give the blocks in the large slots of this thread's caches of BM back
- * to it (the manager's lock held): every locked operation does, so that a
+ * to it (the manager's lock held): every locked alloc and free does, so that a
  * large slot never keeps a block from the arena past the thread's next
  * miss (tcache.c). */
 void ga_tcache_drop_large(ga_bm_t *bm);
