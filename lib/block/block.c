@@ -991,13 +991,13 @@ static gpuarena_status_t finish_alloc(ga_bm_t *bm, size_t size, ga_stream_t s, v
 static __attribute__((noinline)) gpuarena_status_t alloc_slow(ga_bm_t *bm, size_t rs, size_t size,
                                                               ga_stream_t s, void **ptr)
 {
-    pthread_mutex_lock(&bm->lock);
+    ga_lock(&bm->lock);
     if (bm->set.thread_cache)
         ga_tcache_drop_large(bm);
     gpuarena_status_t st = alloc_locked(bm, rs, size, s, ptr);
     if (st == GPUARENA_SUCCESS)
         ga_bm_update_peaks(bm);
-    pthread_mutex_unlock(&bm->lock);
+    ga_unlock(&bm->lock);
     return st == GPUARENA_SUCCESS && !bm->plain ? finish_alloc(bm, size, s, ptr) : st;
 }
 
@@ -1170,7 +1170,7 @@ static __attribute__((noinline)) gpuarena_status_t free_slow(ga_bm_t *bm, void *
                                                              ga_block_t *b, bool done)
 {
     uintptr_t a = (uintptr_t)ptr;
-    pthread_mutex_lock(&bm->lock);
+    ga_lock(&bm->lock);
     if (bm->set.thread_cache)
         ga_tcache_drop_large(bm);
     gpuarena_status_t st = GPUARENA_SUCCESS;
@@ -1193,14 +1193,14 @@ static __attribute__((noinline)) gpuarena_status_t free_slow(ga_bm_t *bm, void *
         enforce_cap(bm);
         ga_bm_update_peaks(bm);
     }
-    pthread_mutex_unlock(&bm->lock);
+    ga_unlock(&bm->lock);
     return st;
 }
 
 gpuarena_status_t ga_bm_record_stream(ga_bm_t *bm, void *ptr, ga_stream_t s)
 {
     uintptr_t a = (uintptr_t)ptr;
-    pthread_mutex_lock(&bm->lock);
+    ga_lock(&bm->lock);
     gpuarena_status_t st = GPUARENA_SUCCESS;
     ga_block_t *b = ga_lmap_find(&bm->live, a);
     if (!b || b->addr != a || b->state != BLOCK_LIVE) {
@@ -1229,14 +1229,14 @@ gpuarena_status_t ga_bm_record_stream(ga_bm_t *bm, void *ptr, ga_stream_t s)
         }
     }
 out:
-    pthread_mutex_unlock(&bm->lock);
+    ga_unlock(&bm->lock);
     return st;
 }
 
 gpuarena_status_t ga_bm_lookup(ga_bm_t *bm, const void *ptr, size_t *requested)
 {
     uintptr_t a = (uintptr_t)ptr;
-    pthread_mutex_lock(&bm->lock);
+    ga_lock(&bm->lock);
     gpuarena_status_t st = GPUARENA_SUCCESS;
     ga_block_t *b = ga_lmap_find(&bm->live, a);
     if (!b || b->addr != a || b->state != BLOCK_LIVE ||
@@ -1244,7 +1244,7 @@ gpuarena_status_t ga_bm_lookup(ga_bm_t *bm, const void *ptr, size_t *requested)
         st = bad_pointer(bm, a, "lookup");
     else
         *requested = b->requested;
-    pthread_mutex_unlock(&bm->lock);
+    ga_unlock(&bm->lock);
     return st;
 }
 
@@ -1255,7 +1255,7 @@ gpuarena_status_t ga_bm_trim(ga_bm_t *bm, size_t keep)
 {
     if (bm->direct)
         return ga_direct_trim(bm, keep);
-    pthread_mutex_lock(&bm->lock);
+    ga_lock(&bm->lock);
     ga_tcache_flush_all(bm);
     drain_all(bm);
     uint64_t cached = bm->c.reserved - bm->c.in_use;
@@ -1263,14 +1263,14 @@ gpuarena_status_t ga_bm_trim(ga_bm_t *bm, size_t keep)
         release_bytes(bm, cached - keep);
     bm->c.trims++;
     ga_bm_update_peaks(bm);
-    pthread_mutex_unlock(&bm->lock);
+    ga_unlock(&bm->lock);
     return GPUARENA_SUCCESS;
 }
 
 void ga_bm_stats(ga_bm_t *bm, gpuarena_stats_t *st)
 {
     memset(st, 0, sizeof *st);
-    pthread_mutex_lock(&bm->lock);
+    ga_lock(&bm->lock);
     int64_t req, inuse;
     uint64_t allocs, frees, hits;
     ga_tcache_deltas(bm, &req, &inuse, &allocs, &frees, &hits);
@@ -1310,12 +1310,12 @@ void ga_bm_stats(ga_bm_t *bm, gpuarena_stats_t *st)
     for (unsigned i = 0; i < bm->npools; i++)
         nfree += bm->pools[i]->fit[0].count + bm->pools[i]->fit[1].count;
     st->free_blocks = nfree;
-    pthread_mutex_unlock(&bm->lock);
+    ga_unlock(&bm->lock);
 }
 
 void ga_bm_reset_peaks(ga_bm_t *bm)
 {
-    pthread_mutex_lock(&bm->lock);
+    ga_lock(&bm->lock);
     int64_t req, inuse;
     uint64_t a, f, h;
     ga_tcache_deltas(bm, &req, &inuse, &a, &f, &h);
@@ -1325,7 +1325,7 @@ void ga_bm_reset_peaks(ga_bm_t *bm)
     atomic_store(&bm->peak.in_use, u);
     atomic_store(&bm->peak.reserved, bm->c.reserved);
     atomic_store(&bm->peak.cached, bm->c.reserved > u ? bm->c.reserved - u : 0);
-    pthread_mutex_unlock(&bm->lock);
+    ga_unlock(&bm->lock);
 }
 
 uint64_t ga_bm_live_blocks(ga_bm_t *bm)
@@ -1349,7 +1349,7 @@ gpuarena_status_t ga_bm_create(ga_provider_t *prov, const ga_settings_t *s, ga_b
         free(bm);
         return ga_error(GPUARENA_ERR_HOST_MEMORY, "no memory for a block manager");
     }
-    pthread_mutex_init(&bm->lock, NULL);
+    ga_lock_init(&bm->lock);
     pthread_mutex_init(&bm->tc_lock, NULL);
     bm->prov = prov;
     bm->set = *s;
@@ -1366,7 +1366,6 @@ gpuarena_status_t ga_bm_create(ga_provider_t *prov, const ga_settings_t *s, ga_b
         gpuarena_status_t st = ga_direct_init(bm);
         if (st != GPUARENA_SUCCESS) {
             ga_lmap_destroy(&bm->live);
-            pthread_mutex_destroy(&bm->lock);
             pthread_mutex_destroy(&bm->tc_lock);
             free(bm);
             return st;
@@ -1423,7 +1422,7 @@ gpuarena_status_t ga_bm_destroy(ga_bm_t *bm)
     if (!bm)
         return GPUARENA_SUCCESS;
     ga_tcache_detach_all(bm);
-    pthread_mutex_lock(&bm->lock);
+    ga_lock(&bm->lock);
     if (bm->direct)
         ga_direct_fini(bm); /* live blocks are lost, as below */
     else
@@ -1470,8 +1469,7 @@ gpuarena_status_t ga_bm_destroy(ga_bm_t *bm)
     free(bm->slabs);
     ga_lmap_destroy(&bm->live);
     const char *name = ops->name;
-    pthread_mutex_unlock(&bm->lock);
-    pthread_mutex_destroy(&bm->lock);
+    ga_unlock(&bm->lock);
     pthread_mutex_destroy(&bm->tc_lock);
     free(bm);
     if (first == GPUARENA_SUCCESS)

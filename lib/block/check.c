@@ -140,7 +140,7 @@ gpuarena_status_t ga_bm_check(ga_bm_t *bm)
 {
     if (bm->direct)
         return ga_direct_check(bm); /* live blocks only: direct.c */
-    pthread_mutex_lock(&bm->lock);
+    ga_lock(&bm->lock);
     tally_t t = {0};
     gpuarena_status_t st = GPUARENA_SUCCESS;
     uint64_t free_blocks = 0, listed = 0;
@@ -179,6 +179,6 @@ gpuarena_status_t ga_bm_check(ga_bm_t *bm)
     else
         st = GPUARENA_SUCCESS;
 out:
-    pthread_mutex_unlock(&bm->lock);
+    ga_unlock(&bm->lock);
     return st;
 }

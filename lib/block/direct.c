@@ -146,12 +146,12 @@ gpuarena_status_t ga_direct_alloc(ga_bm_t *bm, size_t size, ga_stream_t s, void 
 {
     ga_provider_t *p = bm->prov;
     size_t rs = round_up(size, bm->round);
-    pthread_mutex_lock(&bm->lock);
+    ga_lock(&bm->lock);
     /* The record first: running out of host memory leaves nothing
      * allocated. */
     ga_block_t *b = ga_bm_block_new(bm);
     if (!b) {
-        pthread_mutex_unlock(&bm->lock);
+        ga_unlock(&bm->lock);
         return ga_error(GPUARENA_ERR_HOST_MEMORY, "no memory for a block record");
     }
     void *q = NULL;
@@ -170,7 +170,7 @@ gpuarena_status_t ga_direct_alloc(ga_bm_t *bm, size_t size, ga_stream_t s, void 
         ga_bm_block_delete(bm, b);
         if (st == GPUARENA_ERR_OUT_OF_MEMORY)
             st = ga_bm_out_of_memory(bm, size, st);
-        pthread_mutex_unlock(&bm->lock);
+        ga_unlock(&bm->lock);
         return st;
     }
     b->addr = (uintptr_t)q;
@@ -184,7 +184,7 @@ gpuarena_status_t ga_direct_alloc(ga_bm_t *bm, size_t size, ga_stream_t s, void 
          * it. */
         (void)p->ops->free_async(p, q, rs, s.handle);
         ga_bm_block_delete(bm, b);
-        pthread_mutex_unlock(&bm->lock);
+        ga_unlock(&bm->lock);
         return ga_error(st, "no memory for the live-block map");
     }
     b->prev = NULL;
@@ -197,7 +197,7 @@ gpuarena_status_t ga_direct_alloc(ga_bm_t *bm, size_t size, ga_stream_t s, void 
     bm->c.allocs++;
     bm->c.live++;
     ga_bm_update_peaks(bm);
-    pthread_mutex_unlock(&bm->lock);
+    ga_unlock(&bm->lock);
     *ptr = q;
     if (bm->set.zero && p->ops->memzero) {
         st = p->ops->memzero(p, q, size, s.handle);
@@ -243,12 +243,12 @@ gpuarena_status_t ga_direct_free(ga_bm_t *bm, void *ptr, ga_stream_t s)
 {
     ga_provider_t *p = bm->prov;
     uintptr_t a = (uintptr_t)ptr;
-    pthread_mutex_lock(&bm->lock);
+    ga_lock(&bm->lock);
     ga_block_t *b = ga_lmap_find(&bm->live, a);
     gpuarena_status_t st;
     if (!b || b->addr != a || b->state != BLOCK_LIVE) {
         st = ga_direct_bad_pointer(bm, a, "gpuarena_free");
-        pthread_mutex_unlock(&bm->lock);
+        ga_unlock(&bm->lock);
         return st;
     }
     st = wait_for_uses(bm, b, s);
@@ -256,7 +256,7 @@ gpuarena_status_t ga_direct_free(ga_bm_t *bm, void *ptr, ga_stream_t s)
         st = p->ops->free_async(p, ptr, b->size, s.handle);
     if (st != GPUARENA_SUCCESS) {
         /* The block stays live, as it was: the caller may free it again. */
-        pthread_mutex_unlock(&bm->lock);
+        ga_unlock(&bm->lock);
         return st;
     }
     ga_lmap_remove(&bm->live, a);
@@ -280,14 +280,14 @@ gpuarena_status_t ga_direct_free(ga_bm_t *bm, void *ptr, ga_stream_t s)
             bm->c.trims++;
     }
     ga_bm_update_peaks(bm);
-    pthread_mutex_unlock(&bm->lock);
+    ga_unlock(&bm->lock);
     return GPUARENA_SUCCESS;
 }
 
 gpuarena_status_t ga_direct_trim(ga_bm_t *bm, size_t keep)
 {
     ga_provider_t *p = bm->prov;
-    pthread_mutex_lock(&bm->lock);
+    ga_lock(&bm->lock);
     /* Memory whose free has not been seen complete cannot be released:
      * wait for every stream first, as trim does in every arena. */
     bool done;
@@ -296,7 +296,7 @@ gpuarena_status_t ga_direct_trim(ga_bm_t *bm, size_t keep)
         st = release_cached(bm, keep, &done);
     bm->c.trims++;
     ga_bm_update_peaks(bm);
-    pthread_mutex_unlock(&bm->lock);
+    ga_unlock(&bm->lock);
     return st;
 }
 
@@ -351,13 +351,13 @@ static gpuarena_status_t check_locked(ga_bm_t *bm, ga_block_t **v, uint64_t n)
 
 gpuarena_status_t ga_direct_check(ga_bm_t *bm)
 {
-    pthread_mutex_lock(&bm->lock);
+    ga_lock(&bm->lock);
     uint64_t n = bm->c.live;
     ga_block_t **v = n ? malloc(n * sizeof *v) : NULL;
     gpuarena_status_t st = n && !v ? ga_error(GPUARENA_ERR_HOST_MEMORY,
                                               "check: no memory to sort %" PRIu64 " blocks", n)
                                    : check_locked(bm, v, n);
-    pthread_mutex_unlock(&bm->lock);
+    ga_unlock(&bm->lock);
     free(v);
     return st;
 }

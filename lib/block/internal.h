@@ -22,6 +22,7 @@
 #define GA_BLOCK_INTERNAL_H
 
 #include "block/block.h"
+#include "block/lock.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -198,7 +199,7 @@ typedef struct ga_direct {
 } ga_direct_t;
 
 struct ga_bm {
-    pthread_mutex_t lock;
+    ga_lock_t lock;
     ga_provider_t *prov;
     ga_settings_t set;
     size_t round;

@@ -161,13 +161,13 @@ static void thread_exit(void *arg)
         n = t->t_next;
         ga_bm_t *bm = t->bm;
         if (bm) {
-            pthread_mutex_lock(&bm->lock);
+            ga_lock(&bm->lock);
             pthread_mutex_lock(&bm->tc_lock);
             tc_lock(t);
             retire(t);
             tc_unlock(t);
             pthread_mutex_unlock(&bm->tc_lock);
-            pthread_mutex_unlock(&bm->lock);
+            ga_unlock(&bm->lock);
         }
         free(t);
     }
@@ -252,7 +252,7 @@ void ga_tcache_deltas(ga_bm_t *bm, int64_t *req, int64_t *inuse, uint64_t *alloc
 void ga_tcache_detach_all(ga_bm_t *bm)
 {
     pthread_mutex_lock(&registry);
-    pthread_mutex_lock(&bm->lock);
+    ga_lock(&bm->lock);
     pthread_mutex_lock(&bm->tc_lock);
     remote_lock_all(bm);
     /* retire() unlinks each cache: unlock them from a copy of the list. */
@@ -270,6 +270,6 @@ void ga_tcache_detach_all(ga_bm_t *bm)
         tc_unlock(t);
     }
     pthread_mutex_unlock(&bm->tc_lock);
-    pthread_mutex_unlock(&bm->lock);
+    ga_unlock(&bm->lock);
     pthread_mutex_unlock(&registry);
 }

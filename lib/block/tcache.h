@@ -192,9 +192,9 @@ __attribute__((always_inline)) static inline bool ga_tcache_take(ga_bm_t *bm, ui
     uint64_t u = (uint64_t)(atomic_load_explicit(&bm->base_inuse, memory_order_relaxed) + mine_use);
     if (r > atomic_load_explicit(&bm->peak.requested, memory_order_relaxed) ||
         u > atomic_load_explicit(&bm->peak.in_use, memory_order_relaxed)) {
-        pthread_mutex_lock(&bm->lock);
+        ga_lock(&bm->lock);
         ga_bm_update_peaks(bm);
-        pthread_mutex_unlock(&bm->lock);
+        ga_unlock(&bm->lock);
     }
     *ptr = (void *)b->addr;
     return true;
@@ -268,9 +268,9 @@ static inline bool ga_tcache_free(ga_bm_t *bm, ga_block_t *b, ga_stream_t s)
     uint64_t c = atomic_load_explicit(&bm->base_reserved, memory_order_relaxed) -
                  (uint64_t)(atomic_load_explicit(&bm->base_inuse, memory_order_relaxed) + mine_use);
     if (c > atomic_load_explicit(&bm->peak.cached, memory_order_relaxed)) {
-        pthread_mutex_lock(&bm->lock);
+        ga_lock(&bm->lock);
         ga_bm_update_peaks(bm);
-        pthread_mutex_unlock(&bm->lock);
+        ga_unlock(&bm->lock);
     }
     return true;
 }
