@@ -503,6 +503,49 @@ START_TEST(large_slot_held_until_next_locked_op)
 }
 END_TEST
 
+/* A block at or below thread_cache_max that the slots refuse (their byte
+ * budget is full) waits in the large slot too, so that a free followed by
+ * an allocation takes the lock once; it is out of other threads' reach
+ * until the thread's next locked allocation or free.  With
+ * thread_cache_large = 0 it goes to the stream's pool at once. */
+START_TEST(slots_full_block_waits_in_large_slot)
+{
+    for (int held = 1; held >= 0; held--) {
+        fx_t *f = fx_new(false, 64 * KI,
+                         held ? SEG_OPTS ",thread_cache=true,thread_cache_max=16K,"
+                                         "thread_cache_bytes=16K"
+                              : SEG_OPTS ",thread_cache=true,thread_cache_max=16K,"
+                                         "thread_cache_bytes=16K,thread_cache_large=0");
+        void *s = fx_alloc(f, 16 * KI, 1), *p = fx_alloc(f, 16 * KI, 1);
+        void *keep = fx_alloc(f, 32 * KI, 1); /* segment 1 full */
+        fx_free(f, s, 1);                     /* the slots' budget is full */
+        fx_free(f, p, 1);
+        uint64_t maps = fx_stats(f).provider_maps;
+        void *q = alloc_in_other_thread(f, 16 * KI);
+        if (!held) {
+            ck_assert_ptr_eq(q, p); /* in stream 1's pool at once */
+            ck_assert_uint_eq(fx_stats(f).provider_maps, maps);
+            fx_free(f, q, 1);
+            fx_free(f, keep, 1);
+            fx_done(f);
+            continue;
+        }
+        ck_assert_ptr_ne(q, p); /* held by this thread */
+        ck_assert_uint_eq(fx_stats(f).provider_maps, maps + 1);
+        /* The large slot is taken: this free goes locked and gives P back
+         * first, which then merges with KEEP. */
+        fx_free(f, keep, 1);
+        maps = fx_stats(f).provider_maps;
+        void *r = alloc_in_other_thread(f, 48 * KI);
+        ck_assert_ptr_eq(r, p);
+        ck_assert_uint_eq(fx_stats(f).provider_maps, maps);
+        fx_free(f, q, 1);
+        fx_free(f, r, 1);
+        fx_done(f);
+    }
+}
+END_TEST
+
 START_TEST(reuse_other_stream_never_policy)
 {
     fx_t *f = fx_new(false, 64 * KI, SEG_OPTS ",cross_stream=never");
@@ -1199,6 +1242,7 @@ int main(void)
     tcase_add_test(reuse, host_stream_frees_need_no_event);
     tcase_add_test(reuse, wanted_sweep_skips_thread_cache);
     tcase_add_test(reuse, large_slot_held_until_next_locked_op);
+    tcase_add_test(reuse, slots_full_block_waits_in_large_slot);
     tcase_add_test(reuse, host_stream_public_api);
     tcase_add_test(reuse, record_stream_keeps_block_pending);
     tcase_add_test(reuse, record_stream_event_failure_is_safe);

@@ -34,11 +34,13 @@ struct ga_tcache {
     /* Written under the cache's lock; read without it by the owner's
      * peak checks, hence atomic (relaxed: a sum, not a handshake). */
     _Atomic int64_t req_delta, inuse_delta;
-    /* One block above thread_cache_max (at most thread_cache_large), out
-     * of the bytes budget: held from its free to the thread's next
-     * locked alloc or free on the arena (ga_tcache_drop_large), so that a free and an
-     * allocation of the same large size take no lock, and it is not kept
-     * from the rest of the arena for longer. */
+    /* One block of at most thread_cache_large, out of the bytes budget:
+     * one above thread_cache_max, or one the slots had no room for.  Held
+     * from its free to the thread's next locked alloc or free on the
+     * arena (ga_tcache_drop_large), so that a free and an allocation of
+     * the same large size take no lock, a free and an allocation of
+     * another size take it once, and it is not kept from the rest of the
+     * arena for longer. */
     ga_block_t *large;
     uint64_t allocs, frees;         /* every cache alloc is a hit: allocs counts both */
     ga_tcache_t *bm_prev, *bm_next; /* in the manager's list */
@@ -227,24 +229,21 @@ static inline bool ga_tcache_alloc_large(ga_bm_t *bm, size_t rounded, size_t siz
 }
 
 /* Keep live block B, freed on S, in this thread's cache of S (in a slot,
- * or in the large slot when it is above thread_cache_max); false when it
- * does not go there (too large, recorded uses, the cache full). */
+ * or in the large slot when it is above thread_cache_max or the slots
+ * have no room); false when it does not go there (too large, recorded
+ * uses, the cache full). */
 static inline bool ga_tcache_free(ga_bm_t *bm, ga_block_t *b, ga_stream_t s)
 {
     bool large = b->size > bm->set.thread_cache_max;
-    if ((large && b->size > bm->set.thread_cache_large) || b->uses)
+    bool spill = b->size <= bm->set.thread_cache_large;
+    if ((large && !spill) || b->uses)
         return false;
     ga_tcache_t *t = ga_tcache_find(bm, s.id);
     if (!t && !(t = ga_tcache_create(bm, s)))
         return false;
     bool locked = tc_owner_enter(t);
     bool kept = false;
-    if (t->bm == bm && large) {
-        if (!t->large) {
-            t->large = b;
-            kept = true;
-        }
-    } else if (t->bm == bm) {
+    if (t->bm == bm && !large) {
         tc_slot_t *sl = tc_slot_for(t, b->size, bm->round_shift, true);
         if (sl && sl->n < t->count && t->bytes + b->size <= bm->set.thread_cache_bytes) {
             t->bytes += b->size;
@@ -252,6 +251,13 @@ static inline bool ga_tcache_free(ga_bm_t *bm, ga_block_t *b, ga_stream_t s)
             sl->b[sl->n++] = b;
             kept = true;
         }
+    }
+    /* What the slots do not take waits in the large slot for the
+     * thread's next locked operation, which gives it back: a free
+     * followed by an allocation then takes the manager's lock once. */
+    if (t->bm == bm && !kept && spill && !t->large) {
+        t->large = b;
+        kept = true;
     }
     if (!kept) {
         tc_owner_leave(t, locked);

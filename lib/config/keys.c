@@ -156,8 +156,9 @@ static const ga_key_t keys[] = {
      "bytes one thread's cache of one stream holds at most"},
     {"thread_cache_large", GA_KEY_SIZE, GA_KINDS_ALL, FIELD(thread_cache_large), 0, SIZE_MAX, 0,
      NULL, "a size (0: none)",
-     "largest block above thread_cache_max that a thread cache holds one of, until the thread's "
-     "next allocation or free that takes the arena's lock"},
+     "largest block a thread cache holds one of (a block above thread_cache_max, or one its "
+     "slots have no room for), until the thread's next allocation or free that takes the "
+     "arena's lock"},
     {"thread_cache_count", GA_KEY_UINT, GA_KINDS_ALL, FIELD(thread_cache_count), 1, 1024, 0, NULL,
      "an integer from 1 to 1024", "blocks per size class a thread cache holds"},
     {"sim_event_delay", GA_KEY_UINT, K_SIM, FIELD(sim_event_delay), 0, 1000000, 0, NULL,
