@@ -464,6 +464,23 @@ static void *alloc_in_other_thread(fx_t *f, size_t size)
     return o.p;
 }
 
+/* The end of the large-slot tests: P is held in this thread's large slot,
+ * Q was mapped for another thread meanwhile.  The slot is taken, so the
+ * free of KEEP goes locked and gives P back first, which then merges with
+ * KEEP: another thread's allocation of SIZE gets P's address with no new
+ * map.  Frees the rest and F. */
+static void locked_free_gives_back(fx_t *f, void *p, void *keep, void *q, size_t size)
+{
+    fx_free(f, keep, 1);
+    uint64_t maps = fx_stats(f).provider_maps;
+    void *r = alloc_in_other_thread(f, size);
+    ck_assert_ptr_eq(r, p);
+    ck_assert_uint_eq(fx_stats(f).provider_maps, maps);
+    fx_free(f, q, 1);
+    fx_free(f, r, 1);
+    fx_done(f);
+}
+
 /* thread_cache_large: a block above thread_cache_max freed on a stream is
  * held in the thread's cache of that stream, out of other threads' reach,
  * until the thread's next locked allocation or free gives it back;
@@ -477,16 +494,7 @@ START_TEST(large_slot_held_until_next_locked_op)
     void *q = alloc_in_other_thread(f, 32 * KI);
     ck_assert_ptr_ne(q, p); /* held by this thread */
     ck_assert_uint_eq(fx_stats(f).provider_maps, maps + 1);
-    /* The slot is taken: this free goes locked, and gives P back first,
-     * which then merges with KEEP. */
-    fx_free(f, keep, 1);
-    maps = fx_stats(f).provider_maps;
-    void *r = alloc_in_other_thread(f, 64 * KI);
-    ck_assert_ptr_eq(r, p);
-    ck_assert_uint_eq(fx_stats(f).provider_maps, maps);
-    fx_free(f, q, 1);
-    fx_free(f, r, 1);
-    fx_done(f);
+    locked_free_gives_back(f, p, keep, q, 64 * KI);
 
     f = fx_new(false, 64 * KI,
                SEG_OPTS ",thread_cache=true,thread_cache_max=8K,thread_cache_large=0");
@@ -532,16 +540,7 @@ START_TEST(slots_full_block_waits_in_large_slot)
         }
         ck_assert_ptr_ne(q, p); /* held by this thread */
         ck_assert_uint_eq(fx_stats(f).provider_maps, maps + 1);
-        /* The large slot is taken: this free goes locked and gives P back
-         * first, which then merges with KEEP. */
-        fx_free(f, keep, 1);
-        maps = fx_stats(f).provider_maps;
-        void *r = alloc_in_other_thread(f, 48 * KI);
-        ck_assert_ptr_eq(r, p);
-        ck_assert_uint_eq(fx_stats(f).provider_maps, maps);
-        fx_free(f, q, 1);
-        fx_free(f, r, 1);
-        fx_done(f);
+        locked_free_gives_back(f, p, keep, q, 48 * KI);
     }
 }
 END_TEST
