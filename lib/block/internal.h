@@ -99,10 +99,15 @@ struct ga_pool {
 
 /* Live map (livemap.c): address -> live block, readable without the lock
  * (thread caches free through it) and written under the manager's lock. */
+/* A key and its value side by side: a lookup reads one cache line. */
+typedef struct ga_lmap_slot {
+    _Atomic uintptr_t key;
+    ga_block_t *_Atomic val;
+} ga_lmap_slot_t;
+
 typedef struct ga_lmap_table {
     size_t mask;
-    _Atomic uintptr_t *keys;
-    ga_block_t *_Atomic *vals;
+    ga_lmap_slot_t *slots;
     struct ga_lmap_table *retired; /* older tables, freed at destroy */
 } ga_lmap_table_t;
 
@@ -132,11 +137,11 @@ static inline ga_block_t *ga_lmap_probe(ga_lmap_table_t *t, uintptr_t a)
 {
     size_t i = ga_lmap_hash(a, t->mask);
     for (size_t n = 0; n <= t->mask; n++) {
-        uintptr_t k = atomic_load_explicit(&t->keys[i], memory_order_acquire);
+        uintptr_t k = atomic_load_explicit(&t->slots[i].key, memory_order_acquire);
         if (k == GA_LMAP_EMPTY)
             return NULL;
         if (k == a)
-            return atomic_load_explicit(&t->vals[i], memory_order_relaxed);
+            return atomic_load_explicit(&t->slots[i].val, memory_order_relaxed);
         i = (i + 1) & t->mask;
     }
     return NULL;

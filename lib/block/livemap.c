@@ -25,11 +25,8 @@ static ga_lmap_table_t *table_new(size_t slots)
     if (!t)
         return NULL;
     t->mask = slots - 1;
-    t->keys = calloc(slots, sizeof *t->keys);
-    t->vals = calloc(slots, sizeof *t->vals);
-    if (!t->keys || !t->vals) {
-        free(t->keys);
-        free(t->vals);
+    t->slots = calloc(slots, sizeof *t->slots);
+    if (!t->slots) {
         free(t);
         return NULL;
     }
@@ -52,8 +49,7 @@ void ga_lmap_destroy(ga_lmap_t *m)
     ga_lmap_table_t *t = atomic_load(&m->table);
     while (t) {
         ga_lmap_table_t *r = t->retired;
-        free(t->keys);
-        free(t->vals);
+        free(t->slots);
         free(t);
         t = r;
     }
@@ -64,10 +60,10 @@ static void put(ga_lmap_table_t *t, uintptr_t a, ga_block_t *b)
 {
     size_t i = ga_lmap_hash(a, t->mask);
     for (;;) {
-        uintptr_t k = atomic_load_explicit(&t->keys[i], memory_order_relaxed);
+        uintptr_t k = atomic_load_explicit(&t->slots[i].key, memory_order_relaxed);
         if (k == EMPTY || k == TOMB) {
-            atomic_store_explicit(&t->vals[i], b, memory_order_relaxed);
-            atomic_store_explicit(&t->keys[i], a, memory_order_release);
+            atomic_store_explicit(&t->slots[i].val, b, memory_order_relaxed);
+            atomic_store_explicit(&t->slots[i].key, a, memory_order_release);
             return;
         }
         i = (i + 1) & t->mask;
@@ -86,8 +82,8 @@ static gpuarena_status_t clean(ga_lmap_t *m, ga_lmap_table_t *t)
     }
     size_t n = 0;
     for (size_t i = 0; i <= t->mask; i++) {
-        uintptr_t k = atomic_load_explicit(&t->keys[i], memory_order_relaxed);
-        ga_block_t *b = atomic_load_explicit(&t->vals[i], memory_order_relaxed);
+        uintptr_t k = atomic_load_explicit(&t->slots[i].key, memory_order_relaxed);
+        ga_block_t *b = atomic_load_explicit(&t->slots[i].val, memory_order_relaxed);
         if (k != EMPTY && k != TOMB && b) {
             keys[n] = k;
             vals[n++] = b;
@@ -96,8 +92,8 @@ static gpuarena_status_t clean(ga_lmap_t *m, ga_lmap_table_t *t)
     atomic_fetch_add_explicit(&m->version, 1, memory_order_acq_rel);
     atomic_thread_fence(memory_order_release);
     for (size_t i = 0; i <= t->mask; i++) {
-        atomic_store_explicit(&t->keys[i], EMPTY, memory_order_relaxed);
-        atomic_store_explicit(&t->vals[i], NULL, memory_order_relaxed);
+        atomic_store_explicit(&t->slots[i].key, EMPTY, memory_order_relaxed);
+        atomic_store_explicit(&t->slots[i].val, NULL, memory_order_relaxed);
     }
     for (size_t i = 0; i < n; i++)
         put(t, keys[i], vals[i]);
@@ -119,8 +115,8 @@ static gpuarena_status_t grow(ga_lmap_t *m)
     if (!t)
         return GPUARENA_ERR_HOST_MEMORY;
     for (size_t i = 0; i <= old->mask; i++) {
-        uintptr_t k = atomic_load_explicit(&old->keys[i], memory_order_relaxed);
-        ga_block_t *b = atomic_load_explicit(&old->vals[i], memory_order_relaxed);
+        uintptr_t k = atomic_load_explicit(&old->slots[i].key, memory_order_relaxed);
+        ga_block_t *b = atomic_load_explicit(&old->slots[i].val, memory_order_relaxed);
         if (k != EMPTY && k != TOMB && b)
             put(t, k, b);
     }
@@ -142,7 +138,7 @@ gpuarena_status_t ga_lmap_insert(ga_lmap_t *m, ga_block_t *b)
     /* Reuse a tombstone on the probe path only if the key is absent. */
     size_t i = ga_lmap_hash(b->addr, t->mask);
     for (;;) {
-        uintptr_t k = atomic_load_explicit(&t->keys[i], memory_order_relaxed);
+        uintptr_t k = atomic_load_explicit(&t->slots[i].key, memory_order_relaxed);
         if (k == EMPTY) {
             m->used++;
             break;
@@ -151,8 +147,8 @@ gpuarena_status_t ga_lmap_insert(ga_lmap_t *m, ga_block_t *b)
             break;
         i = (i + 1) & t->mask;
     }
-    atomic_store_explicit(&t->vals[i], b, memory_order_relaxed);
-    atomic_store_explicit(&t->keys[i], b->addr, memory_order_release);
+    atomic_store_explicit(&t->slots[i].val, b, memory_order_relaxed);
+    atomic_store_explicit(&t->slots[i].key, b->addr, memory_order_release);
     m->count++;
     return GPUARENA_SUCCESS;
 }
@@ -162,12 +158,12 @@ void ga_lmap_remove(ga_lmap_t *m, uintptr_t a)
     ga_lmap_table_t *t = atomic_load_explicit(&m->table, memory_order_relaxed);
     size_t i = ga_lmap_hash(a, t->mask);
     for (;;) {
-        uintptr_t k = atomic_load_explicit(&t->keys[i], memory_order_relaxed);
+        uintptr_t k = atomic_load_explicit(&t->slots[i].key, memory_order_relaxed);
         if (k == EMPTY)
             return;
         if (k == a) {
-            atomic_store_explicit(&t->vals[i], NULL, memory_order_relaxed);
-            atomic_store_explicit(&t->keys[i], TOMB, memory_order_release);
+            atomic_store_explicit(&t->slots[i].val, NULL, memory_order_relaxed);
+            atomic_store_explicit(&t->slots[i].key, TOMB, memory_order_release);
             m->count--;
             return;
         }
