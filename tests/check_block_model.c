@@ -20,8 +20,9 @@
  * Every configuration (fixed and growable segments, thread caches on and
  * off, both cross-stream policies) runs a share of the operations.
  * GA_TEST_OPS scales the total (default one million).  For debugging:
- * GA_MODEL_ONLY=N runs only the Nth configuration, GA_MODEL_TRACE=1
- * prints every operation and every block.
+ * GA_MODEL_ONLY=N runs only the Nth configuration (from 0), GA_MODEL_SEED=K
+ * runs other random sequences (K is mixed into each configuration's
+ * seed), GA_MODEL_TRACE=1 prints every operation and every block.
  */
 #include "block/block.h"
 #include "block/internal.h"
@@ -190,7 +191,10 @@ static void run_model(unsigned long ops, bool growable, bool tcache, ga_cross_st
 {
     model_t *m = calloc(1, sizeof *m);
     ck_assert_ptr_nonnull(m);
-    m->rng = seed;
+    const char *es = getenv("GA_MODEL_SEED");
+    m->rng = es ? seed ^ strtoull(es, NULL, 0) : seed;
+    if (!m->rng)
+        m->rng = seed; /* xorshift never leaves 0 */
     m->wait_policy = policy == GA_CROSS_WAIT;
     tp_init(&m->tp, growable, (size_t)2 << 20);
     ga_settings_t set;

@@ -372,7 +372,12 @@ void tp_wait(tp_t *t, unsigned s, unsigned on)
 {
     if (t->waited[s][on] < t->enqueued[on])
         t->waited[s][on] = t->enqueued[on];
+    /* The wait takes a position of its own on S, the next one: an event
+     * recorded on S after this call (the manager's, at the free that
+     * follows) completes only once ON has done what S waits for, while
+     * one recorded before does not need it. */
     note_wait(t, s, on, t->enqueued[on]);
+    t->enqueued[s]++;
     for (unsigned k = 0; k < TP_STREAMS; k++)
         if (t->waited[s][k] < t->waited[on][k])
             t->waited[s][k] = t->waited[on][k];

@@ -68,7 +68,8 @@ void tp_init_direct(tp_t *t);
 /* One unit of work enqueued on stream S (the test calls it per op). */
 void tp_enqueue(tp_t *t, unsigned s);
 /* Stream S waits for the work enqueued on stream ON so far (as a program
- * does with cuStreamWaitEvent). */
+ * does with cuStreamWaitEvent): the wait is the next position of S, so
+ * events recorded on S after the call complete only after ON's work. */
 void tp_wait(tp_t *t, unsigned s, unsigned on);
 /* Complete all work of stream S. */
 void tp_complete(tp_t *t, unsigned s);
