@@ -98,8 +98,8 @@ struct ga_pool {
 };
 
 /* Live map (livemap.c): address -> live block, readable without the lock
- * (thread caches free through it) and written under the manager's lock. */
-/* A key and its value side by side: a lookup reads one cache line. */
+ * (thread caches free through it) and written under the manager's lock.
+ * A key and its value sit side by side: a lookup reads one cache line. */
 typedef struct ga_lmap_slot {
     _Atomic uintptr_t key;
     ga_block_t *_Atomic val;
