@@ -73,20 +73,19 @@ static void put(ga_lmap_table_t *t, uintptr_t a, ga_block_t *b)
 /* Rehash in place to drop tombstones, inside the sequence lock. */
 static gpuarena_status_t clean(ga_lmap_t *m, ga_lmap_table_t *t)
 {
-    uintptr_t *keys = malloc((m->count + 1) * sizeof *keys);
-    ga_block_t **vals = malloc((m->count + 1) * sizeof *vals);
-    if (!keys || !vals) {
-        free(keys);
-        free(vals);
+    struct {
+        uintptr_t key;
+        ga_block_t *val;
+    } *live = malloc((m->count + 1) * sizeof *live);
+    if (!live)
         return GPUARENA_ERR_HOST_MEMORY;
-    }
     size_t n = 0;
     for (size_t i = 0; i <= t->mask; i++) {
         uintptr_t k = atomic_load_explicit(&t->slots[i].key, memory_order_relaxed);
         ga_block_t *b = atomic_load_explicit(&t->slots[i].val, memory_order_relaxed);
         if (k != EMPTY && k != TOMB && b) {
-            keys[n] = k;
-            vals[n++] = b;
+            live[n].key = k;
+            live[n++].val = b;
         }
     }
     atomic_fetch_add_explicit(&m->version, 1, memory_order_acq_rel);
@@ -96,11 +95,10 @@ static gpuarena_status_t clean(ga_lmap_t *m, ga_lmap_table_t *t)
         atomic_store_explicit(&t->slots[i].val, NULL, memory_order_relaxed);
     }
     for (size_t i = 0; i < n; i++)
-        put(t, keys[i], vals[i]);
+        put(t, live[i].key, live[i].val);
     atomic_fetch_add_explicit(&m->version, 1, memory_order_release);
     m->used = n;
-    free(keys);
-    free(vals);
+    free(live);
     return GPUARENA_SUCCESS;
 }
 
