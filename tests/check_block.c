@@ -45,11 +45,14 @@ typedef struct fx {
 } fx_t;
 
 /* Defaults of a sim arena, fixed segments, no thread cache, then OPTS. */
-static fx_t *fx_new(bool growable, size_t granule, const char *opts)
+/* A manager over a test provider whose memory is host-visible or not (the
+ * manager reads that once, at creation, as from a real provider). */
+static fx_t *fx_new_memory(bool growable, size_t granule, const char *opts, bool host_visible)
 {
     fx_t *f = calloc(1, sizeof *f);
     ck_assert_ptr_nonnull(f);
     tp_init(&f->tp, growable, granule);
+    f->tp.base.host_visible = host_visible;
     ga_config_defaults(GPUARENA_SIM, &f->set);
     f->set.expandable = growable;
     f->set.thread_cache = false;
@@ -58,6 +61,11 @@ static fx_t *fx_new(bool growable, size_t granule, const char *opts)
                       "options %s: %s", opts, gpuarena_last_error());
     ck_assert_int_eq(ga_bm_create(&f->tp.base, &f->set, &f->bm), GPUARENA_SUCCESS);
     return f;
+}
+
+static fx_t *fx_new(bool growable, size_t granule, const char *opts)
+{
+    return fx_new_memory(growable, granule, opts, false);
 }
 
 static void *fx_alloc(fx_t *f, size_t size, unsigned s)
@@ -344,8 +352,7 @@ static void host_stream_case(const char *policy, bool host_visible)
 {
     char opts[160];
     snprintf(opts, sizeof opts, "%s,cross_stream=%s", SEG_OPTS, policy);
-    fx_t *f = fx_new(false, 64 * KI, opts);
-    f->tp.base.host_visible = host_visible;
+    fx_t *f = fx_new_memory(false, 64 * KI, opts, host_visible);
     void *p = fx_alloc(f, 32 * KI, 1);
     void *keep = fx_alloc(f, 32 * KI, 1); /* segment 1 full */
     uint64_t events = fx_stats(f).events_recorded, syncs = f->tp.syncs;
@@ -604,8 +611,7 @@ END_TEST
  * event and still synchronises nothing. */
 START_TEST(host_visible_idle_free_does_not_sync)
 {
-    fx_t *f = fx_new(false, 64 * KI, NULL);
-    f->tp.base.host_visible = true;
+    fx_t *f = fx_new_memory(false, 64 * KI, NULL, true);
     void *p = fx_alloc(f, 1 * MI, 1);
     tp_complete(&f->tp, 1);
     uint64_t syncs = f->tp.syncs, events = fx_stats(f).events_recorded;
@@ -1222,6 +1228,51 @@ START_TEST(destroy_reports_what_stays_mapped)
 }
 END_TEST
 
+/* The live map on its own, loaded near its limit so that probe chains
+ * collide and wrap: a removal shifts the rest of its chain back, and after
+ * every step each present key is found, each removed one is not, and the
+ * table agrees with its count. */
+START_TEST(live_map_removal_keeps_chains)
+{
+    enum { N = 500, STEPS = 20000 };
+    static ga_block_t rec[N];
+    bool in[N] = {false};
+    ga_lmap_t m;
+    ck_assert_int_eq(ga_lmap_init(&m), GPUARENA_SUCCESS);
+    uint64_t seed = 0x2545F4914F6CDD1Dull;
+    for (unsigned i = 0; i < N; i++) {
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        /* Addresses of a 1 TiB range, 512-byte aligned, as blocks are. */
+        rec[i].addr = ((uintptr_t)1 << 44) + ((seed >> 24) & ((1ull << 31) - 1)) * 512;
+        rec[i].state = BLOCK_LIVE;
+    }
+    unsigned live = 0;
+    for (unsigned step = 0; step < STEPS; step++) {
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        unsigned i = (unsigned)(seed >> 33) % N;
+        if (in[i]) {
+            ga_lmap_remove(&m, rec[i].addr);
+            live--;
+        } else {
+            /* Stay under the grow point (half the 1024 slots). */
+            if (live >= 500)
+                continue;
+            ck_assert_int_eq(ga_lmap_insert(&m, &rec[i]), GPUARENA_SUCCESS);
+            live++;
+        }
+        in[i] = !in[i];
+        uintptr_t bad;
+        ck_assert_msg(ga_lmap_valid(&m, &bad), "step %u: map inconsistent at %p", step,
+                      (void *)bad);
+        if (step % 64 == 0 || step + 1 == STEPS)
+            for (unsigned j = 0; j < N; j++)
+                ck_assert_ptr_eq(ga_lmap_find(&m, rec[j].addr), in[j] ? &rec[j] : NULL);
+    }
+    ck_assert_uint_eq(m.count, live);
+    ga_lmap_destroy(&m);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("block");
@@ -1232,6 +1283,7 @@ int main(void)
     tcase_add_test(fit, small_and_large_segments);
     tcase_add_test(fit, max_split_blocks_are_whole);
     tcase_add_test(fit, max_split_small_request_on_new_segment);
+    tcase_add_test(fit, live_map_removal_keeps_chains);
     suite_add_tcase(s, fit);
     TCase *reuse = tcase_create("reuse");
     tcase_add_test(reuse, reuse_same_stream_at_once);

@@ -213,13 +213,14 @@ static ga_pool_t *pool_get(ga_bm_t *bm, ga_stream_t s)
     if (!p)
         return NULL;
     p->stream = s;
+    p->is_stream = true;
     bm->pools[bm->npools++] = p;
     return p;
 }
 
-static bool is_stream_pool(const ga_bm_t *bm, const ga_pool_t *p)
+static inline bool is_stream_pool(const ga_pool_t *p)
 {
-    return p != &bm->any && p != &bm->holes;
+    return p->is_stream; /* a flag, not two compares: read on every merge */
 }
 
 static void age_unlink(ga_pool_t *p, ga_block_t *b)
@@ -247,11 +248,11 @@ static void age_append(ga_pool_t *p, ga_block_t *b)
 }
 
 /* Take B out of its pool's index (it stays in the segment's list). */
-static void pool_take(ga_bm_t *bm, ga_block_t *b)
+static void pool_take(ga_block_t *b)
 {
     ga_pool_t *p = b->pool;
     ga_fit_remove(&p->fit[b->cls], b);
-    if (is_stream_pool(bm, p))
+    if (is_stream_pool(p))
         age_unlink(p, b);
     b->pool = NULL;
 }
@@ -262,7 +263,7 @@ static void pool_put(ga_bm_t *bm, ga_pool_t *p, ga_block_t *b)
     b->pool = p;
     b->state = p == &bm->holes ? BLOCK_HOLE : BLOCK_FREE;
     ga_fit_insert(&p->fit[b->cls], b);
-    if (is_stream_pool(bm, p))
+    if (is_stream_pool(p))
         age_append(p, b);
 }
 
@@ -299,14 +300,14 @@ static ga_block_t *coalesce_into(ga_bm_t *bm, ga_pool_t *p, ga_block_t *b, uint6
     while ((n = b->next) && joins(bm, n, p)) {
         if (n->stamp > stamp)
             stamp = n->stamp;
-        pool_take(bm, n);
+        pool_take(n);
         absorb(bm, b, n);
     }
     ga_block_t *v;
     while ((v = b->prev) && joins(bm, v, p)) {
         if (v->stamp > stamp)
             stamp = v->stamp;
-        pool_take(bm, v);
+        pool_take(v);
         absorb(bm, v, b);
         b = v;
     }
@@ -318,7 +319,7 @@ static ga_block_t *coalesce_into(ga_bm_t *bm, ga_pool_t *p, ga_block_t *b, uint6
 /* Give free block B (in no pool) to pool P: stream pools stamp it. */
 static ga_block_t *free_into(ga_bm_t *bm, ga_pool_t *p, ga_block_t *b)
 {
-    uint64_t stamp = is_stream_pool(bm, p) ? ++p->seq : 0;
+    uint64_t stamp = is_stream_pool(p) ? ++p->seq : 0;
     return coalesce_into(bm, p, b, stamp);
 }
 
@@ -519,7 +520,7 @@ static gpuarena_status_t commit_hole(ga_bm_t *bm, ga_block_t *h, uintptr_t addr,
     gpuarena_status_t st = bm->prov->ops->commit(bm->prov, (void *)addr, len);
     if (st != GPUARENA_SUCCESS)
         return st;
-    pool_take(bm, h);
+    pool_take(h);
     ga_block_t *b = h;
     if (addr > h->addr) {
         b = split(bm, h, addr - h->addr); /* cannot fail: records were there */
@@ -549,7 +550,7 @@ static size_t release_growable(ga_bm_t *bm, ga_block_t *b)
     if (!spare_records(bm) ||
         bm->prov->ops->decommit(bm->prov, (void *)lo, hi - lo) != GPUARENA_SUCCESS)
         return 0;
-    pool_take(bm, b);
+    pool_take(b);
     ga_block_t *h = b;
     if (lo > b->addr) {
         h = split(bm, b, lo - b->addr);
@@ -586,7 +587,7 @@ static size_t release_bytes(ga_bm_t *bm, size_t want)
                     } else if (!b->prev && !b->next) {
                         size_t sz = b->size;
                         ga_segment_t *g = b->seg;
-                        pool_take(bm, b);
+                        pool_take(b);
                         if (seg_unmap(bm, g) == GPUARENA_SUCCESS) {
                             block_delete(bm, b);
                             done += sz;
@@ -612,7 +613,7 @@ static void sweep_finish(ga_bm_t *bm, ga_pool_t *p)
 {
     while (p->age_head && p->age_head->stamp <= p->sweep_seq) {
         ga_block_t *b = p->age_head;
-        pool_take(bm, b);
+        pool_take(b);
         coalesce_into(bm, &bm->any, b, 0);
     }
     event_put(bm, p->sweep);
@@ -835,7 +836,7 @@ static gpuarena_status_t grow(ga_bm_t *bm, int cls, size_t rs, ga_stream_t s, ga
         if (st != GPUARENA_SUCCESS)
             return st;
         ga_pool_t *p = nb->prev->pool; /* the block extended */
-        *out = coalesce_into(bm, p, nb, is_stream_pool(bm, p) ? ++p->seq : 0);
+        *out = coalesce_into(bm, p, nb, is_stream_pool(p) ? ++p->seq : 0);
         return GPUARENA_SUCCESS;
     }
     if (!h)
@@ -864,7 +865,7 @@ static gpuarena_status_t take_block(ga_bm_t *bm, ga_block_t *b, size_t rs, size_
         /* The tail takes B's place in the pool, stamp and age order. */
         t->pool = p;
         ga_fit_insert(&p->fit[t->cls], t);
-        if (is_stream_pool(bm, p)) {
+        if (is_stream_pool(p)) {
             t->aprev = b->aprev;
             t->anext = b->anext;
             if (b->aprev)
@@ -877,7 +878,7 @@ static gpuarena_status_t take_block(ga_bm_t *bm, ga_block_t *b, size_t rs, size_
                 p->age_tail = t;
             b->aprev = b->anext = NULL;
         }
-    } else if (is_stream_pool(bm, p)) {
+    } else if (is_stream_pool(p)) {
         age_unlink(p, b);
     }
     b->pool = NULL;
@@ -1356,6 +1357,7 @@ gpuarena_status_t ga_bm_create(ga_provider_t *prov, const ga_settings_t *s, ga_b
     bm->round = s->round;
     bm->round_shift = (unsigned)__builtin_ctzll((unsigned long long)s->round);
     bm->events = ga_provider_has_events(prov);
+    bm->guard = bm->events && prov->host_visible;
     bm->plain = !prov->ops->on_alloc && !(bm->set.zero && prov->ops->memzero);
     bm->any.stream.id = GA_STREAM_ANY;
     bm->holes.stream.id = GA_STREAM_ANY;

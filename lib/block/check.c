@@ -158,7 +158,10 @@ gpuarena_status_t ga_bm_check(ga_bm_t *bm)
     if (st != GPUARENA_SUCCESS)
         goto out;
     st = GPUARENA_ERR_CORRUPT;
-    if (listed != free_blocks)
+    uintptr_t bad;
+    if (!ga_lmap_valid(&bm->live, &bad))
+        ga_error(st, "check: the live map is inconsistent (at %p)", (void *)bad);
+    else if (listed != free_blocks)
         ga_error(st, "check: %" PRIu64 " free blocks, %" PRIu64 " in free lists", free_blocks,
                  listed);
     else if (t.live != bm->live.count || t.live != bm->c.live)

@@ -329,6 +329,9 @@ static gpuarena_status_t check_locked(ga_bm_t *bm, ga_block_t **v, uint64_t n)
         requested += b->requested_bm;
         in_use += b->size;
     }
+    uintptr_t bad;
+    if (!ga_lmap_valid(&bm->live, &bad))
+        FAIL("the live map is inconsistent (at %p)", (void *)bad);
     if (count != n || count != bm->live.count || count != bm->c.live)
         FAIL("%" PRIu64 " live blocks listed, the map holds %zu, the totals %" PRIu64, count,
              bm->live.count, bm->c.live);

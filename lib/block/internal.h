@@ -95,6 +95,7 @@ struct ga_pool {
     ga_event_t sweep;                /* event recorded to release blocks to ANY */
     uint64_t sweep_seq;              /* blocks stamped up to this are covered by it */
     bool wanted;                     /* another stream missed: record at the next free */
+    bool is_stream;                  /* a stream's pool, not ANY or HOLE */
 };
 
 /* Live map (livemap.c): address -> live block, readable without the lock
@@ -113,18 +114,18 @@ typedef struct ga_lmap_table {
 
 typedef struct ga_lmap {
     ga_lmap_table_t *_Atomic table;
-    _Atomic uint64_t version; /* odd while rehashing in place */
-    size_t used;              /* keys in use, tombstones included */
-    size_t count;             /* live entries */
+    size_t count; /* live entries */
 } ga_lmap_t;
 
 gpuarena_status_t ga_lmap_init(ga_lmap_t *m);
 void ga_lmap_destroy(ga_lmap_t *m);
 gpuarena_status_t ga_lmap_insert(ga_lmap_t *m, ga_block_t *b);
 void ga_lmap_remove(ga_lmap_t *m, uintptr_t addr);
+/* Whether the table is consistent (the lock held); *BAD gets the first
+ * key in error, 0 when only the count is wrong. */
+bool ga_lmap_valid(ga_lmap_t *m, uintptr_t *bad);
 /* The reader, inline: every free starts with it, lock-free. */
 #define GA_LMAP_EMPTY ((uintptr_t)0)
-#define GA_LMAP_TOMB  ((uintptr_t)1)
 
 static inline size_t ga_lmap_hash(uintptr_t a, size_t mask)
 {
@@ -133,32 +134,19 @@ static inline size_t ga_lmap_hash(uintptr_t a, size_t mask)
     return (size_t)(h >> 20) & mask;
 }
 
-static inline ga_block_t *ga_lmap_probe(ga_lmap_table_t *t, uintptr_t a)
+/* The record at A, or NULL.  Without the lock the answer is a hint (see
+ * livemap.c): the caller checks the record's address and state. */
+static inline ga_block_t *ga_lmap_find(ga_lmap_t *m, uintptr_t a)
 {
-    size_t i = ga_lmap_hash(a, t->mask);
-    for (size_t n = 0; n <= t->mask; n++) {
+    if (a == GA_LMAP_EMPTY)
+        return NULL;
+    ga_lmap_table_t *t = atomic_load_explicit(&m->table, memory_order_acquire);
+    for (size_t i = ga_lmap_hash(a, t->mask);; i = (i + 1) & t->mask) {
         uintptr_t k = atomic_load_explicit(&t->slots[i].key, memory_order_acquire);
         if (k == GA_LMAP_EMPTY)
             return NULL;
         if (k == a)
             return atomic_load_explicit(&t->slots[i].val, memory_order_relaxed);
-        i = (i + 1) & t->mask;
-    }
-    return NULL;
-}
-
-static inline ga_block_t *ga_lmap_find(ga_lmap_t *m, uintptr_t a)
-{
-    if (a == GA_LMAP_EMPTY || a == GA_LMAP_TOMB)
-        return NULL;
-    for (;;) {
-        uint64_t v = atomic_load_explicit(&m->version, memory_order_acquire);
-        if (v & 1)
-            continue; /* a rehash is under way: it is short */
-        ga_block_t *b = ga_lmap_probe(atomic_load_explicit(&m->table, memory_order_acquire), a);
-        atomic_thread_fence(memory_order_acquire);
-        if (atomic_load_explicit(&m->version, memory_order_relaxed) == v)
-            return b;
     }
 }
 
@@ -212,6 +200,7 @@ struct ga_bm {
     bool events;          /* the provider has events: frees are stream-ordered */
     bool direct;          /* the provider hands out blocks itself (direct.c) */
     bool plain;           /* no hints, no zeros: a new block needs nothing more */
+    bool guard;           /* host_guard(): events and host-visible memory */
     ga_direct_t d;
 
     ga_segment_t *segs;              /* every segment */
@@ -272,7 +261,7 @@ gpuarena_status_t ga_direct_bad_pointer(ga_bm_t *bm, uintptr_t a, const char *wh
  * cache). */
 static inline bool host_guard(const ga_bm_t *bm)
 {
-    return bm->events && bm->prov->host_visible;
+    return bm->guard; /* set at creation: the free path asks it several times */
 }
 
 /* tcache.c (the fast path, alloc and free, is inline in tcache.h) */
