@@ -88,6 +88,9 @@ static gpuarena_status_t check_segment(ga_bm_t *bm, ga_segment_t *g, tally_t *t)
 static gpuarena_status_t check_pool(ga_bm_t *bm, ga_pool_t *p, uint64_t *listed)
 {
     bool stream_pool = p != &bm->any && p != &bm->holes;
+    if (p->is_stream != stream_pool)
+        FAIL("the %s pool says it is%s a stream's", stream_pool ? "stream" : "ANY or hole",
+             stream_pool ? " not" : "");
     uint64_t n = 0;
     for (int cls = 0; cls < CLASS_COUNT; cls++) {
         ga_fit_t *f = &p->fit[cls];
