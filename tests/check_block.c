@@ -44,9 +44,9 @@ typedef struct fx {
     ga_settings_t set;
 } fx_t;
 
-/* Defaults of a sim arena, fixed segments, no thread cache, then OPTS. */
-/* A manager over a test provider whose memory is host-visible or not (the
- * manager reads that once, at creation, as from a real provider). */
+/* Defaults of a sim arena, fixed segments, no thread cache, then OPTS,
+ * over a test provider whose memory is host-visible or not (the manager
+ * reads that once, at creation, as from a real provider). */
 static fx_t *fx_new_memory(bool growable, size_t granule, const char *opts, bool host_visible)
 {
     fx_t *f = calloc(1, sizeof *f);
@@ -63,6 +63,7 @@ static fx_t *fx_new_memory(bool growable, size_t granule, const char *opts, bool
     return f;
 }
 
+/* The same over device-like memory. */
 static fx_t *fx_new(bool growable, size_t granule, const char *opts)
 {
     return fx_new_memory(growable, granule, opts, false);
