@@ -225,7 +225,15 @@ static void run_model(unsigned long ops, bool growable, bool tcache, ga_cross_st
             if (getenv("GA_MODEL_TRACE"))
                 fprintf(stderr, "RECORD %#lx on %u\n", (unsigned long)m->live[i].p, s);
         } else if (r < 99) {
-            tp_complete(&m->tp, s % NSTREAMS); /* the GPU catches up on one stream */
+            /* The GPU catches up on one stream, wholly or part of the way:
+             * an event recorded at a free completes then while later
+             * frees on that stream are still ahead of the GPU. */
+            unsigned g = s % NSTREAMS;
+            uint64_t done = m->tp.completed[g], ahead = m->tp.enqueued[g] - done;
+            if (rnd(m) % 2 || !ahead)
+                tp_complete(&m->tp, g);
+            else
+                tp_complete_to(&m->tp, g, done + 1 + rnd(m) % ahead);
             prune(m);
         } else {
             size_t keep = rnd(m) % 2 ? 0 : (size_t)(rnd(m) % (64u << 20));

@@ -368,6 +368,11 @@ void tp_complete(tp_t *t, unsigned s)
     advance(t, s, t->enqueued[s]);
 }
 
+void tp_complete_to(tp_t *t, unsigned s, uint64_t pos)
+{
+    advance(t, s, pos < t->enqueued[s] ? pos : t->enqueued[s]);
+}
+
 void tp_wait(tp_t *t, unsigned s, unsigned on)
 {
     if (t->waited[s][on] < t->enqueued[on])

@@ -73,5 +73,8 @@ void tp_enqueue(tp_t *t, unsigned s);
 void tp_wait(tp_t *t, unsigned s, unsigned on);
 /* Complete all work of stream S. */
 void tp_complete(tp_t *t, unsigned s);
+/* Complete the work of stream S up to position POS (at most what was
+ * enqueued): the GPU part-way through a stream's queue. */
+void tp_complete_to(tp_t *t, unsigned s, uint64_t pos);
 
 #endif

@@ -223,37 +223,11 @@ static inline bool is_stream_pool(const ga_pool_t *p)
     return p->is_stream; /* a flag, not two compares: read on every merge */
 }
 
-static void age_unlink(ga_pool_t *p, ga_block_t *b)
-{
-    if (b->aprev)
-        b->aprev->anext = b->anext;
-    else
-        p->age_head = b->anext;
-    if (b->anext)
-        b->anext->aprev = b->aprev;
-    else
-        p->age_tail = b->aprev;
-    b->aprev = b->anext = NULL;
-}
-
-static void age_append(ga_pool_t *p, ga_block_t *b)
-{
-    b->anext = NULL;
-    b->aprev = p->age_tail;
-    if (p->age_tail)
-        p->age_tail->anext = b;
-    else
-        p->age_head = b;
-    p->age_tail = b;
-}
-
 /* Take B out of its pool's index (it stays in the segment's list). */
 static void pool_take(ga_block_t *b)
 {
     ga_pool_t *p = b->pool;
     ga_fit_remove(&p->fit[b->cls], b);
-    if (is_stream_pool(p))
-        age_unlink(p, b);
     b->pool = NULL;
 }
 
@@ -263,8 +237,6 @@ static void pool_put(ga_bm_t *bm, ga_pool_t *p, ga_block_t *b)
     b->pool = p;
     b->state = p == &bm->holes ? BLOCK_HOLE : BLOCK_FREE;
     ga_fit_insert(&p->fit[b->cls], b);
-    if (is_stream_pool(p))
-        age_append(p, b);
 }
 
 /* May a free neighbour in pool Q join a block going into pool P?  Blocks
@@ -292,20 +264,21 @@ static void absorb(ga_bm_t *bm, ga_block_t *l, ga_block_t *r)
 
 /* Merge free block B (in no pool) with its neighbours of pool P, put the
  * result in P and return it.  In a stream pool the merged block takes the
- * newest stamp, so the age list stays in stamp order. */
+ * newest stamp of its pieces: a sweep then releases it only once it
+ * covers every piece. */
 static ga_block_t *coalesce_into(ga_bm_t *bm, ga_pool_t *p, ga_block_t *b, uint64_t stamp)
 {
     /* Loops: an ANY neighbour taken in may have a neighbour of P. */
     ga_block_t *n;
     while ((n = b->next) && joins(bm, n, p)) {
-        if (n->stamp > stamp)
+        if (is_stream_pool(p) && n->stamp > stamp)
             stamp = n->stamp;
         pool_take(n);
         absorb(bm, b, n);
     }
     ga_block_t *v;
     while ((v = b->prev) && joins(bm, v, p)) {
-        if (v->stamp > stamp)
+        if (is_stream_pool(p) && v->stamp > stamp)
             stamp = v->stamp;
         pool_take(v);
         absorb(bm, v, b);
@@ -608,16 +581,49 @@ static size_t release_bytes(ga_bm_t *bm, size_t want)
 /* ------------------------------------------------------------------ */
 /* Stream-ordered release: sweeps and pending frees.                   */
 
-/* Move the blocks a completed sweep covers from P to ANY. */
+/* Move the blocks a completed sweep covers from P to ANY.  The pool's
+ * lists are walked whole: this runs only when another stream has missed
+ * and a sweep's event has completed, and keeping the blocks in free order
+ * instead (an age list) cost every free and every split on a stream. */
 static void sweep_finish(ga_bm_t *bm, ga_pool_t *p)
 {
-    while (p->age_head && p->age_head->stamp <= p->sweep_seq) {
-        ga_block_t *b = p->age_head;
-        pool_take(b);
+    ga_block_t *covered = NULL;
+    for (int cls = 0; cls < CLASS_COUNT; cls++) {
+        ga_fit_t *f = &p->fit[cls];
+        for (uint64_t fm = f->fl_map; fm; fm &= fm - 1) {
+            unsigned fl = (unsigned)__builtin_ctzll(fm);
+            for (uint32_t sm = f->sl_map[fl]; sm; sm &= sm - 1) {
+                unsigned sl = (unsigned)__builtin_ctz(sm);
+                for (ga_block_t *b = f->heads[fl][sl], *nx; b; b = nx) {
+                    nx = b->fnext;
+                    if (b->stamp > p->sweep_seq)
+                        continue;
+                    /* Out of the index first, merged once the walk is
+                     * over: a merge now would change the lists walked. */
+                    pool_take(b);
+                    b->fnext = covered;
+                    covered = b;
+                }
+            }
+        }
+    }
+    while (covered) {
+        ga_block_t *b = covered;
+        covered = b->fnext;
+        b->fnext = NULL;
         coalesce_into(bm, &bm->any, b, 0);
     }
     event_put(bm, p->sweep);
     p->sweep = NULL;
+}
+
+/* Whether P holds free blocks that no sweep covers yet.  The newest free
+ * into P is stamped p->seq; blocks taken since may leave none uncovered,
+ * and then a sweep is asked for that releases nothing: a spare event,
+ * never a block released early. */
+static bool uncovered(const ga_pool_t *p)
+{
+    return p->seq > p->sweep_seq && (p->fit[CLASS_SMALL].count || p->fit[CLASS_LARGE].count);
 }
 
 /* The streams whose pools want a sweep, for the lock-free free path. */
@@ -636,7 +642,7 @@ static void sweep_request_all(ga_bm_t *bm)
 {
     for (unsigned i = 0; i < bm->npools; i++) {
         ga_pool_t *p = bm->pools[i];
-        if (!p->sweep && p->age_tail && p->age_tail->stamp > p->sweep_seq)
+        if (!p->sweep && uncovered(p))
             p->wanted = true;
     }
     wanted_update(bm);
@@ -708,7 +714,7 @@ static void drain_all(ga_bm_t *bm)
         poll_events(bm, false); /* all complete now */
         for (unsigned i = 0; i < bm->npools; i++) {
             ga_pool_t *p = bm->pools[i];
-            if (!p->age_head)
+            if (!p->fit[CLASS_SMALL].count && !p->fit[CLASS_LARGE].count)
                 continue;
             if (!p->sweep && event_get(bm, &p->sweep) != GPUARENA_SUCCESS) {
                 p->sweep = NULL;
@@ -862,24 +868,9 @@ static gpuarena_status_t take_block(ga_bm_t *bm, ga_block_t *b, size_t rs, size_
     if (!keep_whole && b->size - rs >= bm->round)
         t = split(bm, b, rs);
     if (t) {
-        /* The tail takes B's place in the pool, stamp and age order. */
+        /* The tail stays in B's pool with B's stamp (split copied it). */
         t->pool = p;
         ga_fit_insert(&p->fit[t->cls], t);
-        if (is_stream_pool(p)) {
-            t->aprev = b->aprev;
-            t->anext = b->anext;
-            if (b->aprev)
-                b->aprev->anext = t;
-            else
-                p->age_head = t;
-            if (b->anext)
-                b->anext->aprev = t;
-            else
-                p->age_tail = t;
-            b->aprev = b->anext = NULL;
-        }
-    } else if (is_stream_pool(p)) {
-        age_unlink(p, b);
     }
     b->pool = NULL;
     gpuarena_status_t st = ga_lmap_insert(&bm->live, b);

@@ -63,9 +63,7 @@ typedef struct ga_block {
     uint8_t cls;            /* CLASS_SMALL or CLASS_LARGE */
     _Atomic uint8_t cached; /* LIVE: held by a thread cache */
     /* line 2 */
-    _Alignas(64) struct ga_block *aprev; /* age list of a stream pool (FREE) */
-    struct ga_block *anext;
-    uint64_t stamp; /* FREE in a stream pool: free sequence number */
+    _Alignas(64) uint64_t stamp; /* FREE in a stream pool: free sequence number */
     ga_segment_t *seg;
     size_t requested;    /* LIVE: the user's size (the owner thread's while cached) */
     size_t requested_bm; /* LIVE: size as counted in the manager's totals */
@@ -90,7 +88,6 @@ struct ga_segment {
 struct ga_pool {
     ga_stream_t stream; /* GA_STREAM_ANY for the ANY and HOLE pools */
     ga_fit_t fit[CLASS_COUNT];
-    ga_block_t *age_head, *age_tail; /* stream pools: free blocks, oldest first */
     uint64_t seq;                    /* stamp of the last free into this pool */
     ga_event_t sweep;                /* event recorded to release blocks to ANY */
     uint64_t sweep_seq;              /* blocks stamped up to this are covered by it */
