@@ -88,11 +88,11 @@ struct ga_segment {
 struct ga_pool {
     ga_stream_t stream; /* GA_STREAM_ANY for the ANY and HOLE pools */
     ga_fit_t fit[CLASS_COUNT];
-    uint64_t seq;                    /* stamp of the last free into this pool */
-    ga_event_t sweep;                /* event recorded to release blocks to ANY */
-    uint64_t sweep_seq;              /* blocks stamped up to this are covered by it */
-    bool wanted;                     /* another stream missed: record at the next free */
-    bool is_stream;                  /* a stream's pool, not ANY or HOLE */
+    uint64_t seq;       /* stamp of the last free into this pool */
+    ga_event_t sweep;   /* event recorded to release blocks to ANY */
+    uint64_t sweep_seq; /* blocks stamped up to this are covered by it */
+    bool wanted;        /* another stream missed: record at the next free */
+    bool is_stream;     /* a stream's pool, not ANY or HOLE */
 };
 
 /* Live map (livemap.c): address -> live block, readable without the lock
