@@ -186,9 +186,17 @@ static gpuarena_status_t event_record(ga_bm_t *bm, ga_stream_t s, ga_event_t *ou
 
 static ga_pool_t *pool_find(ga_bm_t *bm, uint64_t id)
 {
-    for (unsigned i = 0; i < bm->npools; i++)
-        if (bm->pools[i]->stream.id == id)
-            return bm->pools[i];
+    /* A free and the allocation after it ask for the same stream: the
+     * pool found last first (pools live as long as the manager). */
+    ga_pool_t *p = bm->last_pool;
+    if (p && p->stream.id == id)
+        return p;
+    for (unsigned i = 0; i < bm->npools; i++) {
+        if (bm->pools[i]->stream.id == id) {
+            bm->last_pool = bm->pools[i];
+            return bm->last_pool;
+        }
+    }
     return NULL;
 }
 

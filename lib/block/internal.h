@@ -205,6 +205,7 @@ struct ga_bm {
     ga_pool_t any, holes;
     ga_pool_t **pools; /* stream pools */
     unsigned npools, cap_pools;
+    ga_pool_t *last_pool; /* the one pool_find found last */
 
     ga_lmap_t live;
     ga_block_t *spare_blocks; /* recycled block records */

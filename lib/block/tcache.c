@@ -45,6 +45,7 @@ static pthread_key_t exit_key;
 static pthread_once_t key_once = PTHREAD_ONCE_INIT;
 
 _Thread_local ga_tcache_t *ga_tc_list GA_TLS_IE, *ga_tc_last GA_TLS_IE;
+_Thread_local bool ga_tc_any GA_TLS_IE; /* never cleared while the thread lives: a hint */
 
 /* Whether the owner's fast path may go without the lock: membarrier(2)
  * with private expedited barriers, registered once. */
@@ -172,6 +173,7 @@ static void thread_exit(void *arg)
         free(t);
     }
     ga_tc_list = ga_tc_last = NULL;
+    ga_tc_any = false;
     pthread_mutex_unlock(&registry);
 }
 
@@ -218,6 +220,8 @@ ga_tcache_t *ga_tcache_create(ga_bm_t *bm, ga_stream_t s)
     /* Any non-NULL value makes the destructor run at thread exit. */
     pthread_setspecific(exit_key, t);
     ga_tc_last = t;
+    if (s.id == GA_STREAM_ANY)
+        ga_tc_any = true;
     return t;
 }
 

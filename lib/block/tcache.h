@@ -54,6 +54,11 @@ struct ga_tcache {
  * the one it used last. */
 #define GA_TLS_IE __attribute__((tls_model("initial-exec")))
 extern _Thread_local ga_tcache_t *ga_tc_list GA_TLS_IE, *ga_tc_last GA_TLS_IE;
+/* Whether this thread has ever made a cache of blocks freed with no
+ * stream: an allocation on a stream asks that cache after its own, and a
+ * thread that frees only on streams (a framework's) then skips the walk
+ * of its list that would find nothing. */
+extern _Thread_local bool ga_tc_any GA_TLS_IE;
 /* Whether the owner's fast path may go without the lock (membarrier). */
 extern _Atomic bool ga_tc_asymmetric;
 
@@ -210,11 +215,12 @@ static inline bool ga_tcache_alloc(ga_bm_t *bm, size_t rounded, size_t size, ga_
     return ga_tcache_take(bm, s.id, rounded, size, s, ptr, false);
 }
 
-/* The same from the cache of blocks freed with no stream (they suit S). */
+/* The same from the cache of blocks freed with no stream (they suit S),
+ * if this thread has one. */
 static inline bool ga_tcache_alloc_any(ga_bm_t *bm, size_t rounded, size_t size, ga_stream_t s,
                                        void **ptr)
 {
-    return ga_tcache_take(bm, GA_STREAM_ANY, rounded, size, s, ptr, false);
+    return ga_tc_any && ga_tcache_take(bm, GA_STREAM_ANY, rounded, size, s, ptr, false);
 }
 
 /* The block of ROUNDED bytes held in the large slot of this thread's
@@ -224,7 +230,7 @@ static inline bool ga_tcache_alloc_large(ga_bm_t *bm, size_t rounded, size_t siz
                                          void **ptr)
 {
     return ga_tcache_take(bm, s.id, rounded, size, s, ptr, true) ||
-           (s.id != GA_STREAM_ANY &&
+           (s.id != GA_STREAM_ANY && ga_tc_any &&
             ga_tcache_take(bm, GA_STREAM_ANY, rounded, size, s, ptr, true));
 }
 
