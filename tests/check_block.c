@@ -1229,11 +1229,12 @@ START_TEST(destroy_reports_what_stays_mapped)
 }
 END_TEST
 
-/* The live map on its own, loaded near its limit so that probe chains
- * collide and wrap: a removal shifts the rest of its chain back, and after
- * every step each present key is found, each removed one is not, and the
- * table agrees with its count. */
-START_TEST(live_map_removal_keeps_chains)
+/* The live map on its own, loaded near its limit so that buckets fill
+ * and their keys spill into the next ones (the last bucket's into the
+ * first): after every step each present key is found, each removed one is
+ * not, and the table agrees with its count; and some key did spill, or
+ * the test would not have covered the far lookups. */
+START_TEST(live_map_full_buckets_spill)
 {
     enum { N = 500, STEPS = 20000 };
     static ga_block_t rec[N];
@@ -1255,7 +1256,7 @@ START_TEST(live_map_removal_keeps_chains)
             ga_lmap_remove(&m, rec[i].addr);
             live--;
         } else {
-            /* Stay under the grow point (half the 1024 slots). */
+            /* Stay under the grow point (half the 1024 ways). */
             if (live >= 500)
                 continue;
             ck_assert_int_eq(ga_lmap_insert(&m, &rec[i]), GPUARENA_SUCCESS);
@@ -1270,6 +1271,12 @@ START_TEST(live_map_removal_keeps_chains)
                 ck_assert_ptr_eq(ga_lmap_find(&m, rec[j].addr), in[j] ? &rec[j] : NULL);
     }
     ck_assert_uint_eq(m.count, live);
+    ga_lmap_table_t *t = atomic_load(&m.table);
+    unsigned spilled = 0;
+    for (size_t i = 0; i <= t->mask; i++)
+        spilled += atomic_load(&t->reach[i]) > 0;
+    ck_assert_uint_gt(spilled, 0);
+    ck_assert_uint_eq(t->mask + 1, 256); /* never grown: the load stayed at the limit */
     ga_lmap_destroy(&m);
 }
 END_TEST
@@ -1284,7 +1291,7 @@ int main(void)
     tcase_add_test(fit, small_and_large_segments);
     tcase_add_test(fit, max_split_blocks_are_whole);
     tcase_add_test(fit, max_split_small_request_on_new_segment);
-    tcase_add_test(fit, live_map_removal_keeps_chains);
+    tcase_add_test(fit, live_map_full_buckets_spill);
     suite_add_tcase(s, fit);
     TCase *reuse = tcase_create("reuse");
     tcase_add_test(reuse, reuse_same_stream_at_once);

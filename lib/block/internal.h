@@ -97,15 +97,20 @@ struct ga_pool {
 
 /* Live map (livemap.c): address -> live block, readable without the lock
  * (thread caches free through it) and written under the manager's lock.
- * A key and its value sit side by side: a lookup reads one cache line. */
-typedef struct ga_lmap_slot {
-    _Atomic uintptr_t key;
-    ga_block_t *_Atomic val;
-} ga_lmap_slot_t;
+ * Buckets of four keys and their values fill one cache line; a key lives
+ * in its home bucket, or when that is full in one of the next REACH
+ * buckets, REACH kept per home bucket. */
+#define GA_LMAP_WAYS 4
+
+typedef struct ga_lmap_bucket {
+    _Alignas(64) _Atomic uintptr_t key[GA_LMAP_WAYS];
+    ga_block_t *_Atomic val[GA_LMAP_WAYS];
+} ga_lmap_bucket_t;
 
 typedef struct ga_lmap_table {
-    size_t mask;
-    ga_lmap_slot_t *slots;
+    size_t mask; /* buckets - 1 */
+    ga_lmap_bucket_t *b;
+    _Atomic uint8_t *reach;        /* per home bucket: buckets past it its keys may be in */
     struct ga_lmap_table *retired; /* older tables, freed at destroy */
 } ga_lmap_table_t;
 
@@ -131,20 +136,44 @@ static inline size_t ga_lmap_hash(uintptr_t a, size_t mask)
     return (size_t)(h >> 20) & mask;
 }
 
+/* Bit k set when key k of bucket BK is A.  Four compares, no branch: which
+ * way a key sits in is random, and a branch on it would be mispredicted
+ * on most frees. */
+/* 1 when way K of BK holds A.  The result is kept a value (the empty asm):
+ * GCC otherwise turns some of ga_lmap_match's tests into branches, which
+ * the random way of a key mispredicts. */
+static inline unsigned ga_lmap_way_is(ga_lmap_bucket_t *bk, unsigned k, uintptr_t a)
+{
+    unsigned e = atomic_load_explicit(&bk->key[k], memory_order_acquire) == a;
+    __asm__("" : "+r"(e));
+    return e;
+}
+
+/* Bit k set when way k of bucket BK holds A: four compares, no branch. */
+static inline unsigned ga_lmap_match(ga_lmap_bucket_t *bk, uintptr_t a)
+{
+    _Static_assert(GA_LMAP_WAYS == 4, "ga_lmap_match compares four ways");
+    return ga_lmap_way_is(bk, 0, a) | ga_lmap_way_is(bk, 1, a) << 1 |
+           ga_lmap_way_is(bk, 2, a) << 2 | ga_lmap_way_is(bk, 3, a) << 3;
+}
+
+/* The rest of ga_lmap_find: A not in its home bucket H (livemap.c). */
+ga_block_t *ga_lmap_find_far(ga_lmap_table_t *t, size_t h, uintptr_t a);
+
 /* The record at A, or NULL.  Without the lock the answer is a hint (see
  * livemap.c): the caller checks the record's address and state. */
-static inline ga_block_t *ga_lmap_find(ga_lmap_t *m, uintptr_t a)
+__attribute__((always_inline)) static inline ga_block_t *ga_lmap_find(ga_lmap_t *m, uintptr_t a)
 {
     if (a == GA_LMAP_EMPTY)
         return NULL;
     ga_lmap_table_t *t = atomic_load_explicit(&m->table, memory_order_acquire);
-    for (size_t i = ga_lmap_hash(a, t->mask);; i = (i + 1) & t->mask) {
-        uintptr_t k = atomic_load_explicit(&t->slots[i].key, memory_order_acquire);
-        if (k == GA_LMAP_EMPTY)
-            return NULL;
-        if (k == a)
-            return atomic_load_explicit(&t->slots[i].val, memory_order_relaxed);
-    }
+    size_t h = ga_lmap_hash(a, t->mask);
+    ga_lmap_bucket_t *bk = &t->b[h];
+    unsigned hit = ga_lmap_match(bk, a);
+    if (hit)
+        return atomic_load_explicit(&bk->val[__builtin_ctz(hit)], memory_order_relaxed);
+    return atomic_load_explicit(&t->reach[h], memory_order_relaxed) ? ga_lmap_find_far(t, h, a)
+                                                                    : NULL;
 }
 
 /* A recorded event waiting to release a PENDING block. */

@@ -3,39 +3,63 @@
  *
  * Every free needs it, and the thread caches free without taking the
  * manager's lock, so it is read lock-free while only the lock holder writes
- * it: open addressing with linear probing and atomic slots.
+ * it.  It is a hash table of buckets of GA_LMAP_WAYS keys, one cache line
+ * each: a key goes to the first free way of its home bucket, or, when that
+ * bucket is full, of the next buckets, and the home bucket's REACH says
+ * how far past it its keys may be.  With the load kept at half the ways
+ * or less, nearly every key is at home: a lookup reads one line and
+ * compares its keys without a branch on which way holds the key.
  *
- * A removal shifts the rest of the probe chain back into the hole instead
- * of leaving a tombstone, so chains stay as short as the load allows and
- * the map never needs a rehash in place.  Each slot's value is stored
- * before its key, with release, and read after it, with acquire.  A
- * reader that races a shift may miss a key that moved behind it, or read
- * the value of the key that replaced the one it matched: the free path
- * then checks the record's address and state, and on any doubt looks
- * again under the lock.
+ * A removal only empties its way: no key ever moves while the table
+ * lives, so a lock-free reader can miss only a key being inserted or
+ * removed at that moment.  Each way's value is stored before its key, with
+ * release, and read after it, with acquire; a reader that races a
+ * removal and a new insertion into the same way may read the new key's
+ * value: the free path checks the record's address and state, and on any
+ * doubt looks again under the lock.  REACH only grows while a table
+ * lives (a removal does not know whether other keys still need it); the
+ * next table starts from zero.
  *
  * Growing publishes a table twice the size; the old one is kept until the
  * manager is destroyed (all of them together are at most the size of the
  * last), so a reader that loaded it still reads valid memory.  Block
  * records are never freed while the manager lives, so a stale pointer
- * from a slot always points at a block record.
+ * from a way always points at a block record.
  */
 #include "block/internal.h"
 
 #include <stdlib.h>
 
 #define EMPTY GA_LMAP_EMPTY
+#define WAYS  GA_LMAP_WAYS
+/* Buckets a key may be from home: REACH is a byte.  Past it the insert
+ * grows the table, which at half load never comes near. */
+#define MAX_REACH 255
 
-static ga_lmap_table_t *table_new(size_t slots)
+static void table_free(ga_lmap_table_t *t)
+{
+    free(t->b);
+    free((void *)t->reach);
+    free(t);
+}
+
+static ga_lmap_table_t *table_new(size_t buckets)
 {
     ga_lmap_table_t *t = calloc(1, sizeof *t);
     if (!t)
         return NULL;
-    t->mask = slots - 1;
-    t->slots = calloc(slots, sizeof *t->slots);
-    if (!t->slots) {
-        free(t);
+    t->mask = buckets - 1;
+    t->b = aligned_alloc(_Alignof(ga_lmap_bucket_t), buckets * sizeof *t->b);
+    t->reach = calloc(buckets, sizeof *t->reach);
+    if (!t->b || !t->reach) {
+        table_free(t);
         return NULL;
+    }
+    for (size_t i = 0; i < buckets; i++) {
+        for (unsigned k = 0; k < WAYS; k++) {
+            atomic_init(&t->b[i].key[k], EMPTY);
+            atomic_init(&t->b[i].val[k], NULL);
+        }
     }
     return t;
 }
@@ -43,7 +67,7 @@ static ga_lmap_table_t *table_new(size_t slots)
 gpuarena_status_t ga_lmap_init(ga_lmap_t *m)
 {
     m->count = 0;
-    ga_lmap_table_t *t = table_new(1024);
+    ga_lmap_table_t *t = table_new(256); /* 1024 ways */
     if (!t)
         return GPUARENA_ERR_HOST_MEMORY;
     atomic_store(&m->table, t);
@@ -55,53 +79,88 @@ void ga_lmap_destroy(ga_lmap_t *m)
     ga_lmap_table_t *t = atomic_load(&m->table);
     while (t) {
         ga_lmap_table_t *r = t->retired;
-        free(t->slots);
-        free(t);
+        table_free(t);
         t = r;
     }
     atomic_store(&m->table, NULL);
 }
 
-static inline void slot_set(ga_lmap_slot_t *s, uintptr_t a, ga_block_t *b)
+ga_block_t *ga_lmap_find_far(ga_lmap_table_t *t, size_t h, uintptr_t a)
 {
-    atomic_store_explicit(&s->val, b, memory_order_relaxed);
-    atomic_store_explicit(&s->key, a, memory_order_release);
+    size_t reach = atomic_load_explicit(&t->reach[h], memory_order_relaxed);
+    for (size_t d = 1; d <= reach; d++) {
+        ga_lmap_bucket_t *bk = &t->b[(h + d) & t->mask];
+        unsigned hit = ga_lmap_match(bk, a);
+        if (hit)
+            return atomic_load_explicit(&bk->val[__builtin_ctz(hit)], memory_order_relaxed);
+    }
+    return NULL;
 }
 
-static void put(ga_lmap_table_t *t, uintptr_t a, ga_block_t *b)
+/* Put A -> B in the first free way from A's home; false when none is
+ * within MAX_REACH buckets. */
+static bool put(ga_lmap_table_t *t, uintptr_t a, ga_block_t *b)
 {
-    size_t i = ga_lmap_hash(a, t->mask);
-    while (atomic_load_explicit(&t->slots[i].key, memory_order_relaxed) != EMPTY)
-        i = (i + 1) & t->mask;
-    slot_set(&t->slots[i], a, b);
+    size_t h = ga_lmap_hash(a, t->mask);
+    for (size_t d = 0; d <= MAX_REACH && d <= t->mask; d++) {
+        ga_lmap_bucket_t *bk = &t->b[(h + d) & t->mask];
+        unsigned free_ways = ga_lmap_match(bk, EMPTY);
+        if (!free_ways)
+            continue;
+        unsigned k = (unsigned)__builtin_ctz(free_ways);
+        atomic_store_explicit(&bk->val[k], b, memory_order_relaxed);
+        atomic_store_explicit(&bk->key[k], a, memory_order_release);
+        /* Published after the key: a reader that sees the new reach
+         * finds the key (it is there already). */
+        if (d > atomic_load_explicit(&t->reach[h], memory_order_relaxed))
+            atomic_store_explicit(&t->reach[h], (uint8_t)d, memory_order_release);
+        return true;
+    }
+    return false;
 }
 
 static gpuarena_status_t grow(ga_lmap_t *m)
 {
     ga_lmap_table_t *old = atomic_load_explicit(&m->table, memory_order_relaxed);
-    ga_lmap_table_t *t = table_new((old->mask + 1) * 2);
-    if (!t)
-        return GPUARENA_ERR_HOST_MEMORY;
-    for (size_t i = 0; i <= old->mask; i++) {
-        uintptr_t k = atomic_load_explicit(&old->slots[i].key, memory_order_relaxed);
-        if (k != EMPTY)
-            put(t, k, atomic_load_explicit(&old->slots[i].val, memory_order_relaxed));
+    for (size_t buckets = (old->mask + 1) * 2;; buckets *= 2) {
+        ga_lmap_table_t *t = table_new(buckets);
+        if (!t)
+            return GPUARENA_ERR_HOST_MEMORY;
+        bool ok = true;
+        for (size_t i = 0; i <= old->mask && ok; i++) {
+            for (unsigned k = 0; k < WAYS && ok; k++) {
+                uintptr_t key = atomic_load_explicit(&old->b[i].key[k], memory_order_relaxed);
+                if (key != EMPTY)
+                    ok = put(t, key, atomic_load_explicit(&old->b[i].val[k], memory_order_relaxed));
+            }
+        }
+        if (ok) {
+            t->retired = old;
+            atomic_store_explicit(&m->table, t, memory_order_release);
+            return GPUARENA_SUCCESS;
+        }
+        /* Keys piled up past MAX_REACH even at a quarter load: a larger
+         * table still (never seen; the hash would have to be pathological).
+         * This one was never published, so no reader can hold it. */
+        table_free(t);
     }
-    t->retired = old;
-    atomic_store_explicit(&m->table, t, memory_order_release);
-    return GPUARENA_SUCCESS;
 }
 
 gpuarena_status_t ga_lmap_insert(ga_lmap_t *m, ga_block_t *b)
 {
     ga_lmap_table_t *t = atomic_load_explicit(&m->table, memory_order_relaxed);
-    if ((m->count + 1) * 2 > t->mask + 1) {
+    if ((m->count + 1) * 2 > (t->mask + 1) * WAYS) {
         gpuarena_status_t st = grow(m);
         if (st != GPUARENA_SUCCESS)
             return st;
         t = atomic_load_explicit(&m->table, memory_order_relaxed);
     }
-    put(t, b->addr, b);
+    while (!put(t, b->addr, b)) {
+        gpuarena_status_t st = grow(m);
+        if (st != GPUARENA_SUCCESS)
+            return st;
+        t = atomic_load_explicit(&m->table, memory_order_relaxed);
+    }
     m->count++;
     return GPUARENA_SUCCESS;
 }
@@ -109,50 +168,43 @@ gpuarena_status_t ga_lmap_insert(ga_lmap_t *m, ga_block_t *b)
 void ga_lmap_remove(ga_lmap_t *m, uintptr_t a)
 {
     ga_lmap_table_t *t = atomic_load_explicit(&m->table, memory_order_relaxed);
-    size_t mask = t->mask, i = ga_lmap_hash(a, mask);
-    for (;;) {
-        uintptr_t k = atomic_load_explicit(&t->slots[i].key, memory_order_relaxed);
-        if (k == EMPTY)
-            return;
-        if (k == a)
-            break;
-        i = (i + 1) & mask;
+    size_t h = ga_lmap_hash(a, t->mask),
+           reach = atomic_load_explicit(&t->reach[h], memory_order_relaxed);
+    for (size_t d = 0; d <= reach; d++) {
+        ga_lmap_bucket_t *bk = &t->b[(h + d) & t->mask];
+        unsigned hit = ga_lmap_match(bk, a);
+        if (!hit)
+            continue;
+        unsigned k = (unsigned)__builtin_ctz(hit);
+        atomic_store_explicit(&bk->key[k], EMPTY, memory_order_release);
+        atomic_store_explicit(&bk->val[k], NULL, memory_order_relaxed);
+        m->count--;
+        return;
     }
-    m->count--;
-    /* Fill the hole at I with the next key of the chain that may live
-     * there (its home is not in the cyclic range (I, J]), then the hole
-     * moves to where that key was; the chain's end closes it. */
-    for (size_t j = (i + 1) & mask;; j = (j + 1) & mask) {
-        uintptr_t k = atomic_load_explicit(&t->slots[j].key, memory_order_relaxed);
-        if (k == EMPTY)
-            break;
-        size_t h = ga_lmap_hash(k, mask);
-        if (((j - h) & mask) < ((j - i) & mask))
-            continue; /* home between the hole and J: it must stay */
-        slot_set(&t->slots[i], k, atomic_load_explicit(&t->slots[j].val, memory_order_relaxed));
-        i = j;
-    }
-    atomic_store_explicit(&t->slots[i].key, EMPTY, memory_order_release);
-    atomic_store_explicit(&t->slots[i].val, NULL, memory_order_relaxed);
 }
 
-/* For ga_bm_check (the lock held): every key in the table is found from
- * its home slot, names a live record at that address, and the table holds
- * as many keys as the count says. */
+/* For ga_bm_check (the lock held): every key in the table is within its
+ * home bucket's reach and names a live record at that address, and the table holds as many keys as
+ * the count says. */
 bool ga_lmap_valid(ga_lmap_t *m, uintptr_t *bad)
 {
     ga_lmap_table_t *t = atomic_load_explicit(&m->table, memory_order_relaxed);
     size_t keys = 0;
     *bad = 0;
     for (size_t i = 0; i <= t->mask; i++) {
-        uintptr_t k = atomic_load_explicit(&t->slots[i].key, memory_order_relaxed);
-        if (k == EMPTY)
-            continue;
-        ga_block_t *b = atomic_load_explicit(&t->slots[i].val, memory_order_relaxed);
-        keys++;
-        if (!b || b->addr != k || b->state != BLOCK_LIVE || ga_lmap_find(m, k) != b) {
-            *bad = k;
-            return false;
+        for (unsigned k = 0; k < WAYS; k++) {
+            uintptr_t key = atomic_load_explicit(&t->b[i].key[k], memory_order_relaxed);
+            if (key == EMPTY)
+                continue;
+            ga_block_t *b = atomic_load_explicit(&t->b[i].val[k], memory_order_relaxed);
+            size_t h = ga_lmap_hash(key, t->mask);
+            size_t d = (i - h) & t->mask;
+            keys++;
+            if (!b || b->addr != key || b->state != BLOCK_LIVE || ga_lmap_find(m, key) != b ||
+                d > atomic_load_explicit(&t->reach[h], memory_order_relaxed)) {
+                *bad = key;
+                return false;
+            }
         }
     }
     return keys == m->count;
