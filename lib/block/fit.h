@@ -85,18 +85,22 @@ static inline void ga_fit_remove(ga_fit_t *f, ga_block_t *b)
     f->bytes -= b->size;
 }
 
-/* Smallest block of at least SIZE among the first FIT_SCAN of a list. */
+/* Smallest block of at least SIZE (and at most LIMIT, when not 0) among
+ * the first FIT_SCAN of a list.  Which entry is best so far is as
+ * random as the sizes: it is chosen with conditional moves, not
+ * branches; only an exact fit ends the scan early. */
 static inline ga_block_t *ga_fit_best_in(ga_block_t *b, size_t size, size_t limit)
 {
     ga_block_t *best = NULL;
+    size_t best_size = SIZE_MAX;
+    size_t lim = limit ? limit : SIZE_MAX;
     for (unsigned n = 0; b && n < FIT_SCAN; b = b->fnext, n++) {
-        if (b->size < size || (limit && b->size > limit))
-            continue;
-        if (!best || b->size < best->size) {
-            best = b;
-            if (b->size == size)
-                break;
-        }
+        size_t s = b->size;
+        bool better = (s >= size) & (s <= lim) & (s < best_size);
+        best = better ? b : best;
+        best_size = better ? s : best_size;
+        if (s == size)
+            break;
     }
     return best;
 }
