@@ -48,10 +48,11 @@ struct ga_tcache {
     tc_slot_t slots[TC_SLOTS];
 };
 
-/* The initial-exec model spares the fast path a __tls_get_addr call; two
- * pointers fit in the static TLS that glibc keeps for dlopen'ed libraries
- * (PyTorch and CuPy load gpuarena that way).  The thread's caches, and
- * the one it used last. */
+/* The initial-exec model spares the fast path a __tls_get_addr call; the
+ * few bytes below fit in the static TLS that glibc keeps for dlopen'ed
+ * libraries (PyTorch and CuPy load gpuarena that way; the H200 suite's
+ * check-python.sh loads it so).  The thread's caches, and the one it used
+ * last. */
 #define GA_TLS_IE __attribute__((tls_model("initial-exec")))
 extern _Thread_local ga_tcache_t *ga_tc_list GA_TLS_IE, *ga_tc_last GA_TLS_IE;
 /* Whether this thread has ever made a cache of blocks freed with no
