@@ -188,7 +188,11 @@ static gpuarena_status_t tp_stream_wait(ga_provider_t *p, gpuarena_stream_t h, g
     unsigned s = (unsigned)(uintptr_t)h;
     if (t->waited[s][e->stream] < e->pos)
         t->waited[s][e->stream] = e->pos;
+    /* The wait takes the next position of S, as in tp_wait: once S has
+     * completed everything enqueued on it (a stream synchronisation),
+     * the wait has passed too, and so has E's stream up to E. */
     note_wait(t, s, e->stream, e->pos);
+    t->enqueued[s]++;
     /* Waiting is transitive: what E's stream had waited for when E was
      * recorded (the manager records right before it waits) is ordered
      * before S's later work too. */
