@@ -248,7 +248,9 @@ static void run_model(unsigned long ops, bool growable, bool tcache, ga_cross_st
             for (ga_segment_t *g = m->bm->segs; g; g = g->next)
                 for (ga_block_t *b = g->first; b; b = b->next)
                     fprintf(stderr, "   [%#lx +%zu st%u pool %ld]\n", (unsigned long)b->addr,
-                            b->size, b->state, b->pool ? (long)b->pool->stream.id : -2L);
+                            b->size, b->state,
+                            /* a live block has no pool: those bytes are its sizes */
+                            b->state != BLOCK_LIVE && b->pool ? (long)b->pool->stream.id : -2L);
         }
         gpuarena_status_t st = ga_bm_check(m->bm);
         REQUIRE(st == GPUARENA_SUCCESS, "op %lu: %s", n, gpuarena_last_error());

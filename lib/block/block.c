@@ -1453,7 +1453,8 @@ gpuarena_status_t ga_bm_destroy(ga_bm_t *bm)
             }
         }
         for (ga_block_t *b = g->first; b; b = b->next)
-            free(b->uses);
+            if (b->state == BLOCK_LIVE) /* others keep their pool in these bytes */
+                free(b->uses);
         free(g);
     }
     for (unsigned i = 0; i < bm->npools; i++) {

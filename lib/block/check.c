@@ -35,8 +35,11 @@ static gpuarena_status_t check_segment(ga_bm_t *bm, ga_segment_t *g, tally_t *t)
         at += b->size;
         switch (b->state) {
         case BLOCK_LIVE:
-            if (b->pool)
-                FAIL("live block %p is in a pool", (void *)b->addr);
+            /* Also catches a free block's links read as a live one's
+             * sizes (they share bytes): a pointer is far above any size. */
+            if (b->requested_bm > b->size)
+                FAIL("live block %p of %zu bytes counts a request of %zu", (void *)b->addr, b->size,
+                     b->requested_bm);
             if (ga_lmap_find(&bm->live, b->addr) != b)
                 FAIL("live block %p is missing from the live map", (void *)b->addr);
             t->live++;

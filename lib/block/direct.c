@@ -316,7 +316,7 @@ static gpuarena_status_t check_locked(ga_bm_t *bm, ga_block_t **v, uint64_t n)
     uint64_t count = 0, requested = 0, in_use = 0;
     const ga_block_t *prev = NULL;
     for (ga_block_t *b = bm->d.live; b; prev = b, b = b->next) {
-        if (b->state != BLOCK_LIVE || b->seg || b->pool || b->prev != prev)
+        if (b->state != BLOCK_LIVE || b->seg || b->prev != prev)
             FAIL("block %p of a direct arena has state %u or bad links", (void *)b->addr, b->state);
         if (!b->size || b->requested_bm > b->size || b->size % bm->round)
             FAIL("block %p has %zu bytes for a request of %zu (rounding %zu)", (void *)b->addr,

@@ -47,28 +47,37 @@ typedef struct ga_uses {
 
 /* Block records are cache-line aligned: thread caches write the records
  * of their own blocks, and two threads' records must not share a line.
- * Two lines each: the first holds what fit, split, merge and the free
- * path's checks read (a free touches the records of both neighbours,
- * and the churn of a large pool is bound by those loads), the second
- * what only the block's own allocation and free use. */
+ * Two lines each.  The first holds what fit, split, merge and a free
+ * read: a free touches the records of both neighbours, and random churn
+ * is bound by those loads.  What only a free block needs (its free-list
+ * links and pool) and what only a live one needs (its sizes and recorded
+ * streams) share the same bytes of it: no block is both, and a free then
+ * reads nothing from the second line, which holds what splits, sweeps
+ * and record_stream use. */
 typedef struct ga_block {
     /* line 1 */
     _Alignas(64) uintptr_t addr;
     size_t size;
-    struct ga_block *prev, *next;   /* address neighbours in the segment */
-    struct ga_block *fprev, *fnext; /* free index list (FREE, HOLE) */
-    ga_pool_t *pool;                /* FREE/HOLE: the pool it is in; PENDING: the pool it goes to */
-    unsigned pending;               /* PENDING: events still outstanding */
+    struct ga_block *prev, *next; /* address neighbours in the segment */
+    union {
+        struct {                            /* FREE, HOLE; PENDING: pool only */
+            struct ga_block *fprev, *fnext; /* free index list */
+            ga_pool_t *pool;                /* the pool it is in; PENDING: the pool it goes to */
+        };
+        struct {                 /* LIVE */
+            size_t requested;    /* the user's size (the owner thread's while cached) */
+            size_t requested_bm; /* size as counted in the manager's totals */
+            ga_uses_t *uses;     /* record_stream streams, NULL if none */
+        };
+    };
+    unsigned pending; /* PENDING: events still outstanding */
     uint8_t state;
     uint8_t cls;            /* CLASS_SMALL or CLASS_LARGE */
     _Atomic uint8_t cached; /* LIVE: held by a thread cache */
     /* line 2 */
     _Alignas(64) uint64_t stamp; /* FREE in a stream pool: free sequence number */
     ga_segment_t *seg;
-    size_t requested;    /* LIVE: the user's size (the owner thread's while cached) */
-    size_t requested_bm; /* LIVE: size as counted in the manager's totals */
-    uint64_t stream_id;  /* LIVE: id of the allocation stream */
-    ga_uses_t *uses;     /* LIVE: record_stream streams, NULL if none */
+    uint64_t stream_id; /* LIVE: id of the allocation stream */
 } ga_block_t;
 
 _Static_assert(sizeof(ga_block_t) == 128, "a block record is two cache lines");
