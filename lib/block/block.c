@@ -629,9 +629,14 @@ static void sweep_finish(ga_bm_t *bm, ga_pool_t *p)
  * into P is stamped p->seq; blocks taken since may leave none uncovered,
  * and then a sweep is asked for that releases nothing: a spare event,
  * never a block released early. */
+static bool holds_blocks(const ga_pool_t *p)
+{
+    return p->fit[CLASS_SMALL].count || p->fit[CLASS_LARGE].count;
+}
+
 static bool uncovered(const ga_pool_t *p)
 {
-    return p->seq > p->sweep_seq && (p->fit[CLASS_SMALL].count || p->fit[CLASS_LARGE].count);
+    return p->seq > p->sweep_seq && holds_blocks(p);
 }
 
 /* The streams whose pools want a sweep, for the lock-free free path. */
@@ -722,7 +727,7 @@ static void drain_all(ga_bm_t *bm)
         poll_events(bm, false); /* all complete now */
         for (unsigned i = 0; i < bm->npools; i++) {
             ga_pool_t *p = bm->pools[i];
-            if (!p->fit[CLASS_SMALL].count && !p->fit[CLASS_LARGE].count)
+            if (!holds_blocks(p))
                 continue;
             if (!p->sweep && event_get(bm, &p->sweep) != GPUARENA_SUCCESS) {
                 p->sweep = NULL;

@@ -111,6 +111,12 @@ static gpuarena_status_t check_pool(ga_bm_t *bm, ga_pool_t *p, uint64_t *listed)
                         FAIL("block %p is in the wrong free list", (void *)b->addr);
                     if (b->state != (p == &bm->holes ? BLOCK_HOLE : BLOCK_FREE))
                         FAIL("block %p in a free list has state %u", (void *)b->addr, b->state);
+                    /* A stamp above the pool's sequence would never be
+                     * covered by a sweep: the block would stay out of ANY
+                     * for good. */
+                    if (stream_pool && b->stamp > p->seq)
+                        FAIL("block %p has stamp %" PRIu64 " beyond its pool's %" PRIu64,
+                             (void *)b->addr, b->stamp, p->seq);
                     count++;
                     bytes += b->size;
                 }
@@ -124,17 +130,6 @@ static gpuarena_status_t check_pool(ga_bm_t *bm, ga_pool_t *p, uint64_t *listed)
                                    : "stream",
                  cls, count, bytes, f->count, f->bytes);
         n += count;
-    }
-    if (stream_pool) {
-        /* A stamp above the pool's sequence would never be covered by a
-         * sweep: the block would stay out of ANY for good. */
-        for (int cls = 0; cls < CLASS_COUNT; cls++)
-            for (unsigned fl = 0; fl < FIT_FL; fl++)
-                for (unsigned sl = 0; sl < FIT_SL; sl++)
-                    for (const ga_block_t *b = p->fit[cls].heads[fl][sl]; b; b = b->fnext)
-                        if (b->stamp > p->seq)
-                            FAIL("block %p has stamp %" PRIu64 " beyond its pool's %" PRIu64,
-                                 (void *)b->addr, b->stamp, p->seq);
     }
     *listed += n;
     return GPUARENA_SUCCESS;

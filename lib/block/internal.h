@@ -145,9 +145,6 @@ static inline size_t ga_lmap_hash(uintptr_t a, size_t mask)
     return (size_t)(h >> 20) & mask;
 }
 
-/* Bit k set when key k of bucket BK is A.  Four compares, no branch: which
- * way a key sits in is random, and a branch on it would be mispredicted
- * on most frees. */
 /* 1 when way K of BK holds A.  The result is kept a value (the empty asm):
  * GCC otherwise turns some of ga_lmap_match's tests into branches, which
  * the random way of a key mispredicts. */
