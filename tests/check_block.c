@@ -553,6 +553,33 @@ START_TEST(slots_full_block_waits_in_large_slot)
 }
 END_TEST
 
+/* The large slot serves an allocation of its block's size whatever that
+ * size: a block the full slots sent there comes back to the thread's next
+ * allocation of its size from the cache, as the slot's own blocks do,
+ * without the manager (whose own count of allocations stays). */
+START_TEST(large_slot_serves_small_size)
+{
+    fx_t *f = fx_new(false, 64 * KI,
+                     SEG_OPTS ",thread_cache=true,thread_cache_max=16K,thread_cache_bytes=16K");
+    void *s = fx_alloc(f, 16 * KI, 1), *p = fx_alloc(f, 16 * KI, 1);
+    void *keep = fx_alloc(f, 32 * KI, 1);
+    fx_free(f, s, 1); /* the slots' budget is full */
+    fx_free(f, p, 1); /* the large slot */
+    uint64_t manager_allocs = f->bm->c.allocs;
+    void *a = fx_alloc(f, 16 * KI, 1), *b = fx_alloc(f, 16 * KI, 1);
+    ck_assert_ptr_eq(a, s);
+    ck_assert_ptr_eq(b, p);
+    ck_assert_uint_eq(f->bm->c.allocs, manager_allocs);
+    gpuarena_stats_t st = fx_stats(f);
+    ck_assert_uint_eq(st.live_blocks, 3);
+    ck_assert_uint_eq(st.in_use, 64 * KI);
+    fx_free(f, a, 1);
+    fx_free(f, b, 1);
+    fx_free(f, keep, 1);
+    fx_done(f);
+}
+END_TEST
+
 START_TEST(reuse_other_stream_never_policy)
 {
     fx_t *f = fx_new(false, 64 * KI, SEG_OPTS ",cross_stream=never");
@@ -1302,6 +1329,7 @@ int main(void)
     tcase_add_test(reuse, wanted_sweep_skips_thread_cache);
     tcase_add_test(reuse, large_slot_held_until_next_locked_op);
     tcase_add_test(reuse, slots_full_block_waits_in_large_slot);
+    tcase_add_test(reuse, large_slot_serves_small_size);
     tcase_add_test(reuse, host_stream_public_api);
     tcase_add_test(reuse, record_stream_keeps_block_pending);
     tcase_add_test(reuse, record_stream_event_failure_is_safe);

@@ -1016,12 +1016,9 @@ gpuarena_status_t ga_bm_alloc(ga_bm_t *bm, size_t size, ga_stream_t s, void **pt
     /* Thread caches of host-visible memory hold only blocks freed on an
      * idle stream or with no stream (see ga_bm_free), so they may serve at
      * once too.  Blocks freed with no stream suit any stream: the
-     * stream's own cache first, then that of "no stream". */
-    if (bm->set.thread_cache &&
-        (rs <= bm->set.thread_cache_max
-             ? ga_tcache_alloc(bm, rs, size, s, ptr) ||
-                   (s.id != GA_STREAM_ANY && ga_tcache_alloc_any(bm, rs, size, s, ptr))
-             : rs <= bm->set.thread_cache_large && ga_tcache_alloc_large(bm, rs, size, s, ptr)))
+     * stream's own cache first, then that of "no stream"; in each, the
+     * slots and the large slot. */
+    if (bm->set.thread_cache && rs <= bm->tc_limit && ga_tcache_alloc(bm, rs, size, s, ptr))
         return bm->plain ? GPUARENA_SUCCESS : finish_alloc(bm, size, s, ptr);
     return alloc_slow(bm, rs, size, s, ptr);
 }
@@ -1363,6 +1360,8 @@ gpuarena_status_t ga_bm_create(ga_provider_t *prov, const ga_settings_t *s, ga_b
     bm->events = ga_provider_has_events(prov);
     bm->guard = bm->events && prov->host_visible;
     bm->plain = !prov->ops->on_alloc && !(bm->set.zero && prov->ops->memzero);
+    bm->tc_limit =
+        s->thread_cache_max > s->thread_cache_large ? s->thread_cache_max : s->thread_cache_large;
     bm->any.stream.id = GA_STREAM_ANY;
     bm->holes.stream.id = GA_STREAM_ANY;
     bm->direct = ga_provider_is_direct(prov);

@@ -104,6 +104,14 @@ struct ga_pool {
     bool is_stream;     /* a stream's pool, not ANY or HOLE */
 };
 
+/* Keep V a value the compiler cannot see through (an empty asm): GCC
+ * turns tests combined with & back into branches, and on a random mix of
+ * sizes, a branch on a random outcome mispredicts. */
+static inline void ga_opaque(unsigned *v)
+{
+    __asm__("" : "+r"(*v));
+}
+
 /* Live map (livemap.c): address -> live block, readable without the lock
  * (thread caches free through it) and written under the manager's lock.
  * Buckets of four keys and their values fill one cache line; a key lives
@@ -151,7 +159,7 @@ static inline size_t ga_lmap_hash(uintptr_t a, size_t mask)
 static inline unsigned ga_lmap_way_is(ga_lmap_bucket_t *bk, unsigned k, uintptr_t a)
 {
     unsigned e = atomic_load_explicit(&bk->key[k], memory_order_acquire) == a;
-    __asm__("" : "+r"(e));
+    ga_opaque(&e);
     return e;
 }
 
@@ -233,6 +241,7 @@ struct ga_bm {
     bool direct;          /* the provider hands out blocks itself (direct.c) */
     bool plain;           /* no hints, no zeros: a new block needs nothing more */
     bool guard;           /* host_guard(): events and host-visible memory */
+    size_t tc_limit;      /* largest block a thread cache may hold (either kind of slot) */
     ga_direct_t d;
 
     ga_segment_t *segs;              /* every segment */

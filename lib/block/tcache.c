@@ -104,16 +104,17 @@ static void give_back(ga_tcache_t *t, ga_block_t *b)
 static void flush(ga_tcache_t *t)
 {
     for (unsigned i = 0; i < TC_SLOTS; i++) {
-        tc_slot_t *sl = &t->slots[i];
-        while (sl->n) {
-            ga_block_t *b = sl->b[--sl->n];
+        while (t->n[i]) {
+            ga_block_t *b = t->stack[i][--t->n[i]];
             t->bytes -= b->size;
             give_back(t, b);
         }
+        t->key[i] = 0;
     }
     if (t->large) {
         ga_block_t *b = t->large;
         t->large = NULL;
+        t->large_size = 0;
         give_back(t, b);
     }
 }
@@ -126,6 +127,7 @@ void ga_tcache_drop_large(ga_bm_t *bm)
         bool locked = tc_owner_enter(t);
         ga_block_t *b = t->large;
         t->large = NULL;
+        t->large_size = 0;
         if (b && t->bm == bm)
             give_back(t, b);
         tc_owner_leave(t, locked);

@@ -17,12 +17,6 @@
 #define TC_SLOTS     32
 #define TC_MAX_COUNT 32
 
-typedef struct tc_slot {
-    size_t size;
-    unsigned n;
-    ga_block_t *b[TC_MAX_COUNT];
-} tc_slot_t;
-
 struct ga_tcache {
     atomic_flag lock;
     _Atomic int active;  /* the owner is in its fast path */
@@ -42,10 +36,16 @@ struct ga_tcache {
      * another size take it once, and it is not kept from the rest of the
      * arena for longer. */
     ga_block_t *large;
+    size_t large_size;              /* its size, 0 when empty: probed without its record */
     uint64_t allocs, frees;         /* every cache alloc is a hit: allocs counts both */
     ga_tcache_t *bm_prev, *bm_next; /* in the manager's list */
     ga_tcache_t *t_next;            /* in the thread's list */
-    tc_slot_t slots[TC_SLOTS];
+    /* Slot i: a stack of n[i] blocks of key[i] bytes each (key 0 when
+     * empty).  Keys and counts are apart from the stacks, so that a probe
+     * reads one or two cache lines, not the two slots' stacks. */
+    size_t key[TC_SLOTS];
+    uint8_t n[TC_SLOTS];
+    ga_block_t *stack[TC_SLOTS][TC_MAX_COUNT];
 };
 
 /* The initial-exec model spares the fast path a __tls_get_addr call; the
@@ -127,20 +127,19 @@ static inline int64_t tc_get(_Atomic int64_t *v)
     return atomic_load_explicit(v, memory_order_relaxed);
 }
 
-/* The slot holding blocks of SIZE, two-way: SIZE may sit in its own slot
- * or its neighbour, so two sizes that hash alike can both be cached.
- * With EMPTY_OK, an empty one of the two when neither holds SIZE. */
-static inline tc_slot_t *tc_slot_for(ga_tcache_t *t, size_t size, unsigned shift, bool empty_ok)
+/* The slot for blocks of SIZE, two-way: SIZE may sit in its own slot or
+ * its neighbour, so two sizes that hash alike can both be cached.  The
+ * one of the two that holds SIZE, else an empty one, else the neighbour
+ * (which then holds another size): the caller compares its key.  Chosen
+ * with a conditional move: which slot holds a size is as random as the
+ * sizes, and a branch on it mispredicts. */
+static inline unsigned tc_slot_for(const ga_tcache_t *t, size_t size, unsigned shift)
 {
     unsigned i = tc_slot_of(size, shift);
-    tc_slot_t *a = &t->slots[i], *b = &t->slots[i ^ 1];
-    if (a->n && a->size == size)
-        return a;
-    if (b->n && b->size == size)
-        return b;
-    if (!empty_ok)
-        return NULL;
-    return !a->n ? a : !b->n ? b : NULL;
+    size_t ka = t->key[i], kb = t->key[i ^ 1];
+    unsigned other = (ka != size) & ((ka != 0) | (kb == size));
+    ga_opaque(&other);
+    return i ^ other;
 }
 
 static inline ga_tcache_t *ga_tcache_find(ga_bm_t *bm, uint64_t id)
@@ -158,34 +157,33 @@ static inline ga_tcache_t *ga_tcache_find(ga_bm_t *bm, uint64_t id)
 }
 
 /* A block of ROUNDED bytes from this thread's cache of stream ID, for an
- * allocation on S: from its slots, or with LARGE from its large slot. */
-__attribute__((always_inline)) static inline bool ga_tcache_take(ga_bm_t *bm, uint64_t id,
-                                                                 size_t rounded, size_t size,
-                                                                 ga_stream_t s, void **ptr,
-                                                                 const bool large)
+ * allocation on S: from its slots or its large slot, whichever holds that
+ * size.  Both are probed for every size, with no branch on which one the
+ * size belongs to: on a random mix of sizes that branch mispredicts. */
+__attribute__((always_inline)) static inline bool
+ga_tcache_take(ga_bm_t *bm, uint64_t id, size_t rounded, size_t size, ga_stream_t s, void **ptr)
 {
     ga_tcache_t *t = ga_tcache_find(bm, id);
     if (!t)
         return false;
     bool locked = tc_owner_enter(t);
-    ga_block_t *b = NULL;
-    if (t->bm == bm) {
-        if (large) {
-            if (t->large && t->large->size == rounded) {
-                b = t->large;
-                t->large = NULL;
-            }
-        } else {
-            tc_slot_t *sl = tc_slot_for(t, rounded, bm->round_shift, false);
-            if (sl) {
-                b = sl->b[--sl->n];
-                t->bytes -= b->size;
-            }
-        }
-    }
-    if (!b) {
+    unsigned j = tc_slot_for(t, rounded, bm->round_shift);
+    unsigned in_slot = t->key[j] == rounded, in_large = t->large_size == rounded;
+    ga_opaque(&in_slot);
+    if (!(in_slot | in_large) || t->bm != bm) {
         tc_owner_leave(t, locked);
         return false;
+    }
+    ga_block_t *b;
+    if (in_slot) {
+        b = t->stack[j][--t->n[j]];
+        if (!t->n[j])
+            t->key[j] = 0;
+        t->bytes -= b->size;
+    } else {
+        b = t->large;
+        t->large = NULL;
+        t->large_size = 0;
     }
     atomic_store_explicit(&b->cached, 0, memory_order_relaxed);
     b->requested = size;
@@ -209,30 +207,14 @@ __attribute__((always_inline)) static inline bool ga_tcache_take(ga_bm_t *bm, ui
 }
 
 /* A block for an allocation of SIZE (ROUNDED) on S from this thread's
- * cache of S; false when it has none. */
+ * cache of S, else from its cache of blocks freed with no stream (they
+ * suit S), if it has one; false when neither holds that size. */
 static inline bool ga_tcache_alloc(ga_bm_t *bm, size_t rounded, size_t size, ga_stream_t s,
                                    void **ptr)
 {
-    return ga_tcache_take(bm, s.id, rounded, size, s, ptr, false);
-}
-
-/* The same from the cache of blocks freed with no stream (they suit S),
- * if this thread has one. */
-static inline bool ga_tcache_alloc_any(ga_bm_t *bm, size_t rounded, size_t size, ga_stream_t s,
-                                       void **ptr)
-{
-    return ga_tc_any && ga_tcache_take(bm, GA_STREAM_ANY, rounded, size, s, ptr, false);
-}
-
-/* The block of ROUNDED bytes held in the large slot of this thread's
- * cache of S, if it is that size, else in that of its cache of blocks
- * freed with no stream (they suit S). */
-static inline bool ga_tcache_alloc_large(ga_bm_t *bm, size_t rounded, size_t size, ga_stream_t s,
-                                         void **ptr)
-{
-    return ga_tcache_take(bm, s.id, rounded, size, s, ptr, true) ||
+    return ga_tcache_take(bm, s.id, rounded, size, s, ptr) ||
            (s.id != GA_STREAM_ANY && ga_tc_any &&
-            ga_tcache_take(bm, GA_STREAM_ANY, rounded, size, s, ptr, true));
+            ga_tcache_take(bm, GA_STREAM_ANY, rounded, size, s, ptr));
 }
 
 /* Keep live block B, freed on S, in this thread's cache of S (in a slot,
@@ -241,38 +223,41 @@ static inline bool ga_tcache_alloc_large(ga_bm_t *bm, size_t rounded, size_t siz
  * uses, the cache full). */
 static inline bool ga_tcache_free(ga_bm_t *bm, ga_block_t *b, ga_stream_t s)
 {
-    bool large = b->size > bm->set.thread_cache_max;
-    bool spill = b->size <= bm->set.thread_cache_large;
-    if ((large && !spill) || b->uses)
+    size_t size = b->size;
+    if (size > bm->tc_limit || b->uses)
         return false;
     ga_tcache_t *t = ga_tcache_find(bm, s.id);
     if (!t && !(t = ga_tcache_create(bm, s)))
         return false;
     bool locked = tc_owner_enter(t);
-    bool kept = false;
-    if (t->bm == bm && !large) {
-        tc_slot_t *sl = tc_slot_for(t, b->size, bm->round_shift, true);
-        if (sl && sl->n < t->count && t->bytes + b->size <= bm->set.thread_cache_bytes) {
-            t->bytes += b->size;
-            sl->size = b->size;
-            sl->b[sl->n++] = b;
-            kept = true;
-        }
+    /* A slot, if the size is not above thread_cache_max and its slot has
+     * room; computed as one value: whether a block is small is as random
+     * as the sizes, and a branch on it alone mispredicts. */
+    unsigned j = tc_slot_for(t, size, bm->round_shift);
+    unsigned slot = (size <= bm->set.thread_cache_max) & ((t->key[j] == size) | (t->key[j] == 0)) &
+                    (t->n[j] < t->count) & (t->bytes + size <= bm->set.thread_cache_bytes);
+    ga_opaque(&slot);
+    if (t->bm != bm) {
+        tc_owner_leave(t, locked);
+        return false;
     }
-    /* What the slots do not take waits in the large slot for the
-     * thread's next locked operation, which gives it back: a free
-     * followed by an allocation then takes the manager's lock once. */
-    if (t->bm == bm && !kept && spill && !t->large) {
+    if (slot) {
+        t->bytes += size;
+        t->key[j] = size;
+        t->stack[j][t->n[j]++] = b;
+    } else if (size <= bm->set.thread_cache_large && !t->large) {
+        /* What the slots do not take waits in the large slot for the
+         * thread's next locked operation, which gives it back: a free
+         * followed by an allocation then takes the manager's lock once. */
         t->large = b;
-        kept = true;
-    }
-    if (!kept) {
+        t->large_size = size;
+    } else {
         tc_owner_leave(t, locked);
         return false;
     }
     atomic_store_explicit(&b->cached, 1, memory_order_relaxed);
     tc_add(&t->req_delta, -(int64_t)b->requested);
-    tc_add(&t->inuse_delta, -(int64_t)b->size);
+    tc_add(&t->inuse_delta, -(int64_t)size);
     t->frees++;
     t->stream.handle = s.handle;
     int64_t mine_use = t->inuse_delta;
