@@ -74,27 +74,34 @@ static inline size_t round_down(size_t n, size_t a)
 /* ------------------------------------------------------------------ */
 /* Block records: slabs that live as long as the manager.              */
 
-static ga_block_t *block_new(ga_bm_t *bm)
+/* A slab of new records on the spare list (out of line: once per
+ * SLAB_BLOCKS records); false when there is no memory. */
+static __attribute__((noinline)) bool spare_refill(ga_bm_t *bm)
 {
-    if (!bm->spare_blocks) {
-        if (bm->nslabs == bm->cap_slabs) {
-            unsigned cap = bm->cap_slabs ? bm->cap_slabs * 2 : 16;
-            void **s = realloc(bm->slabs, cap * sizeof *s);
-            if (!s)
-                return NULL;
-            bm->slabs = s;
-            bm->cap_slabs = cap;
-        }
-        ga_block_t *slab = aligned_alloc(_Alignof(ga_block_t), SLAB_BLOCKS * sizeof *slab);
-        if (!slab)
-            return NULL;
-        memset(slab, 0, SLAB_BLOCKS * sizeof *slab);
-        bm->slabs[bm->nslabs++] = slab;
-        for (unsigned i = 0; i < SLAB_BLOCKS; i++) {
-            slab[i].next = bm->spare_blocks;
-            bm->spare_blocks = &slab[i];
-        }
+    if (bm->nslabs == bm->cap_slabs) {
+        unsigned cap = bm->cap_slabs ? bm->cap_slabs * 2 : 16;
+        void **s = realloc(bm->slabs, cap * sizeof *s);
+        if (!s)
+            return false;
+        bm->slabs = s;
+        bm->cap_slabs = cap;
     }
+    ga_block_t *slab = aligned_alloc(_Alignof(ga_block_t), SLAB_BLOCKS * sizeof *slab);
+    if (!slab)
+        return false;
+    memset(slab, 0, SLAB_BLOCKS * sizeof *slab);
+    bm->slabs[bm->nslabs++] = slab;
+    for (unsigned i = 0; i < SLAB_BLOCKS; i++) {
+        slab[i].next = bm->spare_blocks;
+        bm->spare_blocks = &slab[i];
+    }
+    return true;
+}
+
+static inline ga_block_t *block_new(ga_bm_t *bm)
+{
+    if (!bm->spare_blocks && !spare_refill(bm))
+        return NULL;
     ga_block_t *b = bm->spare_blocks;
     bm->spare_blocks = b->next;
     /* Eight 16-byte stores: memset, or a loop the compiler turns into
@@ -306,7 +313,7 @@ static ga_block_t *free_into(ga_bm_t *bm, ga_pool_t *p, ga_block_t *b)
 
 /* Split B (in no pool) at SIZE; the tail is a new block of the same state,
  * returned (NULL when out of records: then B stays whole). */
-static ga_block_t *split(ga_bm_t *bm, ga_block_t *b, size_t size)
+static inline ga_block_t *split(ga_bm_t *bm, ga_block_t *b, size_t size)
 {
     ga_block_t *t = block_new(bm);
     if (!t)
@@ -925,15 +932,13 @@ gpuarena_status_t ga_bm_out_of_memory(ga_bm_t *bm, size_t size, gpuarena_status_
                     reserved > in_use ? reserved - in_use : 0, dev_free);
 }
 
-static gpuarena_status_t alloc_locked(ga_bm_t *bm, size_t rs, size_t size, ga_stream_t s,
-                                      void **ptr)
+/* No block of the pools S may use at once fits RS bytes: another
+ * stream's, once its sweep is waited on, or new memory; *OUT gets a block
+ * in a pool and large enough (out of line: the hit path stays short). */
+static __attribute__((noinline)) gpuarena_status_t
+alloc_miss(ga_bm_t *bm, int cls, size_t rs, size_t size, ga_stream_t s, ga_block_t **out)
 {
-    int cls = rs <= bm->set.small_max ? CLASS_SMALL : CLASS_LARGE;
-    ga_block_t *b = find_free(bm, cls, rs, s);
-    if (b) {
-        bm->c.hits++;
-        return take_block(bm, b, rs, size, s, ptr);
-    }
+    ga_block_t *b = NULL;
     if (bm->events && bm->set.cross_stream != GA_CROSS_NEVER) {
         poll_events(bm, false);
         b = find_free(bm, cls, rs, s);
@@ -952,7 +957,8 @@ static gpuarena_status_t alloc_locked(ga_bm_t *bm, size_t rs, size_t size, ga_st
             sweep_request_all(bm);
         if (b) {
             bm->c.hits++;
-            return take_block(bm, b, rs, size, s, ptr);
+            *out = b;
+            return GPUARENA_SUCCESS;
         }
     }
     bm->c.misses++;
@@ -969,6 +975,23 @@ static gpuarena_status_t alloc_locked(ga_bm_t *bm, size_t rs, size_t size, ga_st
     }
     if (st != GPUARENA_SUCCESS)
         return ga_bm_out_of_memory(bm, size, st);
+    *out = b;
+    return GPUARENA_SUCCESS;
+}
+
+static gpuarena_status_t alloc_locked(ga_bm_t *bm, size_t rs, size_t size, ga_stream_t s,
+                                      void **ptr)
+{
+    int cls = rs <= bm->set.small_max ? CLASS_SMALL : CLASS_LARGE;
+    ga_block_t *b = find_free(bm, cls, rs, s);
+    if (b) {
+        bm->c.hits++;
+    } else {
+        gpuarena_status_t st = alloc_miss(bm, cls, rs, size, s, &b);
+        if (st != GPUARENA_SUCCESS)
+            return st;
+    }
+    /* One call: it is inlined here. */
     return take_block(bm, b, rs, size, s, ptr);
 }
 

@@ -109,10 +109,10 @@ static inline ga_block_t *ga_fit_best_in(ga_block_t *b, size_t size, size_t limi
  * (0: no limit), or NULL. */
 static inline ga_block_t *ga_fit_find(ga_fit_t *f, size_t size, size_t limit)
 {
-    unsigned fl, sl;
-    ga_fit_index(size, &fl, &sl);
     if (!f->fl_map)
         return NULL;
+    unsigned fl, sl;
+    ga_fit_index(size, &fl, &sl);
     ga_block_t *b = ga_fit_best_in(f->heads[fl][sl], size, limit);
     if (b)
         return b;
