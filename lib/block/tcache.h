@@ -127,12 +127,12 @@ static inline int64_t tc_get(_Atomic int64_t *v)
     return atomic_load_explicit(v, memory_order_relaxed);
 }
 
-/* The slot for blocks of SIZE, two-way: SIZE may sit in its own slot or
- * its neighbour, so two sizes that hash alike can both be cached.  The
- * one of the two that holds SIZE, else an empty one, else the neighbour
- * (which then holds another size): the caller compares its key.  Chosen
- * with a conditional move: which slot holds a size is as random as the
- * sizes, and a branch on it mispredicts. */
+/* The slot a free puts a block of SIZE in, two-way: SIZE may sit in its
+ * own slot or its neighbour, so two sizes that hash alike can both be
+ * cached.  The one of the two that holds SIZE, else an empty one, else
+ * the neighbour (which then holds another size): the caller compares its
+ * key.  Chosen with a conditional move: which slot holds a size is as
+ * random as the sizes, and a branch on it mispredicts. */
 static inline unsigned tc_slot_for(const ga_tcache_t *t, size_t size, unsigned shift)
 {
     unsigned i = tc_slot_of(size, shift);
@@ -167,8 +167,9 @@ ga_tcache_take(ga_bm_t *bm, uint64_t id, size_t rounded, size_t size, ga_stream_
     if (!t)
         return false;
     bool locked = tc_owner_enter(t);
-    unsigned j = tc_slot_for(t, rounded, bm->round_shift);
-    unsigned in_slot = t->key[j] == rounded, in_large = t->large_size == rounded;
+    unsigned i = tc_slot_of(rounded, bm->round_shift);
+    unsigned in_a = t->key[i] == rounded, in_b = t->key[i ^ 1] == rounded;
+    unsigned in_slot = in_a | in_b, in_large = t->large_size == rounded;
     ga_opaque(&in_slot);
     if (!(in_slot | in_large) || t->bm != bm) {
         tc_owner_leave(t, locked);
@@ -176,6 +177,7 @@ ga_tcache_take(ga_bm_t *bm, uint64_t id, size_t rounded, size_t size, ga_stream_
     }
     ga_block_t *b;
     if (in_slot) {
+        unsigned j = i ^ !in_a;
         b = t->stack[j][--t->n[j]];
         if (!t->n[j])
             t->key[j] = 0;
@@ -231,12 +233,16 @@ static inline bool ga_tcache_free(ga_bm_t *bm, ga_block_t *b, ga_stream_t s)
         return false;
     bool locked = tc_owner_enter(t);
     /* A slot, if the size is not above thread_cache_max and its slot has
-     * room; computed as one value: whether a block is small is as random
-     * as the sizes, and a branch on it alone mispredicts. */
-    unsigned j = tc_slot_for(t, size, bm->round_shift);
-    unsigned slot = (size <= bm->set.thread_cache_max) & ((t->key[j] == size) | (t->key[j] == 0)) &
-                    (t->n[j] < t->count) & (t->bytes + size <= bm->set.thread_cache_bytes);
-    ga_opaque(&slot);
+     * room, computed as one value.  Whether the size is small is a branch:
+     * a pair of one large size (the commonest case) then skips the slot
+     * lookup, at the cost of a misprediction on a random mix of sizes. */
+    unsigned slot = 0, j = 0;
+    if (size <= bm->set.thread_cache_max) {
+        j = tc_slot_for(t, size, bm->round_shift);
+        slot = ((t->key[j] == size) | (t->key[j] == 0)) & (t->n[j] < t->count) &
+               (t->bytes + size <= bm->set.thread_cache_bytes);
+        ga_opaque(&slot);
+    }
     if (t->bm != bm) {
         tc_owner_leave(t, locked);
         return false;
