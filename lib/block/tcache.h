@@ -157,9 +157,10 @@ static inline ga_tcache_t *ga_tcache_find(ga_bm_t *bm, uint64_t id)
 }
 
 /* A block of ROUNDED bytes from this thread's cache of stream ID, for an
- * allocation on S: from its slots or its large slot, whichever holds that
+ * allocation on S: from its large slot or its slots, whichever holds that
  * size.  Both are probed for every size, with no branch on which one the
- * size belongs to: on a random mix of sizes that branch mispredicts. */
+ * size belongs to (thread_cache_max): on a random mix of sizes that
+ * branch mispredicts. */
 __attribute__((always_inline)) static inline bool
 ga_tcache_take(ga_bm_t *bm, uint64_t id, size_t rounded, size_t size, ga_stream_t s, void **ptr)
 {
@@ -167,25 +168,32 @@ ga_tcache_take(ga_bm_t *bm, uint64_t id, size_t rounded, size_t size, ga_stream_
     if (!t)
         return false;
     bool locked = tc_owner_enter(t);
-    unsigned i = tc_slot_of(rounded, bm->round_shift);
-    unsigned in_a = t->key[i] == rounded, in_b = t->key[i ^ 1] == rounded;
-    unsigned in_slot = in_a | in_b, in_large = t->large_size == rounded;
-    ga_opaque(&in_slot);
-    if (!(in_slot | in_large) || t->bm != bm) {
+    ga_block_t *b = NULL;
+    if (t->bm == bm) {
+        /* The large slot first: a pair of one large size then skips the
+         * slots' keys; on a random mix the test is nearly always false,
+         * and predicted so. */
+        if (t->large_size == rounded) {
+            b = t->large;
+            t->large = NULL;
+            t->large_size = 0;
+        } else {
+            unsigned i = tc_slot_of(rounded, bm->round_shift);
+            unsigned in_a = t->key[i] == rounded, in_b = t->key[i ^ 1] == rounded;
+            unsigned in_slot = in_a | in_b;
+            ga_opaque(&in_slot);
+            if (in_slot) {
+                unsigned j = i ^ !in_a;
+                b = t->stack[j][--t->n[j]];
+                if (!t->n[j])
+                    t->key[j] = 0;
+                t->bytes -= b->size;
+            }
+        }
+    }
+    if (!b) {
         tc_owner_leave(t, locked);
         return false;
-    }
-    ga_block_t *b;
-    if (in_slot) {
-        unsigned j = i ^ !in_a;
-        b = t->stack[j][--t->n[j]];
-        if (!t->n[j])
-            t->key[j] = 0;
-        t->bytes -= b->size;
-    } else {
-        b = t->large;
-        t->large = NULL;
-        t->large_size = 0;
     }
     atomic_store_explicit(&b->cached, 0, memory_order_relaxed);
     b->requested = size;
