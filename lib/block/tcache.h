@@ -159,8 +159,9 @@ static inline ga_tcache_t *ga_tcache_find(ga_bm_t *bm, uint64_t id)
 /* A block of ROUNDED bytes from this thread's cache of stream ID, for an
  * allocation on S: from its large slot or its slots, whichever holds that
  * size.  Both are probed for every size, with no branch on which one the
- * size belongs to (thread_cache_max): on a random mix of sizes that
- * branch mispredicts. */
+ * size belongs to (thread_cache_max): on a random mix of sizes such a
+ * branch mispredicts, where the large slot's own test is nearly always
+ * false. */
 __attribute__((always_inline)) static inline bool
 ga_tcache_take(ga_bm_t *bm, uint64_t id, size_t rounded, size_t size, ga_stream_t s, void **ptr)
 {
@@ -242,8 +243,8 @@ static inline bool ga_tcache_free(ga_bm_t *bm, ga_block_t *b, ga_stream_t s)
     bool locked = tc_owner_enter(t);
     /* A slot, if the size is not above thread_cache_max and its slot has
      * room, computed as one value.  Whether the size is small is a branch:
-     * a pair of one large size (the commonest case) then skips the slot
-     * lookup, at the cost of a misprediction on a random mix of sizes. */
+     * a pair of one large size then skips the slot lookup, at the cost of
+     * a misprediction on a random mix of sizes. */
     unsigned slot = 0, j = 0;
     if (size <= bm->set.thread_cache_max) {
         j = tc_slot_for(t, size, bm->round_shift);
