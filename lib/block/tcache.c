@@ -114,7 +114,6 @@ static void flush(ga_tcache_t *t)
     if (t->large) {
         ga_block_t *b = t->large;
         t->large = NULL;
-        t->large_size = 0;
         give_back(t, b);
     }
 }
@@ -127,7 +126,6 @@ void ga_tcache_drop_large(ga_bm_t *bm)
         bool locked = tc_owner_enter(t);
         ga_block_t *b = t->large;
         t->large = NULL;
-        t->large_size = 0;
         if (b && t->bm == bm)
             give_back(t, b);
         tc_owner_leave(t, locked);

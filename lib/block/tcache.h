@@ -36,7 +36,6 @@ struct ga_tcache {
      * another size take it once, and it is not kept from the rest of the
      * arena for longer. */
     ga_block_t *large;
-    size_t large_size;              /* its size, 0 when empty: probed without its record */
     uint64_t allocs, frees;         /* every cache alloc is a hit: allocs counts both */
     ga_tcache_t *bm_prev, *bm_next; /* in the manager's list */
     ga_tcache_t *t_next;            /* in the thread's list */
@@ -174,10 +173,9 @@ ga_tcache_take(ga_bm_t *bm, uint64_t id, size_t rounded, size_t size, ga_stream_
         /* The large slot first: a pair of one large size then skips the
          * slots' keys; on a random mix the test is nearly always false,
          * and predicted so. */
-        if (t->large_size == rounded) {
+        if (t->large && t->large->size == rounded) {
             b = t->large;
             t->large = NULL;
-            t->large_size = 0;
         } else {
             unsigned i = tc_slot_of(rounded, bm->round_shift);
             unsigned in_a = t->key[i] == rounded, in_b = t->key[i ^ 1] == rounded;
@@ -265,7 +263,6 @@ static inline bool ga_tcache_free(ga_bm_t *bm, ga_block_t *b, ga_stream_t s)
          * thread's next locked operation, which gives it back: a free
          * followed by an allocation then takes the manager's lock once. */
         t->large = b;
-        t->large_size = size;
     } else {
         tc_owner_leave(t, locked);
         return false;
