@@ -1308,6 +1308,93 @@ START_TEST(live_map_full_buckets_spill)
 }
 END_TEST
 
+/* Walk list FL/SL of F: every back link points at what points at the
+ * block, and the blocks are WANT[0..N-1] in order. */
+static void fit_list_is(ga_fit_t *f, unsigned fl, unsigned sl, ga_block_t **want, unsigned n)
+{
+    ga_block_t **link = &f->heads[fl][sl];
+    unsigned i = 0;
+    for (ga_block_t *b = *link; b; link = &b->fnext, b = b->fnext, i++) {
+        ck_assert_uint_lt(i, n);
+        ck_assert_ptr_eq(b, want[i]);
+        ck_assert_ptr_eq(b->fpprev, link);
+    }
+    ck_assert_uint_eq(i, n);
+    ck_assert_uint_eq(f->sl_map[fl] >> sl & 1, n > 0);
+}
+
+/* The free index's lists, which neither insert nor remove by branches:
+ * removal of the head, a middle block, the last block and the only one
+ * keeps every back link, and the bitmaps lose a list's bit only when it
+ * empties, the level's only when its last list does.  ga_bm_check then
+ * finds a broken back link in a manager's index. */
+START_TEST(fit_lists_keep_links_and_bitmaps)
+{
+    ga_fit_t *f = calloc(1, sizeof *f);
+    ga_block_t *b = aligned_alloc(64, 5 * sizeof *b);
+    ck_assert_ptr_nonnull(f);
+    ck_assert_ptr_nonnull(b);
+    memset(b, 0, 5 * sizeof *b);
+    size_t sizes[5] = {4096, 4096, 4096, 4096 + 256, 64 * KI};
+    for (int i = 0; i < 5; i++) {
+        b[i].size = sizes[i];
+        ga_fit_insert(f, &b[i]);
+    }
+    unsigned fl, sl, fl2, sl2, fl3, sl3;
+    ga_fit_index(4096, &fl, &sl);
+    ga_fit_index(4096 + 256, &fl2, &sl2);
+    ga_fit_index(64 * KI, &fl3, &sl3);
+    ck_assert_uint_eq(fl2, fl);
+    ck_assert_uint_ne(sl2, sl);
+    ck_assert_uint_ne(fl3, fl);
+    ck_assert_uint_eq(f->count, 5);
+    fit_list_is(f, fl, sl, (ga_block_t *[]){&b[2], &b[1], &b[0]}, 3);
+    ga_fit_remove(f, &b[1]); /* middle */
+    fit_list_is(f, fl, sl, (ga_block_t *[]){&b[2], &b[0]}, 2);
+    ck_assert_ptr_null(b[1].fnext);
+    ck_assert_ptr_null(b[1].fpprev);
+    ga_fit_remove(f, &b[2]); /* head */
+    fit_list_is(f, fl, sl, (ga_block_t *[]){&b[0]}, 1);
+    ga_fit_insert(f, &b[1]);
+    ga_fit_remove(f, &b[0]); /* last */
+    fit_list_is(f, fl, sl, (ga_block_t *[]){&b[1]}, 1);
+    ga_fit_remove(f, &b[1]); /* only: the list's bit goes, the level's stays */
+    fit_list_is(f, fl, sl, NULL, 0);
+    ck_assert_uint_eq(f->fl_map >> fl & 1, 1);
+    ga_fit_remove(f, &b[3]); /* the level's last list */
+    ck_assert_uint_eq(f->sl_map[fl], 0);
+    ck_assert_uint_eq(f->fl_map >> fl & 1, 0);
+    ck_assert_uint_eq(f->fl_map, 1ull << fl3);
+    ck_assert_ptr_eq(ga_fit_find(f, 4096, 0), &b[4]);
+    ga_fit_remove(f, &b[4]);
+    ck_assert_uint_eq(f->fl_map, 0);
+    ck_assert_uint_eq(f->count, 0);
+    ck_assert_uint_eq(f->bytes, 0);
+    ck_assert_ptr_null(ga_fit_find(f, 512, 0));
+    free(b);
+    free(f);
+
+    /* A manager's index with a broken back link fails the check. */
+    fx_t *x = fx_new(false, 64 * KI, NULL);
+    void *p[3];
+    for (int i = 0; i < 3; i++)
+        p[i] = fx_alloc(x, 64 * KI, HOST);
+    fx_free(x, p[1], HOST); /* between two live blocks: stays as it is */
+    ga_fit_index(64 * KI, &fl, &sl);
+    ga_block_t *h = x->bm->any.fit[CLASS_SMALL].heads[fl][sl];
+    ck_assert_ptr_nonnull(h);
+    ck_assert_uint_eq(h->addr, (uintptr_t)p[1]);
+    ga_block_t **saved = h->fpprev;
+    h->fpprev = &h->fnext;
+    ck_assert_int_eq(ga_bm_check(x->bm), GPUARENA_ERR_CORRUPT);
+    ck_assert_ptr_nonnull(strstr(gpuarena_last_error(), "back link"));
+    h->fpprev = saved;
+    fx_free(x, p[0], HOST);
+    fx_free(x, p[2], HOST);
+    fx_done(x);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("block");
@@ -1319,6 +1406,7 @@ int main(void)
     tcase_add_test(fit, max_split_blocks_are_whole);
     tcase_add_test(fit, max_split_small_request_on_new_segment);
     tcase_add_test(fit, live_map_full_buckets_spill);
+    tcase_add_test(fit, fit_lists_keep_links_and_bitmaps);
     suite_add_tcase(s, fit);
     TCase *reuse = tcase_create("reuse");
     tcase_add_test(reuse, reuse_same_stream_at_once);

@@ -104,7 +104,10 @@ static gpuarena_status_t check_pool(ga_bm_t *bm, ga_pool_t *p, uint64_t *listed)
                 bool bit = (f->fl_map >> fl & 1) && (f->sl_map[fl] >> sl & 1);
                 if (bit != (h != NULL))
                     FAIL("fit bitmap disagrees with list %u/%u", fl, sl);
-                for (const ga_block_t *b = h; b; b = b->fnext) {
+                ga_block_t *const *link = &f->heads[fl][sl];
+                for (const ga_block_t *b = h; b; link = &b->fnext, b = b->fnext) {
+                    if ((const void *)b->fpprev != (const void *)link)
+                        FAIL("block %p has a wrong back link in its free list", (void *)b->addr);
                     unsigned bf, bs;
                     ga_fit_index(b->size, &bf, &bs);
                     if (bf != fl || bs != sl || b->pool != p || b->cls != cls)

@@ -13,6 +13,13 @@
  * Every function is inline: each free and each allocation on the locked
  * path inserts, removes and searches several times, and calls into
  * another file cost more than the list operations themselves.
+ *
+ * The lists are doubly linked through a back link to whatever points at
+ * the block (the list head or the previous block's fnext), and neither
+ * insert nor remove branches: whether a list was empty, or a block the
+ * last, is as random as the sizes, and each such test mispredicted about
+ * one time in three.  A back link with no block to hold it (the list was
+ * empty, or the block was the last) is written to the index's sink.
  */
 #ifndef GA_BLOCK_FIT_H
 #define GA_BLOCK_FIT_H
@@ -31,6 +38,7 @@ typedef struct ga_fit {
     ga_block_t *heads[FIT_FL][FIT_SL];
     uint64_t count;
     uint64_t bytes;
+    ga_block_t **sink; /* written, never read: see the top of this file */
 } ga_fit_t;
 
 /* The list a block of SIZE bytes goes to. */
@@ -49,16 +57,26 @@ static inline void ga_fit_index(size_t size, unsigned *fl, unsigned *sl)
 /* Entries compared per list before settling for the best seen. */
 #define FIT_SCAN 16
 
+/* Where the back link of N goes: N's own field, or the sink when N is
+ * NULL.  A select on an opaque value, not a branch. */
+static inline ga_block_t ***ga_fit_link_of(ga_fit_t *f, ga_block_t *n)
+{
+    unsigned has = n != NULL;
+    ga_opaque(&has);
+    uintptr_t own = (uintptr_t)n + offsetof(ga_block_t, fpprev), sink = (uintptr_t)&f->sink;
+    return (ga_block_t ***)(sink ^ ((own ^ sink) & ((uintptr_t)0 - has)));
+}
+
 static inline void ga_fit_insert(ga_fit_t *f, ga_block_t *b)
 {
     unsigned fl, sl;
     ga_fit_index(b->size, &fl, &sl);
-    ga_block_t *h = f->heads[fl][sl];
-    b->fprev = NULL;
+    ga_block_t **head = &f->heads[fl][sl];
+    ga_block_t *h = *head;
     b->fnext = h;
-    if (h)
-        h->fprev = b;
-    f->heads[fl][sl] = b;
+    b->fpprev = head;
+    *ga_fit_link_of(f, h) = &b->fnext;
+    *head = b;
     f->sl_map[fl] |= 1u << sl;
     f->fl_map |= 1ull << fl;
     f->count++;
@@ -69,18 +87,20 @@ static inline void ga_fit_remove(ga_fit_t *f, ga_block_t *b)
 {
     unsigned fl, sl;
     ga_fit_index(b->size, &fl, &sl);
-    if (b->fprev)
-        b->fprev->fnext = b->fnext;
-    else
-        f->heads[fl][sl] = b->fnext;
-    if (b->fnext)
-        b->fnext->fprev = b->fprev;
-    if (!f->heads[fl][sl]) {
-        f->sl_map[fl] &= ~(1u << sl);
-        if (!f->sl_map[fl])
-            f->fl_map &= ~(1ull << fl);
-    }
-    b->fprev = b->fnext = NULL;
+    ga_block_t *n = b->fnext;
+    *b->fpprev = n;
+    *ga_fit_link_of(f, n) = b->fpprev;
+    /* The list's bit goes when it is empty now, the level's when its
+     * last list went: both as values. */
+    unsigned gone = f->heads[fl][sl] == NULL;
+    ga_opaque(&gone);
+    uint32_t sm = f->sl_map[fl] & ~(gone << sl);
+    f->sl_map[fl] = sm;
+    unsigned level_gone = sm == 0;
+    ga_opaque(&level_gone);
+    f->fl_map &= ~((uint64_t)level_gone << fl);
+    b->fpprev = NULL;
+    b->fnext = NULL;
     f->count--;
     f->bytes -= b->size;
 }

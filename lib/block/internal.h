@@ -60,9 +60,10 @@ typedef struct ga_block {
     size_t size;
     struct ga_block *prev, *next; /* address neighbours in the segment */
     union {
-        struct {                            /* FREE, HOLE; PENDING: pool only */
-            struct ga_block *fprev, *fnext; /* free index list */
-            ga_pool_t *pool;                /* the pool it is in; PENDING: the pool it goes to */
+        struct {                      /* FREE, HOLE; PENDING: pool only */
+            struct ga_block *fnext;   /* free index list */
+            struct ga_block **fpprev; /* what points at this block: head or fnext */
+            ga_pool_t *pool;          /* the pool it is in; PENDING: the pool it goes to */
         };
         struct {                 /* LIVE */
             size_t requested;    /* the user's size (the owner thread's while cached) */
@@ -92,6 +93,14 @@ struct ga_segment {
     ga_segment_t *prev, *next;
 };
 
+/* Keep V a value the compiler cannot see through (an empty asm): GCC
+ * turns tests combined with & back into branches, and on a random mix of
+ * sizes, a branch on a random outcome mispredicts. */
+static inline void ga_opaque(unsigned *v)
+{
+    __asm__("" : "+r"(*v));
+}
+
 #include "block/fit.h"
 
 struct ga_pool {
@@ -103,14 +112,6 @@ struct ga_pool {
     bool wanted;        /* another stream missed: record at the next free */
     bool is_stream;     /* a stream's pool, not ANY or HOLE */
 };
-
-/* Keep V a value the compiler cannot see through (an empty asm): GCC
- * turns tests combined with & back into branches, and on a random mix of
- * sizes, a branch on a random outcome mispredicts. */
-static inline void ga_opaque(unsigned *v)
-{
-    __asm__("" : "+r"(*v));
-}
 
 /* Live map (livemap.c): address -> live block, readable without the lock
  * (thread caches free through it) and written under the manager's lock.
