@@ -1361,6 +1361,8 @@ START_TEST(fit_lists_keep_links_and_bitmaps)
     ga_fit_remove(f, &b[1]); /* only: the list's bit goes, the level's stays */
     fit_list_is(f, fl, sl, NULL, 0);
     ck_assert_uint_eq(f->fl_map >> fl & 1, 1);
+    /* The next list of the request's level, before any higher level. */
+    ck_assert_ptr_eq(ga_fit_find(f, 4096, 0), &b[3]);
     ga_fit_remove(f, &b[3]); /* the level's last list */
     ck_assert_uint_eq(f->sl_map[fl], 0);
     ck_assert_uint_eq(f->fl_map >> fl & 1, 0);

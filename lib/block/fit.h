@@ -61,10 +61,8 @@ static inline void ga_fit_index(size_t size, unsigned *fl, unsigned *sl)
  * NULL.  A select on an opaque value, not a branch. */
 static inline ga_block_t ***ga_fit_link_of(ga_fit_t *f, ga_block_t *n)
 {
-    unsigned has = n != NULL;
-    ga_opaque(&has);
-    uintptr_t own = (uintptr_t)n + offsetof(ga_block_t, fpprev), sink = (uintptr_t)&f->sink;
-    return (ga_block_t ***)(sink ^ ((own ^ sink) & ((uintptr_t)0 - has)));
+    uintptr_t own = (uintptr_t)n + offsetof(ga_block_t, fpprev);
+    return (ga_block_t ***)ga_select(n != NULL, own, (uintptr_t)&f->sink);
 }
 
 static inline void ga_fit_insert(ga_fit_t *f, ga_block_t *b)
@@ -136,15 +134,17 @@ static inline ga_block_t *ga_fit_find(ga_fit_t *f, size_t size, size_t limit)
     ga_block_t *b = ga_fit_best_in(f->heads[fl][sl], size, limit);
     if (b)
         return b;
-    /* Every block of a higher list is large enough. */
-    uint32_t sl_bits = sl + 1 < FIT_SL ? f->sl_map[fl] & (~0u << (sl + 1)) : 0;
-    if (!sl_bits) {
-        uint64_t fl_bits = fl + 1 < FIT_FL ? f->fl_map & (~0ull << (fl + 1)) : 0;
-        if (!fl_bits)
-            return NULL;
-        fl = (unsigned)__builtin_ctzll(fl_bits);
-        sl_bits = f->sl_map[fl];
-    }
+    /* Every block of a higher list is large enough: the next list of
+     * this level, else the first of a higher level.  Which one is as
+     * random as the sizes: chosen as a value. */
+    uint32_t sl_bits = (uint32_t)(f->sl_map[fl] & (~0ull << (sl + 1)));
+    uint64_t fl_bits = f->fl_map & (~0ull << fl << 1);
+    if (!(sl_bits | fl_bits))
+        return NULL;
+    unsigned here = sl_bits != 0;
+    unsigned up = (unsigned)__builtin_ctzll(fl_bits | 1ull << (FIT_FL - 1));
+    fl = (unsigned)ga_select(here, fl, up);
+    sl_bits = (uint32_t)ga_select(here, sl_bits, f->sl_map[fl]);
     sl = (unsigned)__builtin_ctz(sl_bits);
     return ga_fit_best_in(f->heads[fl][sl], size, limit);
 }

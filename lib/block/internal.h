@@ -101,6 +101,13 @@ static inline void ga_opaque(unsigned *v)
     __asm__("" : "+r"(*v));
 }
 
+/* C ? A : B for unsigned C of 0 or 1, as a value (no branch). */
+static inline uintptr_t ga_select(unsigned c, uintptr_t a, uintptr_t b)
+{
+    ga_opaque(&c);
+    return b ^ ((a ^ b) & ((uintptr_t)0 - c));
+}
+
 #include "block/fit.h"
 
 struct ga_pool {
