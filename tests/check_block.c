@@ -1176,6 +1176,31 @@ START_TEST(bad_input_changes_nothing)
 }
 END_TEST
 
+/* A provider's granule that is 0 or not a power of two is refused at
+ * creation, with nothing made; a power of two is taken. */
+START_TEST(provider_granule_is_checked)
+{
+    ga_settings_t set;
+    ga_config_defaults(GPUARENA_SIM, &set);
+    set.thread_cache = false;
+    size_t bad[] = {0, 3 * 64 * KI};
+    for (unsigned i = 0; i < 2; i++) {
+        tp_t tp;
+        tp_init(&tp, false, bad[i]);
+        ga_bm_t *bm = NULL;
+        ck_assert_int_eq(ga_bm_create(&tp.base, &set, &bm), GPUARENA_ERR_CONFIG);
+        ck_assert_ptr_null(bm);
+        ck_assert_ptr_nonnull(strstr(gpuarena_last_error(), "granule"));
+        ck_assert_uint_eq(tp.base.live_maps, 0);
+    }
+    tp_t tp;
+    tp_init(&tp, false, 64 * KI);
+    ga_bm_t *bm = NULL;
+    ck_assert_int_eq(ga_bm_create(&tp.base, &set, &bm), GPUARENA_SUCCESS);
+    ck_assert_int_eq(ga_bm_destroy(bm), GPUARENA_SUCCESS);
+}
+END_TEST
+
 START_TEST(destroy_with_live_blocks_is_busy)
 {
     gpuarena_t *a = arena(GPUARENA_SIM, NULL);
@@ -1438,6 +1463,7 @@ int main(void)
     tcase_add_test(fail, oom_sim_arena);
     tcase_add_test(fail, fault_injection_every_call);
     tcase_add_test(fail, bad_input_changes_nothing);
+    tcase_add_test(fail, provider_granule_is_checked);
     tcase_add_test(fail, destroy_with_live_blocks_is_busy);
     tcase_add_test(fail, destroy_reports_what_stays_mapped);
     suite_add_tcase(s, fail);

@@ -1364,7 +1364,8 @@ gpuarena_status_t ga_bm_create(ga_provider_t *prov, const ga_settings_t *s, ga_b
 {
     if (!s->round || (s->round & (s->round - 1)))
         return ga_error(GPUARENA_ERR_CONFIG, "round must be a power of two, not %zu", s->round);
-    if (prov->granule & (prov->granule - 1))
+    /* A granule of 0 would round every segment to nothing. */
+    if (!prov->granule || (prov->granule & (prov->granule - 1)))
         return ga_error(GPUARENA_ERR_CONFIG, "the granule must be a power of two, not %zu",
                         prov->granule);
     ga_bm_t *bm = calloc(1, sizeof *bm);
