@@ -41,6 +41,7 @@
  * everywhere, with fewer operations.  The anchor figures of an H200 are in
  * DESIGN.md.  Exit: 0 every target met, 2 some missed, 77 no GPU, 1 error.
  */
+#include "churn.h"
 #include "gpubench.h"
 
 #include <math.h>
@@ -52,8 +53,8 @@
 
 #define RUNS    5
 #define RUN_S   0.08 /* seconds per timed run */
-#define LIVE    256
-#define OPS     (1L << 20) /* random operations generated */
+#define LIVE    CHURN_LIVE
+#define OPS     CHURN_OPS
 #define WARM    (LIVE * 64L)
 #define THREADS 16
 #define CONC_S  0.25
@@ -204,34 +205,15 @@ static double cached_pair_ns(int kind, const target_t *t, size_t size, long *cou
 /* ---- (b) random churn over 256 live blocks ---------------------------- */
 
 typedef struct churn {
-    size_t init[LIVE]; /* sizes of the first LIVE blocks */
-    size_t *size;      /* size of operation i's new block */
-    uint16_t *victim;  /* live slot operation i frees */
+    churn_seq_t seq;
     uint64_t live[LIVE];
 } churn_t;
 
-static size_t log_uniform(uint64_t *seed)
-{
-    double u = (double)(gb_rand(seed) >> 11) / 9007199254740992.0; /* [0, 1) */
-    double lo = log(512.0), hi = log(64.0 * 1024 * 1024);
-    size_t s = (size_t)exp(lo + u * (hi - lo));
-    return s < 512 ? 512 : s;
-}
-
 static void churn_init(churn_t *c)
 {
-    uint64_t seed = 0x9e3779b97f4a7c15ULL;
-    for (int i = 0; i < LIVE; i++)
-        c->init[i] = log_uniform(&seed);
-    c->size = malloc(OPS * sizeof *c->size);
-    c->victim = malloc(OPS * sizeof *c->victim);
-    if (!c->size || !c->victim) {
+    if (!churn_seq_init(&c->seq)) {
         fprintf(stderr, "%s: no host memory for the random sequence\n", gb_prog);
         exit(GB_EXIT_ERROR);
-    }
-    for (long i = 0; i < OPS; i++) {
-        c->size[i] = log_uniform(&seed);
-        c->victim[i] = (uint16_t)(gb_rand(&seed) % LIVE);
     }
 }
 
@@ -244,18 +226,18 @@ ALWAYS_INLINE double churn_loop(const int kind, const target_t *t, churn_t *c, l
     long i;
     for (i = from; i < to; i++) {
         long k = i % OPS;
-        uint64_t *slot = &c->live[c->victim[k]];
+        uint64_t *slot = &c->live[c->seq.victim[k]];
         gpuarena_status_t st = t_free(kind, t, *slot);
         if (UNLIKELY(st != GPUARENA_SUCCESS))
             gb_die(IS_ARENA(kind)    ? "gpuarena_free"
                    : kind == K_CUMEM ? "cuMemFree"
                                      : "cuMemFreeAsync",
                    st);
-        st = t_alloc(kind, t, c->size[k], slot);
+        st = t_alloc(kind, t, c->seq.size[k], slot);
         if (UNLIKELY(st != GPUARENA_SUCCESS)) {
             char b[32];
             fprintf(stderr, "%s: %s: allocating %s with 255 blocks live\n", gb_prog, names[kind],
-                    gb_size(c->size[k], b));
+                    gb_size(c->seq.size[k], b));
             gb_die(IS_ARENA(kind)    ? "gpuarena_alloc"
                    : kind == K_CUMEM ? "cuMemAlloc"
                                      : "cuMemAllocFromPoolAsync",
@@ -310,7 +292,7 @@ static double churn(int kind, const target_t *t, churn_t *c, long f, long to, do
 static double churn_ns(int kind, const target_t *t, churn_t *c, long *count)
 {
     for (int i = 0; i < LIVE; i++) {
-        gpuarena_status_t st = t_alloc(kind, t, c->init[i], &c->live[i]);
+        gpuarena_status_t st = t_alloc(kind, t, c->seq.init[i], &c->live[i]);
         if (st != GPUARENA_SUCCESS)
             gb_die("allocating the first 256 blocks", st);
     }
@@ -547,8 +529,8 @@ int main(void)
                (double)s1.reserved_peak / (double)GiB);
         printf("%-44s   (gpuarena with no stream, GPUARENA_STREAM_HOST: %.1f ns/op over %ld ops)\n",
                "", vh, nh);
-        free(c.size);
-        free(c.victim);
+        free(c.seq.size);
+        free(c.seq.victim);
     }
 
     /* (c) */
