@@ -71,6 +71,21 @@ static inline size_t round_down(size_t n, size_t a)
     return n & ~(a - 1);
 }
 
+/* ARR, N entries of ELEM bytes used of *CAP, with room for one more: ARR
+ * itself when it has it, else grown to twice *CAP entries (FIRST when
+ * empty); NULL when there is no memory, ARR then unchanged.  For the
+ * manager's arrays of slabs, spare events and pools. */
+static void *room_for_one(void *arr, unsigned n, unsigned *cap, size_t elem, unsigned first)
+{
+    if (n < *cap)
+        return arr;
+    unsigned c = *cap ? *cap * 2 : first;
+    void *grown = realloc(arr, (size_t)c * elem);
+    if (grown)
+        *cap = c;
+    return grown;
+}
+
 /* ------------------------------------------------------------------ */
 /* Block records: slabs that live as long as the manager.              */
 
@@ -78,14 +93,10 @@ static inline size_t round_down(size_t n, size_t a)
  * SLAB_BLOCKS records); false when there is no memory. */
 static __attribute__((noinline)) bool spare_refill(ga_bm_t *bm)
 {
-    if (bm->nslabs == bm->cap_slabs) {
-        unsigned cap = bm->cap_slabs ? bm->cap_slabs * 2 : 16;
-        void **s = realloc(bm->slabs, cap * sizeof *s);
-        if (!s)
-            return false;
-        bm->slabs = s;
-        bm->cap_slabs = cap;
-    }
+    void **s = room_for_one(bm->slabs, bm->nslabs, &bm->cap_slabs, sizeof *s, 16);
+    if (!s)
+        return false;
+    bm->slabs = s;
     ga_block_t *slab = aligned_alloc(_Alignof(ga_block_t), SLAB_BLOCKS * sizeof *slab);
     if (!slab)
         return false;
@@ -159,16 +170,13 @@ static gpuarena_status_t event_get(ga_bm_t *bm, ga_event_t *ev)
 
 static void event_put(ga_bm_t *bm, ga_event_t ev)
 {
-    if (bm->nspare_events == bm->cap_spare_events) {
-        unsigned cap = bm->cap_spare_events ? bm->cap_spare_events * 2 : 16;
-        ga_event_t *e = realloc(bm->spare_events, cap * sizeof *e);
-        if (!e) {
-            bm->prov->ops->event_destroy(bm->prov, ev);
-            return;
-        }
-        bm->spare_events = e;
-        bm->cap_spare_events = cap;
+    ga_event_t *e =
+        room_for_one(bm->spare_events, bm->nspare_events, &bm->cap_spare_events, sizeof *e, 16);
+    if (!e) {
+        bm->prov->ops->event_destroy(bm->prov, ev);
+        return;
     }
+    bm->spare_events = e;
     bm->spare_events[bm->nspare_events++] = ev;
 }
 
@@ -216,14 +224,10 @@ static ga_pool_t *pool_get(ga_bm_t *bm, ga_stream_t s)
         p->stream.handle = s.handle; /* the newest handle of this stream */
         return p;
     }
-    if (bm->npools == bm->cap_pools) {
-        unsigned cap = bm->cap_pools ? bm->cap_pools * 2 : 8;
-        ga_pool_t **n = realloc(bm->pools, cap * sizeof *n);
-        if (!n)
-            return NULL;
-        bm->pools = n;
-        bm->cap_pools = cap;
-    }
+    ga_pool_t **n = room_for_one(bm->pools, bm->npools, &bm->cap_pools, sizeof *n, 8);
+    if (!n)
+        return NULL;
+    bm->pools = n;
     p = calloc(1, sizeof *p);
     if (!p)
         return NULL;
