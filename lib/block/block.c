@@ -642,7 +642,7 @@ static void sweep_finish(ga_bm_t *bm, ga_pool_t *p)
  * never a block released early. */
 static bool holds_blocks(const ga_pool_t *p)
 {
-    return p->fit[CLASS_SMALL].count || p->fit[CLASS_LARGE].count;
+    return !ga_fit_empty(&p->fit[CLASS_SMALL]) || !ga_fit_empty(&p->fit[CLASS_LARGE]);
 }
 
 static bool uncovered(const ga_pool_t *p)
@@ -1085,7 +1085,7 @@ void ga_bm_free_locked(ga_bm_t *bm, ga_block_t *b, ga_stream_t s, bool done)
     bm->c.in_use -= b->size;
     bm->c.frees++;
     bm->c.live--;
-    ga_lmap_remove(&bm->live, b->addr);
+    ga_lmap_remove(&bm->live, b);
     /* DONE: the stream had no work left when the block was freed, so the
      * free point has passed; host-visible memory then needs no event.  A
      * free with no stream (GPUARENA_STREAM_HOST) has passed already. */
@@ -1335,9 +1335,9 @@ void ga_bm_stats(ga_bm_t *bm, gpuarena_stats_t *st)
     st->pending_frees = bm->pending_blocks;
     st->events_recorded = bm->c.events;
     st->trims = bm->c.trims;
-    uint64_t nfree = bm->any.fit[0].count + bm->any.fit[1].count;
+    uint64_t nfree = ga_fit_count(&bm->any.fit[0]) + ga_fit_count(&bm->any.fit[1]);
     for (unsigned i = 0; i < bm->npools; i++)
-        nfree += bm->pools[i]->fit[0].count + bm->pools[i]->fit[1].count;
+        nfree += ga_fit_count(&bm->pools[i]->fit[0]) + ga_fit_count(&bm->pools[i]->fit[1]);
     st->free_blocks = nfree;
     ga_unlock(&bm->lock);
 }

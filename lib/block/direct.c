@@ -259,7 +259,7 @@ gpuarena_status_t ga_direct_free(ga_bm_t *bm, void *ptr, ga_stream_t s)
         ga_unlock(&bm->lock);
         return st;
     }
-    ga_lmap_remove(&bm->live, a);
+    ga_lmap_remove(&bm->live, b);
     if (b->prev)
         b->prev->next = b->next;
     else

@@ -37,8 +37,6 @@ typedef struct ga_fit {
     uint64_t fl_map;
     uint32_t sl_map[FIT_FL];
     ga_block_t *heads[FIT_FL][FIT_SL];
-    uint64_t count;
-    uint64_t bytes;
     ga_block_t **sink; /* written, never read: see the top of this file */
 } ga_fit_t;
 
@@ -78,8 +76,6 @@ static inline void ga_fit_insert(ga_fit_t *f, ga_block_t *b)
     *head = b;
     f->sl_map[fl] |= 1u << sl;
     f->fl_map |= 1ull << fl;
-    f->count++;
-    f->bytes += b->size;
 }
 
 static inline void ga_fit_remove(ga_fit_t *f, ga_block_t *b)
@@ -98,10 +94,26 @@ static inline void ga_fit_remove(ga_fit_t *f, ga_block_t *b)
     unsigned level_gone = sm == 0;
     ga_opaque(&level_gone);
     f->fl_map &= ~((uint64_t)level_gone << fl);
-    b->fpprev = NULL;
-    b->fnext = NULL;
-    f->count--;
-    f->bytes -= b->size;
+}
+
+/* Whether the index holds any block. */
+static inline bool ga_fit_empty(const ga_fit_t *f)
+{
+    return f->fl_map == 0;
+}
+
+/* Blocks in the index, counted by a walk of its lists: for statistics
+ * only.  No count is kept: every insert and remove would pay for it. */
+static inline uint64_t ga_fit_count(const ga_fit_t *f)
+{
+    uint64_t n = 0;
+    for (uint64_t fm = f->fl_map; fm; fm &= fm - 1) {
+        unsigned fl = (unsigned)__builtin_ctzll(fm);
+        for (uint32_t sm = f->sl_map[fl]; sm; sm &= sm - 1)
+            for (const ga_block_t *b = f->heads[fl][__builtin_ctz(sm)]; b; b = b->fnext)
+                n++;
+    }
+    return n;
 }
 
 /* Smallest block of at least SIZE (and at most LIMIT, when not 0) among

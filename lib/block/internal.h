@@ -71,7 +71,10 @@ typedef struct ga_block {
             ga_uses_t *uses;     /* record_stream streams, NULL if none */
         };
     };
-    unsigned pending; /* PENDING: events still outstanding */
+    union {
+        unsigned pending; /* PENDING: events still outstanding */
+        uint32_t lslot;   /* LIVE: where the live map holds it (livemap.c) */
+    };
     uint8_t state;
     uint8_t cls;            /* CLASS_SMALL or CLASS_LARGE */
     _Atomic uint8_t cached; /* LIVE: held by a thread cache */
@@ -147,7 +150,7 @@ typedef struct ga_lmap {
 gpuarena_status_t ga_lmap_init(ga_lmap_t *m);
 void ga_lmap_destroy(ga_lmap_t *m);
 gpuarena_status_t ga_lmap_insert(ga_lmap_t *m, ga_block_t *b);
-void ga_lmap_remove(ga_lmap_t *m, uintptr_t addr);
+void ga_lmap_remove(ga_lmap_t *m, ga_block_t *b);
 /* Whether the table is consistent (the lock held); *BAD gets the first
  * key in error, 0 when only the count is wrong. */
 bool ga_lmap_valid(ga_lmap_t *m, uintptr_t *bad);

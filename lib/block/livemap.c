@@ -10,6 +10,10 @@
  * or less, nearly every key is at home: a lookup reads one line and
  * compares its keys without a branch on which way holds the key.
  *
+ * Each live record keeps where its key is (lslot), so a removal, which
+ * every free makes, goes straight to the way: no hash and no probe.  Growing
+ * puts every key again and so rewrites every record's slot.
+ *
  * A removal only empties its way: no key ever moves while the table
  * lives, so a lock-free reader can miss only a key being inserted or
  * removed at that moment.  Each way's value is stored before its key, with
@@ -43,8 +47,13 @@ static void table_free(ga_lmap_table_t *t)
     free(t);
 }
 
+/* Largest table: a record's LSLOT, bucket * WAYS + way, is 32 bits. */
+#define MAX_BUCKETS ((size_t)1 << 30)
+
 static ga_lmap_table_t *table_new(size_t buckets)
 {
+    if (buckets > MAX_BUCKETS)
+        return NULL;
     ga_lmap_table_t *t = calloc(1, sizeof *t);
     if (!t)
         return NULL;
@@ -110,6 +119,7 @@ static bool put(ga_lmap_table_t *t, uintptr_t a, ga_block_t *b)
         unsigned k = (unsigned)__builtin_ctz(free_ways);
         atomic_store_explicit(&bk->val[k], b, memory_order_relaxed);
         atomic_store_explicit(&bk->key[k], a, memory_order_release);
+        b->lslot = (uint32_t)(((h + d) & t->mask) * WAYS + k);
         /* Published after the key: a reader that sees the new reach
          * finds the key (it is there already). */
         if (d > atomic_load_explicit(&t->reach[h], memory_order_relaxed))
@@ -165,27 +175,21 @@ gpuarena_status_t ga_lmap_insert(ga_lmap_t *m, ga_block_t *b)
     return GPUARENA_SUCCESS;
 }
 
-void ga_lmap_remove(ga_lmap_t *m, uintptr_t a)
+void ga_lmap_remove(ga_lmap_t *m, ga_block_t *b)
 {
+    /* The record says where its key is: no hash, no probe. */
     ga_lmap_table_t *t = atomic_load_explicit(&m->table, memory_order_relaxed);
-    size_t h = ga_lmap_hash(a, t->mask),
-           reach = atomic_load_explicit(&t->reach[h], memory_order_relaxed);
-    for (size_t d = 0; d <= reach; d++) {
-        ga_lmap_bucket_t *bk = &t->b[(h + d) & t->mask];
-        unsigned hit = ga_lmap_match(bk, a);
-        if (!hit)
-            continue;
-        unsigned k = (unsigned)__builtin_ctz(hit);
-        atomic_store_explicit(&bk->key[k], EMPTY, memory_order_release);
-        atomic_store_explicit(&bk->val[k], NULL, memory_order_relaxed);
-        m->count--;
-        return;
-    }
+    ga_lmap_bucket_t *bk = &t->b[b->lslot / WAYS];
+    unsigned k = b->lslot % WAYS;
+    atomic_store_explicit(&bk->key[k], EMPTY, memory_order_release);
+    atomic_store_explicit(&bk->val[k], NULL, memory_order_relaxed);
+    m->count--;
 }
 
 /* For ga_bm_check (the lock held): every key in the table is within its
- * home bucket's reach and names a live record at that address, and the table holds as many keys as
- * the count says. */
+ * home bucket's reach and names a live record at that address, which
+ * knows where its key is, and the table holds as many keys as the count
+ * says. */
 bool ga_lmap_valid(ga_lmap_t *m, uintptr_t *bad)
 {
     ga_lmap_table_t *t = atomic_load_explicit(&m->table, memory_order_relaxed);
@@ -201,6 +205,7 @@ bool ga_lmap_valid(ga_lmap_t *m, uintptr_t *bad)
             size_t d = (i - h) & t->mask;
             keys++;
             if (!b || b->addr != key || b->state != BLOCK_LIVE || ga_lmap_find(m, key) != b ||
+                b->lslot != i * WAYS + k ||
                 d > atomic_load_explicit(&t->reach[h], memory_order_relaxed)) {
                 *bad = key;
                 return false;
