@@ -1281,6 +1281,44 @@ START_TEST(destroy_reports_what_stays_mapped)
 }
 END_TEST
 
+/* The live map grown several times over: every record's slot follows
+ * its key into each new table (ga_lmap_valid checks the slots), so that
+ * removals, which go by the slot, then empty the right ways. */
+START_TEST(live_map_slots_follow_growth)
+{
+    enum { N = 5000 };
+    ga_block_t *rec = aligned_alloc(64, N * sizeof *rec);
+    ck_assert_ptr_nonnull(rec);
+    memset(rec, 0, N * sizeof *rec);
+    ga_lmap_t m;
+    ck_assert_int_eq(ga_lmap_init(&m), GPUARENA_SUCCESS);
+    size_t first = atomic_load(&m.table)->mask;
+    uintptr_t bad;
+    for (unsigned i = 0; i < N; i++) {
+        rec[i].addr = ((uintptr_t)1 << 40) + (uintptr_t)i * 4096;
+        rec[i].state = BLOCK_LIVE;
+        ck_assert_int_eq(ga_lmap_insert(&m, &rec[i]), GPUARENA_SUCCESS);
+        if (i % 500 == 0)
+            ck_assert_msg(ga_lmap_valid(&m, &bad), "after %u inserts: wrong at %p", i + 1,
+                          (void *)bad);
+    }
+    ck_assert_uint_gt(atomic_load(&m.table)->mask, 4 * first); /* grew at least three times */
+    ck_assert(ga_lmap_valid(&m, &bad));
+    /* Every other record out, then the rest: each removal empties its
+     * own way only. */
+    for (unsigned pass = 0; pass < 2; pass++) {
+        for (unsigned i = pass; i < N; i += 2)
+            ga_lmap_remove(&m, &rec[i]);
+        ck_assert_msg(ga_lmap_valid(&m, &bad), "pass %u: wrong at %p", pass, (void *)bad);
+        for (unsigned i = 0; i < N; i++)
+            ck_assert_ptr_eq(ga_lmap_find(&m, rec[i].addr), pass == 0 && i % 2 ? &rec[i] : NULL);
+    }
+    ck_assert_uint_eq(m.count, 0);
+    ga_lmap_destroy(&m);
+    free(rec);
+}
+END_TEST
+
 /* The live map on its own, loaded near its limit so that buckets fill
  * and their keys spill into the next ones (the last bucket's into the
  * first): after every step each present key is found, each removed one is
@@ -1431,6 +1469,7 @@ int main(void)
     tcase_add_test(fit, max_split_blocks_are_whole);
     tcase_add_test(fit, max_split_small_request_on_new_segment);
     tcase_add_test(fit, live_map_full_buckets_spill);
+    tcase_add_test(fit, live_map_slots_follow_growth);
     tcase_add_test(fit, fit_lists_keep_links_and_bitmaps);
     suite_add_tcase(s, fit);
     TCase *reuse = tcase_create("reuse");

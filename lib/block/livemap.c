@@ -11,8 +11,9 @@
  * compares its keys without a branch on which way holds the key.
  *
  * Each live record keeps where its key is (lslot), so a removal, which
- * every free makes, goes straight to the way: no hash and no probe.  Growing
- * puts every key again and so rewrites every record's slot.
+ * every free makes, goes straight to the way: no hash and no probe.  A
+ * grow rewrites the slots only once the new table is complete: one that
+ * fails leaves every slot pointing into the table still in use.
  *
  * A removal only empties its way: no key ever moves while the table
  * lives, so a lock-free reader can miss only a key being inserted or
@@ -107,8 +108,8 @@ ga_block_t *ga_lmap_find_far(ga_lmap_table_t *t, size_t h, uintptr_t a)
 }
 
 /* Put A -> B in the first free way from A's home; false when none is
- * within MAX_REACH buckets. */
-static bool put(ga_lmap_table_t *t, uintptr_t a, ga_block_t *b)
+ * within MAX_REACH buckets.  *SLOT gets where it went. */
+static bool put(ga_lmap_table_t *t, uintptr_t a, ga_block_t *b, uint32_t *slot)
 {
     size_t h = ga_lmap_hash(a, t->mask);
     for (size_t d = 0; d <= MAX_REACH && d <= t->mask; d++) {
@@ -119,7 +120,7 @@ static bool put(ga_lmap_table_t *t, uintptr_t a, ga_block_t *b)
         unsigned k = (unsigned)__builtin_ctz(free_ways);
         atomic_store_explicit(&bk->val[k], b, memory_order_relaxed);
         atomic_store_explicit(&bk->key[k], a, memory_order_release);
-        b->lslot = (uint32_t)(((h + d) & t->mask) * WAYS + k);
+        *slot = (uint32_t)(((h + d) & t->mask) * WAYS + k);
         /* Published after the key: a reader that sees the new reach
          * finds the key (it is there already). */
         if (d > atomic_load_explicit(&t->reach[h], memory_order_relaxed))
@@ -127,6 +128,19 @@ static bool put(ga_lmap_table_t *t, uintptr_t a, ga_block_t *b)
         return true;
     }
     return false;
+}
+
+/* Tell every record of T where T holds it. */
+static void slots_set(ga_lmap_table_t *t)
+{
+    for (size_t i = 0; i <= t->mask; i++) {
+        for (unsigned k = 0; k < WAYS; k++) {
+            if (atomic_load_explicit(&t->b[i].key[k], memory_order_relaxed) == EMPTY)
+                continue;
+            ga_block_t *b = atomic_load_explicit(&t->b[i].val[k], memory_order_relaxed);
+            b->lslot = (uint32_t)(i * WAYS + k);
+        }
+    }
 }
 
 static gpuarena_status_t grow(ga_lmap_t *m)
@@ -140,11 +154,16 @@ static gpuarena_status_t grow(ga_lmap_t *m)
         for (size_t i = 0; i <= old->mask && ok; i++) {
             for (unsigned k = 0; k < WAYS && ok; k++) {
                 uintptr_t key = atomic_load_explicit(&old->b[i].key[k], memory_order_relaxed);
+                uint32_t slot;
                 if (key != EMPTY)
-                    ok = put(t, key, atomic_load_explicit(&old->b[i].val[k], memory_order_relaxed));
+                    ok = put(t, key, atomic_load_explicit(&old->b[i].val[k], memory_order_relaxed),
+                             &slot);
             }
         }
         if (ok) {
+            /* Only now: a table given up below, or a failure to make
+             * the next, leaves every record's slot in OLD. */
+            slots_set(t);
             t->retired = old;
             atomic_store_explicit(&m->table, t, memory_order_release);
             return GPUARENA_SUCCESS;
@@ -165,12 +184,14 @@ gpuarena_status_t ga_lmap_insert(ga_lmap_t *m, ga_block_t *b)
             return st;
         t = atomic_load_explicit(&m->table, memory_order_relaxed);
     }
-    while (!put(t, b->addr, b)) {
+    uint32_t slot;
+    while (!put(t, b->addr, b, &slot)) {
         gpuarena_status_t st = grow(m);
         if (st != GPUARENA_SUCCESS)
             return st;
         t = atomic_load_explicit(&m->table, memory_order_relaxed);
     }
+    b->lslot = slot;
     m->count++;
     return GPUARENA_SUCCESS;
 }
