@@ -97,7 +97,6 @@ static gpuarena_status_t check_pool(ga_bm_t *bm, ga_pool_t *p, uint64_t *listed)
     uint64_t n = 0;
     for (int cls = 0; cls < CLASS_COUNT; cls++) {
         ga_fit_t *f = &p->fit[cls];
-        uint64_t count = 0;
         for (unsigned fl = 0; fl < FIT_FL; fl++) {
             for (unsigned sl = 0; sl < FIT_SL; sl++) {
                 const ga_block_t *h = f->heads[fl][sl];
@@ -120,11 +119,10 @@ static gpuarena_status_t check_pool(ga_bm_t *bm, ga_pool_t *p, uint64_t *listed)
                     if (stream_pool && b->stamp > p->seq)
                         FAIL("block %p has stamp %" PRIu64 " beyond its pool's %" PRIu64,
                              (void *)b->addr, b->stamp, p->seq);
-                    count++;
+                    n++;
                 }
             }
         }
-        n += count;
     }
     *listed += n;
     return GPUARENA_SUCCESS;
