@@ -316,12 +316,18 @@ static ga_block_t *free_into(ga_bm_t *bm, ga_pool_t *p, ga_block_t *b)
 }
 
 /* Split B (in no pool) at SIZE; the tail is a new block of the same state,
- * returned (NULL when out of records: then B stays whole). */
+ * returned (NULL when out of records: then B stays whole).  B is free or
+ * a hole, and so is the tail: every field such a block reads is set here,
+ * none zeroed first (the eight stores of block_new were a tenth of a
+ * split). */
 static inline ga_block_t *split(ga_bm_t *bm, ga_block_t *b, size_t size)
 {
-    ga_block_t *t = block_new(bm);
-    if (!t)
+    if (!bm->spare_blocks && !spare_refill(bm))
         return NULL;
+    ga_block_t *t = bm->spare_blocks;
+    bm->spare_blocks = t->next;
+    t->pool = NULL;
+    atomic_store_explicit(&t->cached, 0, memory_order_relaxed);
     t->addr = b->addr + size;
     t->size = b->size - size;
     t->seg = b->seg;
@@ -342,12 +348,13 @@ static inline ga_block_t *split(ga_bm_t *bm, ga_block_t *b, size_t size)
 /* ------------------------------------------------------------------ */
 /* Statistics.                                                         */
 
+/* Raise *PEAK to V.  Every writer of a peak holds the manager's lock
+ * (the thread caches take it to raise one): a load and a store, no
+ * compare-and-swap loop. */
 static inline void peak_max(_Atomic uint64_t *peak, uint64_t v)
 {
-    uint64_t p = atomic_load_explicit(peak, memory_order_relaxed);
-    while (v > p && !atomic_compare_exchange_weak_explicit(peak, &p, v, memory_order_relaxed,
-                                                           memory_order_relaxed))
-        ;
+    if (v > atomic_load_explicit(peak, memory_order_relaxed))
+        atomic_store_explicit(peak, v, memory_order_relaxed);
 }
 
 uint64_t ga_bm_user_in_use(ga_bm_t *bm)
