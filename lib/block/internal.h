@@ -149,7 +149,9 @@ typedef struct ga_lmap {
 
 gpuarena_status_t ga_lmap_init(ga_lmap_t *m);
 void ga_lmap_destroy(ga_lmap_t *m);
-gpuarena_status_t ga_lmap_insert(ga_lmap_t *m, ga_block_t *b);
+/* The rest of ga_lmap_insert (livemap.c): the table must grow, or the
+ * key's home bucket is full. */
+gpuarena_status_t ga_lmap_insert_far(ga_lmap_t *m, ga_block_t *b);
 void ga_lmap_remove(ga_lmap_t *m, ga_block_t *b);
 /* Whether the table is consistent (the lock held); *BAD gets the first
  * key in error, 0 when only the count is wrong. */
@@ -199,6 +201,31 @@ __attribute__((always_inline)) static inline ga_block_t *ga_lmap_find(ga_lmap_t 
         return atomic_load_explicit(&bk->val[__builtin_ctz(hit)], memory_order_relaxed);
     return atomic_load_explicit(&t->reach[h], memory_order_relaxed) ? ga_lmap_find_far(t, h, a)
                                                                     : NULL;
+}
+
+/* Put live block B in the map (the lock held).  Inline for the common
+ * case, a free way in the key's home bucket of a table with room: every
+ * allocation on the locked path makes one, and the call into livemap.c
+ * cost more than the store. */
+__attribute__((always_inline)) static inline gpuarena_status_t ga_lmap_insert(ga_lmap_t *m,
+                                                                              ga_block_t *b)
+{
+    ga_lmap_table_t *t = atomic_load_explicit(&m->table, memory_order_relaxed);
+    if ((m->count + 1) * 2 <= (t->mask + 1) * GA_LMAP_WAYS) {
+        size_t h = ga_lmap_hash(b->addr, t->mask);
+        ga_lmap_bucket_t *bk = &t->b[h];
+        unsigned free_ways = ga_lmap_match(bk, GA_LMAP_EMPTY);
+        if (free_ways) {
+            /* Value first, then the key with release: see livemap.c. */
+            unsigned k = (unsigned)__builtin_ctz(free_ways);
+            atomic_store_explicit(&bk->val[k], b, memory_order_relaxed);
+            atomic_store_explicit(&bk->key[k], b->addr, memory_order_release);
+            b->lslot = (uint32_t)(h * GA_LMAP_WAYS + k);
+            m->count++;
+            return GPUARENA_SUCCESS;
+        }
+    }
+    return ga_lmap_insert_far(m, b);
 }
 
 /* A recorded event waiting to release a PENDING block. */

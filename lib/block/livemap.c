@@ -175,7 +175,7 @@ static gpuarena_status_t grow(ga_lmap_t *m)
     }
 }
 
-gpuarena_status_t ga_lmap_insert(ga_lmap_t *m, ga_block_t *b)
+gpuarena_status_t ga_lmap_insert_far(ga_lmap_t *m, ga_block_t *b)
 {
     ga_lmap_table_t *t = atomic_load_explicit(&m->table, memory_order_relaxed);
     if ((m->count + 1) * 2 > (t->mask + 1) * WAYS) {
