@@ -32,11 +32,8 @@
  */
 #include "block/tcache.h"
 
-#include <linux/membarrier.h>
 #include <sched.h>
 #include <stdlib.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 /* Guards the link between caches and managers: thread exit and manager
  * destruction meet here. */
@@ -48,17 +45,8 @@ _Thread_local ga_tcache_t *ga_tc_list GA_TLS_IE, *ga_tc_last GA_TLS_IE;
 _Thread_local bool ga_tc_any GA_TLS_IE; /* never cleared while the thread lives: a hint */
 
 /* Whether the owner's fast path may go without the lock: membarrier(2)
- * with private expedited barriers, registered once. */
-_Atomic bool ga_tc_asymmetric; /* set once, before the first cache exists */
-static pthread_once_t asym_once = PTHREAD_ONCE_INIT;
-
-static void asym_init(void)
-{
-    long cmds = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
-    bool ok = cmds > 0 && (cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED) &&
-              syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
-    atomic_store_explicit(&ga_tc_asymmetric, ok, memory_order_relaxed);
-}
+ * with private expedited barriers (lock.c registers it). */
+_Atomic bool ga_tc_asymmetric; /* set before the first cache exists */
 
 /* Another thread (or the owner off its fast path) takes the caches of BM
  * (the manager's cache-list lock held): every lock, then one barrier for
@@ -71,7 +59,7 @@ static void remote_lock_all(ga_bm_t *bm)
     }
     if (!bm->tcaches || !atomic_load_explicit(&ga_tc_asymmetric, memory_order_relaxed))
         return;
-    syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
+    ga_asymmetric_barrier();
     for (ga_tcache_t *t = bm->tcaches; t; t = t->bm_next)
         while (atomic_load_explicit(&t->active, memory_order_acquire))
             sched_yield();
@@ -85,7 +73,6 @@ static void remote_unlock_all(ga_bm_t *bm)
     }
 }
 
-/* Give every block of T back to its manager (both locks held). */
 /* Give cached block B of T back to the manager (both locks held). */
 static void give_back(ga_tcache_t *t, ga_block_t *b)
 {
@@ -185,7 +172,8 @@ static void make_key(void)
 ga_tcache_t *ga_tcache_create(ga_bm_t *bm, ga_stream_t s)
 {
     pthread_once(&key_once, make_key);
-    pthread_once(&asym_once, asym_init);
+    if (ga_asymmetric_ready())
+        atomic_store_explicit(&ga_tc_asymmetric, true, memory_order_relaxed);
     ga_tcache_t *t = calloc(1, sizeof *t);
     if (!t)
         return NULL;
