@@ -10,6 +10,9 @@
  * or less, nearly every key is at home: a lookup reads one line and
  * compares its keys without a branch on which way holds the key.
  *
+ * The common insert, a free way in the home bucket of a table with room,
+ * is inline (ga_lmap_insert, internal.h); the rest is ga_lmap_insert_far.
+ *
  * Each live record keeps where its key is (lslot), so a removal, which
  * every free makes, goes straight to the way: no hash and no probe.  A
  * grow rewrites the slots only once the new table is complete: one that
