@@ -11,6 +11,7 @@
  */
 #include "block/block.h"
 #include "block/internal.h"
+#include "checkrun.h"
 #include "config/config.h"
 #include "errors.h"
 #include "gpuarena.h"
@@ -1504,9 +1505,5 @@ int main(void)
     tcase_add_test(fail, destroy_with_live_blocks_is_busy);
     tcase_add_test(fail, destroy_reports_what_stays_mapped);
     suite_add_tcase(s, fail);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return ga_check_run(s);
 }

@@ -26,6 +26,7 @@
  */
 #include "block/block.h"
 #include "block/internal.h"
+#include "checkrun.h"
 #include "config/config.h"
 #include "testprov.h"
 
@@ -361,9 +362,5 @@ int main(void)
     tcase_add_test(tc, model_growable_never);
 run:
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return ga_check_run(s);
 }

@@ -4,6 +4,7 @@
 #include <config.h>
 
 #include "arena.h"
+#include "checkrun.h"
 #include "config/config.h"
 #include "config/parse.h"
 #include "config/suggest.h"
@@ -1071,9 +1072,5 @@ int main(void)
     tcase_add_test(files, bad_option_changes_nothing);
     tcase_add_test(files, driver_pool_key);
     suite_add_tcase(s, files);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return ga_check_run(s);
 }

@@ -9,6 +9,7 @@
  * once more with LD_LIBRARY_PATH at the toolkit's stubs directory itself:
  * the stub must read as "no driver", never crash.
  */
+#include "checkrun.h"
 #include "config.h"
 
 #include "cuda/cuda.h"
@@ -204,9 +205,5 @@ int main(int argc, char **argv)
     }
     tcase_set_timeout(tc, 60);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return ga_check_run(s);
 }

@@ -18,6 +18,7 @@
  */
 #include "block/block.h"
 #include "block/internal.h"
+#include "checkrun.h"
 #include "config/config.h"
 #include "errors.h"
 #include "gpuarena.h"
@@ -461,9 +462,5 @@ int main(void)
     tcase_add_test(tc, every_provider_call_fails_in_turn);
     tcase_add_test(tc, destroy_with_live_blocks);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return ga_check_run(s);
 }

@@ -1,4 +1,5 @@
 /* check_errors.c - status texts, version, and the no-driver path. */
+#include "checkrun.h"
 #include "gpuarena.h"
 
 #include <check.h>
@@ -45,9 +46,5 @@ int main(void)
     tcase_add_test(tc, version_matches_header);
     tcase_add_test(tc, bad_kind_and_device);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return ga_check_run(s);
 }

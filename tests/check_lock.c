@@ -11,6 +11,7 @@
  * GA_TEST_OPS scales it (acquisitions per thread, default 400000).
  */
 #include "block/lock.h"
+#include "checkrun.h"
 
 #include <check.h>
 #include <pthread.h>
@@ -31,6 +32,15 @@ static unsigned long ops_per_thread(void)
     const char *v = getenv("GA_TEST_OPS");
     long n = v ? strtol(v, NULL, 10) : 0;
     return n > 0 ? (unsigned long)n : 400000;
+}
+
+/* Take and release the lock far more times in a row than biasing needs. */
+static void take_many(void)
+{
+    for (int i = 0; i < 1000; i++) {
+        ga_lock(&lk);
+        ga_unlock(&lk);
+    }
 }
 
 START_TEST(single_thread_biases_and_unlocks)
@@ -73,10 +83,7 @@ static void *take_over(void *arg)
 START_TEST(another_thread_breaks_the_bias)
 {
     ga_lock_init(&lk);
-    for (int i = 0; i < 1000; i++) {
-        ga_lock(&lk);
-        ga_unlock(&lk);
-    }
+    take_many();
     if (atomic_load(&lk.word) != BIASED)
         return; /* no membarrier: the test above checked that */
     pthread_t th;
@@ -91,10 +98,7 @@ START_TEST(another_thread_breaks_the_bias)
     ga_lock(&lk);
     ck_assert_ptr_null(atomic_load(&ga_lock_cell->active));
     ga_unlock(&lk);
-    for (int i = 0; i < 1000; i++) {
-        ga_lock(&lk);
-        ga_unlock(&lk);
-    }
+    take_many();
     ck_assert_int_eq(atomic_load(&lk.word), BIASED);
 }
 END_TEST
@@ -114,10 +118,7 @@ static void *enter_and_mark(void *arg)
 START_TEST(breaking_thread_waits_for_the_biased_one)
 {
     ga_lock_init(&lk);
-    for (int i = 0; i < 1000; i++) {
-        ga_lock(&lk);
-        ga_unlock(&lk);
-    }
+    take_many();
     if (atomic_load(&lk.word) != BIASED)
         return; /* no membarrier: nothing to break */
     for (int round = 0; round < 5; round++) {
@@ -138,10 +139,7 @@ START_TEST(breaking_thread_waits_for_the_biased_one)
         ck_assert_int_eq(atomic_load(&c_inside), 1);
         ck_assert_ptr_nonnull(ok);
         /* Biased to this thread again for the next round. */
-        for (int i = 0; i < 1000; i++) {
-            ga_lock(&lk);
-            ga_unlock(&lk);
-        }
+        take_many();
         ck_assert_int_eq(atomic_load(&lk.word), BIASED);
     }
 }
@@ -236,9 +234,5 @@ int main(void)
     tcase_add_test(tc, breaking_thread_waits_for_the_biased_one);
     tcase_add_test(tc, exclusion_while_biased_and_broken);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return ga_check_run(s);
 }

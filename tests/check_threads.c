@@ -21,6 +21,7 @@
  * clean; GA_TEST_OPS / GA_STRESS_OPS scale it down for sanitizers and
  * valgrind.
  */
+#include "checkrun.h"
 #include "gpuarena.h"
 
 #include <check.h>
@@ -309,9 +310,5 @@ int main(void)
     tcase_add_test(tc, stress_sim);
     tcase_add_test(tc, stress_host);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return ga_check_run(s);
 }

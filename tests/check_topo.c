@@ -22,6 +22,7 @@
  *   000b:01:00.0 (line 177, cuda3), all "0302 [10de:15f9]".  So GPUs 0, 1
  *   -> node 0, GPUs 2, 3 -> node 1.
  */
+#include "checkrun.h"
 #include "config.h"
 
 #include "config/config.h"
@@ -350,9 +351,5 @@ int main(void)
     tcase_add_test(here, host_provider_places_its_segments);
     tcase_set_timeout(here, 60);
     suite_add_tcase(s, here);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return ga_check_run(s);
 }

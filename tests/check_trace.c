@@ -1,6 +1,7 @@
 /* check_trace.c - the gpuarena-trace reader, its errors with their lines,
  * the id map, and the recorder read back by the reader (no stream,
  * GPUARENA_STREAM_HOST, included). */
+#include "checkrun.h"
 #include "outpath.h"
 #include "trace/map.h"
 #include "trace/trace.h"
@@ -566,9 +567,5 @@ int main(void)
     tcase_add_test(tr, recorder_many);
     tcase_add_test(tr, recorder_threads);
     suite_add_tcase(s, tr);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return ga_check_run(s);
 }
