@@ -109,12 +109,22 @@ static __attribute__((noinline)) bool spare_refill(ga_bm_t *bm)
     return true;
 }
 
-static inline ga_block_t *block_new(ga_bm_t *bm)
+/* A spare record as it was left (block_new zeroes it; split sets what
+ * a free block reads), or NULL when there is no memory for more. */
+static inline ga_block_t *block_pop(ga_bm_t *bm)
 {
     if (!bm->spare_blocks && !spare_refill(bm))
         return NULL;
     ga_block_t *b = bm->spare_blocks;
     bm->spare_blocks = b->next;
+    return b;
+}
+
+static inline ga_block_t *block_new(ga_bm_t *bm)
+{
+    ga_block_t *b = block_pop(bm);
+    if (!b)
+        return NULL;
     /* Eight 16-byte stores: memset, or a loop the compiler turns into
      * one, becomes a rep stos whose start-up costs more than the rest of
      * a split. */
@@ -322,10 +332,9 @@ static ga_block_t *free_into(ga_bm_t *bm, ga_pool_t *p, ga_block_t *b)
  * split). */
 static inline ga_block_t *split(ga_bm_t *bm, ga_block_t *b, size_t size)
 {
-    if (!bm->spare_blocks && !spare_refill(bm))
+    ga_block_t *t = block_pop(bm);
+    if (!t)
         return NULL;
-    ga_block_t *t = bm->spare_blocks;
-    bm->spare_blocks = t->next;
     t->pool = NULL;
     atomic_store_explicit(&t->cached, 0, memory_order_relaxed);
     t->addr = b->addr + size;

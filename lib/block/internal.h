@@ -203,6 +203,22 @@ __attribute__((always_inline)) static inline ga_block_t *ga_lmap_find(ga_lmap_t 
                                                                     : NULL;
 }
 
+/* Whether table T of M takes one more key at half load or less. */
+static inline bool ga_lmap_room(const ga_lmap_t *m, const ga_lmap_table_t *t)
+{
+    return (m->count + 1) * 2 <= (t->mask + 1) * GA_LMAP_WAYS;
+}
+
+/* Publish A -> B in way K of bucket number I of T: the value first, then
+ * the key with release (see livemap.c); the slot it is in. */
+static inline uint32_t ga_lmap_store(ga_lmap_table_t *t, size_t i, unsigned k, uintptr_t a,
+                                     ga_block_t *b)
+{
+    atomic_store_explicit(&t->b[i].val[k], b, memory_order_relaxed);
+    atomic_store_explicit(&t->b[i].key[k], a, memory_order_release);
+    return (uint32_t)(i * GA_LMAP_WAYS + k);
+}
+
 /* Put live block B in the map (the lock held).  Inline for the common
  * case, a free way in the key's home bucket of a table with room: every
  * allocation on the locked path makes one, and the call into livemap.c
@@ -211,16 +227,11 @@ __attribute__((always_inline)) static inline gpuarena_status_t ga_lmap_insert(ga
                                                                               ga_block_t *b)
 {
     ga_lmap_table_t *t = atomic_load_explicit(&m->table, memory_order_relaxed);
-    if ((m->count + 1) * 2 <= (t->mask + 1) * GA_LMAP_WAYS) {
+    if (ga_lmap_room(m, t)) {
         size_t h = ga_lmap_hash(b->addr, t->mask);
-        ga_lmap_bucket_t *bk = &t->b[h];
-        unsigned free_ways = ga_lmap_match(bk, GA_LMAP_EMPTY);
+        unsigned free_ways = ga_lmap_match(&t->b[h], GA_LMAP_EMPTY);
         if (free_ways) {
-            /* Value first, then the key with release: see livemap.c. */
-            unsigned k = (unsigned)__builtin_ctz(free_ways);
-            atomic_store_explicit(&bk->val[k], b, memory_order_relaxed);
-            atomic_store_explicit(&bk->key[k], b->addr, memory_order_release);
-            b->lslot = (uint32_t)(h * GA_LMAP_WAYS + k);
+            b->lslot = ga_lmap_store(t, h, (unsigned)__builtin_ctz(free_ways), b->addr, b);
             m->count++;
             return GPUARENA_SUCCESS;
         }

@@ -116,14 +116,11 @@ static bool put(ga_lmap_table_t *t, uintptr_t a, ga_block_t *b, uint32_t *slot)
 {
     size_t h = ga_lmap_hash(a, t->mask);
     for (size_t d = 0; d <= MAX_REACH && d <= t->mask; d++) {
-        ga_lmap_bucket_t *bk = &t->b[(h + d) & t->mask];
-        unsigned free_ways = ga_lmap_match(bk, EMPTY);
+        size_t i = (h + d) & t->mask;
+        unsigned free_ways = ga_lmap_match(&t->b[i], EMPTY);
         if (!free_ways)
             continue;
-        unsigned k = (unsigned)__builtin_ctz(free_ways);
-        atomic_store_explicit(&bk->val[k], b, memory_order_relaxed);
-        atomic_store_explicit(&bk->key[k], a, memory_order_release);
-        *slot = (uint32_t)(((h + d) & t->mask) * WAYS + k);
+        *slot = ga_lmap_store(t, i, (unsigned)__builtin_ctz(free_ways), a, b);
         /* Published after the key: a reader that sees the new reach
          * finds the key (it is there already). */
         if (d > atomic_load_explicit(&t->reach[h], memory_order_relaxed))
@@ -181,7 +178,7 @@ static gpuarena_status_t grow(ga_lmap_t *m)
 gpuarena_status_t ga_lmap_insert_far(ga_lmap_t *m, ga_block_t *b)
 {
     ga_lmap_table_t *t = atomic_load_explicit(&m->table, memory_order_relaxed);
-    if ((m->count + 1) * 2 > (t->mask + 1) * WAYS) {
+    if (!ga_lmap_room(m, t)) {
         gpuarena_status_t st = grow(m);
         if (st != GPUARENA_SUCCESS)
             return st;

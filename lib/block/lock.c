@@ -119,15 +119,22 @@ static inline void cpu_relax(void)
 #endif
 }
 
-/* The word was BIASED and this thread made it HELD: it holds the lock
- * once the biased thread is out (see lock.h). */
-static void unbias(ga_lock_t *l)
+/* Take the lock from the thread it is biased to: the word goes from
+ * BIASED to TO (HELD, or SLEEPERS from the sleeping loop), and this thread
+ * holds the lock once the biased one is out (see lock.h).  False when the
+ * word was no longer BIASED. */
+static bool take_biased(ga_lock_t *l, int to)
 {
+    int w = BIASED;
+    if (!atomic_compare_exchange_weak_explicit(&l->word, &w, to, memory_order_acquire,
+                                               memory_order_relaxed))
+        return false;
     ga_lock_cell_t *owner = atomic_load_explicit(&l->bias, memory_order_relaxed);
     atomic_store_explicit(&l->bias, NULL, memory_order_relaxed);
     ga_asymmetric_barrier();
     while (owner && atomic_load_explicit(&owner->active, memory_order_acquire) == l)
         sched_yield();
+    return true;
 }
 
 void ga_lock_contended(ga_lock_t *l)
@@ -135,11 +142,8 @@ void ga_lock_contended(ga_lock_t *l)
     for (int i = 0; i < SPINS; i++) {
         int w = atomic_load_explicit(&l->word, memory_order_relaxed);
         if (w == BIASED) {
-            if (atomic_compare_exchange_weak_explicit(&l->word, &w, HELD, memory_order_acquire,
-                                                      memory_order_relaxed)) {
-                unbias(l);
+            if (take_biased(l, HELD))
                 return;
-            }
             continue;
         }
         if (w == FREE && atomic_compare_exchange_weak_explicit(
@@ -154,11 +158,8 @@ void ga_lock_contended(ga_lock_t *l)
     for (;;) {
         int w = atomic_load_explicit(&l->word, memory_order_relaxed);
         if (w == BIASED) {
-            if (atomic_compare_exchange_weak_explicit(&l->word, &w, SLEEPERS, memory_order_acquire,
-                                                      memory_order_relaxed)) {
-                unbias(l);
+            if (take_biased(l, SLEEPERS))
                 return;
-            }
         } else if (w == FREE) {
             if (atomic_compare_exchange_weak_explicit(&l->word, &w, SLEEPERS, memory_order_acquire,
                                                       memory_order_relaxed))
@@ -183,16 +184,22 @@ void ga_unlock_word(ga_lock_t *l)
         l->streak = 1;
     }
     ga_lock_cell_t *c;
-    if (l->streak >= BIAS_AFTER && ga_asymmetric_ready() && (c = cell_get())) {
-        /* BIAS first: a thread that sees BIASED finds whose cell to wait
-         * on.  A sleeper (SLEEPERS) keeps the lock unbiased, and is woken. */
-        atomic_store_explicit(&l->bias, c, memory_order_relaxed);
-        int w = HELD;
-        if (atomic_compare_exchange_strong_explicit(&l->word, &w, BIASED, memory_order_release,
-                                                    memory_order_relaxed))
-            return;
-        atomic_store_explicit(&l->bias, NULL, memory_order_relaxed);
+    if (l->streak >= BIAS_AFTER) {
+        /* One try per run: where it cannot be biased (no membarrier, no
+         * memory for a cell) the next try is BIAS_AFTER unlocks away, not
+         * at every unlock. */
         l->streak = 0;
+        if (ga_asymmetric_ready() && (c = cell_get())) {
+            /* BIAS first: a thread that sees BIASED finds whose cell to
+             * wait on.  A sleeper (SLEEPERS) keeps the lock unbiased, and
+             * is woken. */
+            atomic_store_explicit(&l->bias, c, memory_order_relaxed);
+            int w = HELD;
+            if (atomic_compare_exchange_strong_explicit(&l->word, &w, BIASED, memory_order_release,
+                                                        memory_order_relaxed))
+                return;
+            atomic_store_explicit(&l->bias, NULL, memory_order_relaxed);
+        }
     }
     if (atomic_exchange_explicit(&l->word, FREE, memory_order_release) == SLEEPERS)
         syscall(SYS_futex, &l->word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
