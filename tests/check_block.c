@@ -11,6 +11,7 @@
  */
 #include "block/block.h"
 #include "block/internal.h"
+#include "block/tcache.h"
 #include "checkrun.h"
 #include "config/config.h"
 #include "errors.h"
@@ -577,6 +578,66 @@ START_TEST(large_slot_serves_small_size)
     fx_free(f, a, 1);
     fx_free(f, b, 1);
     fx_free(f, keep, 1);
+    fx_done(f);
+}
+END_TEST
+
+/* A thread cache whose probes nearly all miss goes cold: it is flushed
+ * once, and frees on its stream go to the manager.  It warms again when
+ * half of a window of its probes ask for sizes that were just freed
+ * (tcache.c, "Cold caches").  A block held by a cache is live to the
+ * manager: its count of live blocks tells whether a free kept it. */
+START_TEST(cache_goes_cold_and_warms_again)
+{
+    fx_t *f = fx_new(false, 64 * KI, "thread_cache=true");
+    void *p = fx_alloc(f, 4 * KI, 1);
+    fx_free(f, p, 1);
+    ck_assert_uint_eq(f->bm->c.live, 1); /* held by the cache */
+    uint64_t allocs = f->bm->c.allocs;
+    ck_assert_ptr_eq(fx_alloc(f, 4 * KI, 1), p);
+    ck_assert_uint_eq(f->bm->c.allocs, allocs); /* a hit */
+    fx_free(f, p, 1);
+
+    /* Sizes the cache never held: every probe misses.  The window's
+     * last miss makes it cold and gives every block back. */
+    for (unsigned i = 0; i < TC_WINDOW; i++) {
+        void *q = fx_alloc(f, (i + 9) * 512, 1);
+        ck_assert_uint_ge(f->bm->c.live, (i + 1 < TC_WINDOW ? 2 : 1));
+        fx_free(f, q, 1);
+    }
+    ck_assert_uint_eq(f->bm->c.live, 0);
+
+    /* Cold: the same size freed and allocated again goes through the
+     * manager, until the window of probes closes with every one of them
+     * a size just freed; from then the cache holds and serves it. */
+    for (unsigned i = 0; i < TC_WINDOW; i++) {
+        allocs = f->bm->c.allocs;
+        void *q = fx_alloc(f, 4 * KI, 1);
+        ck_assert_uint_eq(f->bm->c.allocs, allocs + 1); /* from the manager */
+        fx_free(f, q, 1);
+        ck_assert_uint_eq(f->bm->c.live, (i + 1 < TC_WINDOW ? 0 : 1));
+    }
+    allocs = f->bm->c.allocs;
+    void *q = fx_alloc(f, 4 * KI, 1);
+    ck_assert_uint_eq(f->bm->c.allocs, allocs); /* a hit again */
+
+    /* Warm at half its probes hitting, window after window: the
+     * quarter that makes a cache cold leaves room.  The misses are of
+     * blocks kept live, so that they fill no slot.  (Whether a free is
+     * held no longer tells: a new segment asks the stream's pool for a
+     * sweep, and its next free takes the lock.) */
+    void *r[4 * TC_WINDOW];
+    ga_tcache_t *t = ga_tcache_find(f->bm, 1);
+    ck_assert_ptr_nonnull(t);
+    for (unsigned i = 0; i < 4 * TC_WINDOW; i++) {
+        fx_free(f, q, 1);
+        q = fx_alloc(f, 4 * KI, 1);           /* a hit */
+        r[i] = fx_alloc(f, (i + 9) * 512, 1); /* a miss */
+        ck_assert_msg(!t->cold, "cold after %u pairs", i + 1);
+    }
+    for (unsigned i = 0; i < 4 * TC_WINDOW; i++)
+        fx_free(f, r[i], 1);
+    fx_free(f, q, 1);
     fx_done(f);
 }
 END_TEST
@@ -1483,6 +1544,7 @@ int main(void)
     tcase_add_test(reuse, large_slot_held_until_next_locked_op);
     tcase_add_test(reuse, slots_full_block_waits_in_large_slot);
     tcase_add_test(reuse, large_slot_serves_small_size);
+    tcase_add_test(reuse, cache_goes_cold_and_warms_again);
     tcase_add_test(reuse, host_stream_public_api);
     tcase_add_test(reuse, record_stream_keeps_block_pending);
     tcase_add_test(reuse, record_stream_event_failure_is_safe);

@@ -45,7 +45,18 @@ struct ga_tcache {
     size_t key[TC_SLOTS];
     uint8_t n[TC_SLOTS];
     ga_block_t *stack[TC_SLOTS][TC_MAX_COUNT];
+    /* Going cold and warm again (tcache.c, "Cold caches"): the owner's
+     * alone, so plain fields. */
+    bool cold;
+    uint8_t window;         /* warm: misses; cold: probes; in this window */
+    uint8_t matched;        /* cold: probes of a size that ghost[] held */
+    uint64_t allocs_mark;   /* allocs when the window began (warm) */
+    size_t ghost[TC_SLOTS]; /* cold: the last size freed into each slot */
 };
+
+/* A window of the cold-cache policy: TC_WINDOW misses of a warm cache,
+ * TC_WINDOW probes of a cold one. */
+#define TC_WINDOW 64
 
 /* The initial-exec model spares the fast path a __tls_get_addr call; the
  * few bytes below fit in the static TLS that glibc keeps for dlopen'ed
@@ -59,8 +70,16 @@ extern _Thread_local ga_tcache_t *ga_tc_list GA_TLS_IE, *ga_tc_last GA_TLS_IE;
  * thread that frees only on streams (a framework's) then skips the walk
  * of its list that would find nothing. */
 extern _Thread_local bool ga_tc_any GA_TLS_IE;
+/* Whether one of this thread's caches may hold a block in its large
+ * slot: set when one is put there, cleared by the walk that finds none;
+ * the thread's locked operations skip that walk while it is false. */
+extern _Thread_local bool ga_tc_parked GA_TLS_IE;
 /* Whether the owner's fast path may go without the lock (membarrier). */
 extern _Atomic bool ga_tc_asymmetric;
+
+/* Flush T, a cache of BM whose probes nearly all missed, and make it
+ * cold (tcache.c); the manager's lock not held. */
+void ga_tcache_cool(ga_bm_t *bm, ga_tcache_t *t);
 
 /* A new cache of BM for stream S of the calling thread (tcache.c). */
 ga_tcache_t *ga_tcache_create(ga_bm_t *bm, ga_stream_t s);
@@ -68,7 +87,13 @@ ga_tcache_t *ga_tcache_create(ga_bm_t *bm, ga_stream_t s);
  * to it (the manager's lock held): every locked alloc and free does, so that a
  * large slot never keeps a block from the arena past the thread's next
  * miss (tcache.c). */
-void ga_tcache_drop_large(ga_bm_t *bm);
+void ga_tcache_drop_parked(ga_bm_t *bm);
+
+static inline void ga_tcache_drop_large(ga_bm_t *bm)
+{
+    if (ga_tc_parked)
+        ga_tcache_drop_parked(bm);
+}
 
 static inline void tc_lock(ga_tcache_t *t)
 {
@@ -141,6 +166,36 @@ static inline unsigned tc_slot_for(const ga_tcache_t *t, size_t size, unsigned s
     return i ^ other;
 }
 
+/* A warm cache missed: at the end of a window of TC_WINDOW misses, it
+ * goes cold if fewer than a quarter of its probes hit (fewer than a
+ * third as many hits as misses).  Misses only are counted: the hit path
+ * pays nothing, as allocs counts the hits already. */
+static inline void tc_missed(ga_bm_t *bm, ga_tcache_t *t)
+{
+    if (++t->window < TC_WINDOW)
+        return;
+    uint64_t hits = t->allocs - t->allocs_mark;
+    t->window = 0;
+    t->allocs_mark = t->allocs;
+    if (hits < TC_WINDOW / 3)
+        ga_tcache_cool(bm, t);
+}
+
+/* A cold cache is asked for ROUNDED bytes: would a warm one have held
+ * that size?  At the end of a window of TC_WINDOW probes, it warms again
+ * if half of them would have hit. */
+static inline void tc_cold_probe(ga_tcache_t *t, size_t rounded, unsigned shift)
+{
+    t->matched += t->ghost[tc_slot_of(rounded, shift)] == rounded;
+    if (++t->window < TC_WINDOW)
+        return;
+    if (t->matched >= TC_WINDOW / 2) {
+        t->cold = false;
+        t->allocs_mark = t->allocs;
+    }
+    t->window = t->matched = 0;
+}
+
 static inline ga_tcache_t *ga_tcache_find(ga_bm_t *bm, uint64_t id)
 {
     ga_tcache_t *t = ga_tc_last;
@@ -167,6 +222,10 @@ ga_tcache_take(ga_bm_t *bm, uint64_t id, size_t rounded, size_t size, ga_stream_
     ga_tcache_t *t = ga_tcache_find(bm, id);
     if (!t)
         return false;
+    if (t->cold) {
+        tc_cold_probe(t, rounded, bm->round_shift);
+        return false;
+    }
     bool locked = tc_owner_enter(t);
     ga_block_t *b = NULL;
     if (t->bm == bm) {
@@ -192,6 +251,7 @@ ga_tcache_take(ga_bm_t *bm, uint64_t id, size_t rounded, size_t size, ga_stream_
     }
     if (!b) {
         tc_owner_leave(t, locked);
+        tc_missed(bm, t);
         return false;
     }
     atomic_store_explicit(&b->cached, 0, memory_order_relaxed);
@@ -238,6 +298,12 @@ static inline bool ga_tcache_free(ga_bm_t *bm, ga_block_t *b, ga_stream_t s)
     ga_tcache_t *t = ga_tcache_find(bm, s.id);
     if (!t && !(t = ga_tcache_create(bm, s)))
         return false;
+    if (t->cold) {
+        /* The block goes to the manager; its size is remembered, so that
+         * the probes can tell when a warm cache would hit again. */
+        t->ghost[tc_slot_of(size, bm->round_shift)] = size;
+        return false;
+    }
     bool locked = tc_owner_enter(t);
     /* A slot, if the size is not above thread_cache_max and its slot has
      * room, computed as one value.  Whether the size is small is a branch:
@@ -263,6 +329,7 @@ static inline bool ga_tcache_free(ga_bm_t *bm, ga_block_t *b, ga_stream_t s)
          * thread's next locked operation, which gives it back: a free
          * followed by an allocation then takes the manager's lock once. */
         t->large = b;
+        ga_tc_parked = true;
     } else {
         tc_owner_leave(t, locked);
         return false;
