@@ -521,6 +521,27 @@ START_TEST(large_slot_held_until_next_locked_op)
 }
 END_TEST
 
+/* Whether a large slot may hold a block is one hint per thread, for
+ * every arena: a locked operation on another arena finds the block and
+ * leaves the hint set, so the next locked operation on the first still
+ * gives the block back. */
+START_TEST(large_slot_hint_spans_arenas)
+{
+    fx_t *f = fx_new(false, 64 * KI, SEG_OPTS ",thread_cache=true,thread_cache_max=8K");
+    fx_t *g = fx_new(false, 64 * KI, SEG_OPTS ",thread_cache=true,thread_cache_max=8K");
+    void *p = fx_alloc(f, 32 * KI, 1), *keep = fx_alloc(f, 32 * KI, 1);
+    fx_free(f, p, 1); /* into F's large slot */
+    ck_assert_uint_eq(f->bm->c.live, 2);
+    void *x = fx_alloc(g, 32 * KI, 1); /* locked, on G */
+    ck_assert_uint_eq(f->bm->c.live, 2);
+    fx_free(f, keep, 1); /* the slot is taken: locked, and P goes back first */
+    ck_assert_uint_eq(f->bm->c.live, 0);
+    fx_free(g, x, 1);
+    fx_done(f);
+    fx_done(g);
+}
+END_TEST
+
 /* A block at or below thread_cache_max that the slots refuse (their byte
  * budget is full) waits in the large slot too, so that a free followed by
  * an allocation takes the lock once; it is out of other threads' reach
@@ -1542,6 +1563,7 @@ int main(void)
     tcase_add_test(reuse, host_stream_frees_need_no_event);
     tcase_add_test(reuse, wanted_sweep_skips_thread_cache);
     tcase_add_test(reuse, large_slot_held_until_next_locked_op);
+    tcase_add_test(reuse, large_slot_hint_spans_arenas);
     tcase_add_test(reuse, slots_full_block_waits_in_large_slot);
     tcase_add_test(reuse, large_slot_serves_small_size);
     tcase_add_test(reuse, cache_goes_cold_and_warms_again);
