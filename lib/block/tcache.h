@@ -88,12 +88,15 @@ void ga_tcache_cool(ga_bm_t *bm, ga_tcache_t *t);
 
 /* A new cache of BM for stream S of the calling thread (tcache.c). */
 ga_tcache_t *ga_tcache_create(ga_bm_t *bm, ga_stream_t s);
-/* Give the blocks in the large slots of this thread's caches of BM back
- * to it (the manager's lock held): every locked alloc and free does, so that a
- * large slot never keeps a block from the arena past the thread's next
- * miss (tcache.c). */
+/* The walk of ga_tcache_drop_large, which also sets ga_tc_parked to
+ * whether a cache of another manager still holds a large block
+ * (tcache.c). */
 void ga_tcache_drop_parked(ga_bm_t *bm);
 
+/* Give the blocks in the large slots of this thread's caches of BM back
+ * to it (the manager's lock held): every locked alloc and free does, so
+ * that a large slot never keeps a block from the arena past the thread's
+ * next miss.  No walk while the thread has parked none. */
 static inline void ga_tcache_drop_large(ga_bm_t *bm)
 {
     if (ga_tc_parked)
