@@ -77,20 +77,20 @@ static ga_lock_cell_t *cell_get(void)
 enum { FREE = 0, HELD = 1, SLEEPERS = 2, BIASED = 3 };
 
 static pthread_once_t asym_once = PTHREAD_ONCE_INIT;
-static _Atomic bool asym_ok;
+_Atomic bool ga_asymmetric_ok;
 
 static void asym_init(void)
 {
     long cmds = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
     bool ok = cmds > 0 && (cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED) &&
               syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
-    atomic_store_explicit(&asym_ok, ok, memory_order_relaxed);
+    atomic_store_explicit(&ga_asymmetric_ok, ok, memory_order_relaxed);
 }
 
 bool ga_asymmetric_ready(void)
 {
     pthread_once(&asym_once, asym_init);
-    return atomic_load_explicit(&asym_ok, memory_order_relaxed);
+    return atomic_load_explicit(&ga_asymmetric_ok, memory_order_relaxed);
 }
 
 void ga_asymmetric_barrier(void)

@@ -75,6 +75,9 @@ void ga_unlock_word(ga_lock_t *l);
  * instructions with it. */
 bool ga_asymmetric_ready(void);
 void ga_asymmetric_barrier(void);
+/* What ga_asymmetric_ready answered, for fast paths that cannot afford
+ * its pthread_once: false until its first call. */
+extern _Atomic bool ga_asymmetric_ok;
 
 static inline void ga_lock_init(ga_lock_t *l)
 {

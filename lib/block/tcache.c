@@ -62,10 +62,6 @@ _Thread_local ga_tcache_t *ga_tc_list GA_TLS_IE, *ga_tc_last GA_TLS_IE;
 _Thread_local bool ga_tc_any GA_TLS_IE; /* never cleared while the thread lives: a hint */
 _Thread_local bool ga_tc_parked GA_TLS_IE;
 
-/* Whether the owner's fast path may go without the lock: membarrier(2)
- * with private expedited barriers (lock.c registers it). */
-_Atomic bool ga_tc_asymmetric; /* set before the first cache exists */
-
 /* Another thread (or the owner off its fast path) takes the caches of BM
  * (the manager's cache-list lock held): every lock, then one barrier for
  * all of them, then each owner out of its fast path. */
@@ -75,7 +71,7 @@ static void remote_lock_all(ga_bm_t *bm)
         tc_lock(t);
         atomic_store_explicit(&t->remote, 1, memory_order_relaxed);
     }
-    if (!bm->tcaches || !atomic_load_explicit(&ga_tc_asymmetric, memory_order_relaxed))
+    if (!bm->tcaches || !atomic_load_explicit(&ga_asymmetric_ok, memory_order_relaxed))
         return;
     ga_asymmetric_barrier();
     for (ga_tcache_t *t = bm->tcaches; t; t = t->bm_next)
@@ -210,8 +206,9 @@ static void make_key(void)
 ga_tcache_t *ga_tcache_create(ga_bm_t *bm, ga_stream_t s)
 {
     pthread_once(&key_once, make_key);
-    if (ga_asymmetric_ready())
-        atomic_store_explicit(&ga_tc_asymmetric, true, memory_order_relaxed);
+    /* Before the first cache exists: the owners' fast paths and the
+     * remote side then read the same ga_asymmetric_ok. */
+    (void)ga_asymmetric_ready();
     ga_tcache_t *t = calloc(1, sizeof *t);
     if (!t)
         return NULL;

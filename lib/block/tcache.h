@@ -79,8 +79,6 @@ extern _Thread_local bool ga_tc_any GA_TLS_IE;
  * slot: set when one is put there, cleared by the walk that finds none;
  * the thread's locked operations skip that walk while it is false. */
 extern _Thread_local bool ga_tc_parked GA_TLS_IE;
-/* Whether the owner's fast path may go without the lock (membarrier). */
-extern _Atomic bool ga_tc_asymmetric;
 
 /* Flush T, a cache of BM whose probes nearly all missed, and make it
  * cold (tcache.c); the manager's lock not held. */
@@ -117,7 +115,8 @@ static inline void tc_unlock(ga_tcache_t *t)
 /* The owner enters its cache; true when it had to take the lock. */
 static inline bool tc_owner_enter(ga_tcache_t *t)
 {
-    if (atomic_load_explicit(&ga_tc_asymmetric, memory_order_relaxed)) {
+    /* Without the lock where membarrier is there (ga_asymmetric_ok, lock.h). */
+    if (atomic_load_explicit(&ga_asymmetric_ok, memory_order_relaxed)) {
         atomic_store_explicit(&t->active, 1, memory_order_relaxed);
         /* No hardware fence: the remote side's membarrier orders this
          * store before the load below, for the remote thread. */
