@@ -178,7 +178,7 @@ gpuarena_status_t gpuarena_prefetch(gpuarena_t *a, void *ptr, size_t size, int d
     if (!a->prov->ops->prefetch)
         return ga_error(GPUARENA_ERR_NOT_SUPPORTED,
                         "gpuarena_prefetch: only managed arenas prefetch");
-    size_t live;
+    size_t live = 0;
     gpuarena_status_t st = ga_bm_lookup(a->bm, ptr, &live);
     if (st != GPUARENA_SUCCESS)
         return st;

@@ -175,7 +175,7 @@ START_TEST(stream_identity)
     ck_assert_uint_ne(a_id, legacy_id);
     ck_assert_uint_ne(a_id, GA_STREAM_ANY);
     /* A stream of another context of the same device is refused. */
-    void *other;
+    void *other = NULL;
     if (ga_cuda_ctx_create(0, &other) == GPUARENA_SUCCESS) {
         ck_assert_int_eq(ga_cuda_set_current(other), GPUARENA_SUCCESS);
         void *foreign;

@@ -123,7 +123,7 @@ START_TEST(prefetch_on_alloc_and_on_request)
         OK(gpuarena_destroy(a));
         return;
     }
-    void *s;
+    void *s = NULL;
     OK(ga_cuda_stream_create(true, &s));
     /* Small pieces: 64 MiB in 2 MiB prefetches. */
     gpuarena_t *a = managed_arena("prefetch=on-alloc,prefetch_chunk=2M");
@@ -170,7 +170,7 @@ START_TEST(host_and_gpu_see_the_same_data)
     OK(ga_cuda_stream_sync(NULL));
     for (size_t i = 0; i < size; i++)
         p[i] = (unsigned char)(i * 7 + 3);
-    uint64_t d;
+    uint64_t d = 0;
     OK(ga_cuda_mem_alloc(size, &d));
     OK(ga_cuda_memcpy_dtod(d, (uint64_t)(uintptr_t)p, size)); /* the GPU reads it */
     unsigned char *back = malloc(size);

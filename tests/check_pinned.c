@@ -445,8 +445,8 @@ START_TEST(default_arena_per_gpu)
     OK(gpuarena_get(GPUARENA_PINNED, 0, &a));
     OK(gpuarena_get(GPUARENA_PINNED, 0, &a2));
     ck_assert_ptr_eq(a, a2);
-    gpuarena_kind_t k;
-    int dev;
+    gpuarena_kind_t k = GPUARENA_DEVICE;
+    int dev = -1;
     OK(gpuarena_kind(a, &k, &dev));
     ck_assert_int_eq(k, GPUARENA_PINNED);
     ck_assert_int_eq(dev, 0);

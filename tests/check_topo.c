@@ -198,7 +198,7 @@ START_TEST(environment_names_the_file)
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", GA_TEST_DATA, e->file);
     setenv("GPUARENA_TOPOLOGY", path, 1);
-    hwloc_topology_t t;
+    hwloc_topology_t t = NULL;
     const char *xml = NULL;
     ck_assert_int_eq(ga_topo_decisions(&t, &xml), GPUARENA_SUCCESS);
     ck_assert_str_eq(xml, path);
@@ -222,7 +222,7 @@ END_TEST
 START_TEST(bad_topology_file)
 {
     setenv("GPUARENA_TOPOLOGY", GA_TEST_DATA "/no-such-file.xml", 1);
-    hwloc_topology_t t;
+    hwloc_topology_t t = NULL;
     ck_assert_int_eq(ga_topo_decisions(&t, NULL), GPUARENA_ERR_CONFIG);
     ck_assert_ptr_nonnull(strstr(gpuarena_last_error(), "no-such-file.xml"));
     /* The same answer the second time (cached). */
@@ -246,7 +246,7 @@ static uint64_t pages_on(hwloc_topology_t t, void *a, size_t size, bool *known)
 START_TEST(binding_puts_pages_on_the_node)
 {
     unsetenv("GPUARENA_TOPOLOGY");
-    hwloc_topology_t t;
+    hwloc_topology_t t = NULL;
     ck_assert_int_eq(ga_topo_machine(&t), GPUARENA_SUCCESS);
     uint64_t all = ga_topo_all_nodes(t);
     ck_assert_uint_ne(all, 0);
@@ -290,7 +290,7 @@ END_TEST
 START_TEST(host_provider_places_its_segments)
 {
     unsetenv("GPUARENA_TOPOLOGY");
-    hwloc_topology_t t;
+    hwloc_topology_t t = NULL;
     ck_assert_int_eq(ga_topo_machine(&t), GPUARENA_SUCCESS);
     uint64_t all = ga_topo_all_nodes(t);
     int last = 63;

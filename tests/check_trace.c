@@ -430,7 +430,7 @@ START_TEST(recorder_no_stream)
     temp_file(path);
     const gpuarena_stream_t H = GPUARENA_STREAM_HOST;
     const gpuarena_stream_t s = (gpuarena_stream_t)(uintptr_t)0x40; /* any value, in a sim arena */
-    gpuarena_t *a;
+    gpuarena_t *a = NULL;
     ck_assert_int_eq(gpuarena_create(GPUARENA_SIM, 0, NULL, &a), GPUARENA_SUCCESS);
     gpuarena_kind_t kind;
     int device;

@@ -15,7 +15,7 @@
 
 static int run(gpuarena_kind_t kind, const char *name, unsigned seed, int with_record)
 {
-    gpuarena_t *a;
+    gpuarena_t *a = NULL;
     if (gpuarena_create(kind, 0, "", &a) != GPUARENA_SUCCESS) {
         fprintf(stderr, "create %s: %s\n", name, gpuarena_last_error());
         return 1;

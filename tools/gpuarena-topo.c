@@ -84,7 +84,7 @@ static void print_gpu(hwloc_topology_t t, const ga_topo_gpu_t *g)
                g->located ? "attached to the whole machine" : "not in the topology");
     }
     ga_settings_t s;
-    ga_placement_t pl;
+    ga_placement_t pl = {0};
     gpuarena_status_t st = ga_config_settings(GPUARENA_PINNED, g->ordinal, &s);
     if (st == GPUARENA_SUCCESS)
         st = ga_topo_resolve(t, &s, g, &pl);
@@ -219,7 +219,7 @@ int main(int argc, char **argv)
         return 2;
     }
 
-    hwloc_topology_t t;
+    hwloc_topology_t t = NULL;
     const char *xml = NULL;
     if (ga_topo_decisions(&t, &xml) != GPUARENA_SUCCESS) {
         fprintf(stderr, "gpuarena-topo: %s\n", gpuarena_last_error());

@@ -408,7 +408,7 @@ gpuarena_status_t ga_cuda_device_count(int *count)
 
 static gpuarena_status_t get_device(int ordinal, CUdevice *dev)
 {
-    int n;
+    int n = 0;
     gpuarena_status_t st = ga_cuda_device_count(&n);
     if (st != GPUARENA_SUCCESS)
         return st;

@@ -18,7 +18,7 @@ gpuarena_status_t ga_topo_bind(const ga_placement_t *pl, void *addr, size_t size
 {
     if (pl->policy == GA_NUMA_LOCAL || size == 0)
         return GPUARENA_SUCCESS; /* first touch by the thread that writes */
-    hwloc_topology_t t;
+    hwloc_topology_t t = NULL;
     gpuarena_status_t st = ga_topo_machine(&t);
     if (st != GPUARENA_SUCCESS)
         return st;

@@ -19,7 +19,7 @@
 
 gpuarena_status_t ga_topo_load(const char *path, hwloc_topology_t *out)
 {
-    hwloc_topology_t t;
+    hwloc_topology_t t = NULL;
     if (hwloc_topology_init(&t) != 0)
         return ga_error(GPUARENA_ERR_HOST_MEMORY, "hwloc_topology_init failed");
     /* PCI devices are filtered out by default: keep the important ones
@@ -210,7 +210,7 @@ gpuarena_status_t ga_topo_resolve(hwloc_topology_t t, const ga_settings_t *s,
 
 gpuarena_status_t ga_topo_placement(const ga_settings_t *s, int device, ga_placement_t *out)
 {
-    hwloc_topology_t t;
+    hwloc_topology_t t = NULL;
     gpuarena_status_t st = ga_topo_decisions(&t, NULL);
     if (st != GPUARENA_SUCCESS)
         return st;

@@ -481,7 +481,7 @@ static const struct {
 
 static void test_nearest_gpus(const char *xml)
 {
-    hwloc_topology_t t;
+    hwloc_topology_t t = NULL;
     const char *file = NULL;
     if (ga_topo_decisions(&t, &file) != GPUARENA_SUCCESS || !file) {
         result("nearest:xml", false, "GPUARENA_TOPOLOGY=%s not in effect: %s", xml,
