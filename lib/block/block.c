@@ -225,7 +225,8 @@ static ga_pool_t *pool_find(ga_bm_t *bm, uint64_t id)
     return NULL;
 }
 
-static ga_pool_t *pool_get(ga_bm_t *bm, ga_stream_t s)
+/* The pool of S, made if there is none yet; NULL when out of memory. */
+static __attribute__((noinline)) ga_pool_t *pool_make(ga_bm_t *bm, ga_stream_t s)
 {
     if (!bm->events)
         return &bm->any;
@@ -245,6 +246,18 @@ static ga_pool_t *pool_get(ga_bm_t *bm, ga_stream_t s)
     p->is_stream = true;
     bm->pools[bm->npools++] = p;
     return p;
+}
+
+/* pool_make, with the pool found last inline: every locked free on a
+ * stream asks for its pool. */
+static inline ga_pool_t *pool_get(ga_bm_t *bm, ga_stream_t s)
+{
+    ga_pool_t *p = bm->last_pool;
+    if (bm->events && p && p->stream.id == s.id) {
+        p->stream.handle = s.handle;
+        return p;
+    }
+    return pool_make(bm, s);
 }
 
 static inline bool is_stream_pool(const ga_pool_t *p)
@@ -393,6 +406,33 @@ void ga_bm_update_peaks(ga_bm_t *bm)
     peak_max(&bm->peak.in_use, u);
     peak_max(&bm->peak.reserved, bm->c.reserved);
     peak_max(&bm->peak.cached, bm->c.reserved > u ? bm->c.reserved - u : 0);
+}
+
+/* Peaks after a locked allocation (ALLOC) or free.  While the reserved
+ * bytes stay as they were (nothing mapped or returned), an allocation can
+ * raise only the requested and in-use peaks, and a free only the cached
+ * one: the others fell or stayed.  Every uncached operation ends here, and
+ * the four checks of ga_bm_update_peaks were a twelfth of its
+ * instructions.  The bases are published as there. */
+static inline void peaks_after(ga_bm_t *bm, bool alloc)
+{
+    if (bm->c.reserved != atomic_load_explicit(&bm->base_reserved, memory_order_relaxed)) {
+        ga_bm_update_peaks(bm);
+        return;
+    }
+    int64_t req, inuse;
+    ga_tcache_own_deltas(bm, &req, &inuse);
+    int64_t base_req = (int64_t)bm->c.requested + bm->c.req_adjust;
+    int64_t base_inuse = (int64_t)bm->c.in_use + bm->c.inuse_adjust;
+    atomic_store_explicit(&bm->base_req, base_req, memory_order_relaxed);
+    atomic_store_explicit(&bm->base_inuse, base_inuse, memory_order_relaxed);
+    uint64_t u = (uint64_t)(base_inuse + inuse);
+    if (alloc) {
+        peak_max(&bm->peak.requested, (uint64_t)(base_req + req));
+        peak_max(&bm->peak.in_use, u);
+    } else {
+        peak_max(&bm->peak.cached, bm->c.reserved > u ? bm->c.reserved - u : 0);
+    }
 }
 
 /* ------------------------------------------------------------------ */
@@ -773,7 +813,8 @@ static void drain_all(ga_bm_t *bm)
 /* ------------------------------------------------------------------ */
 /* Allocation.                                                         */
 
-static ga_block_t *find_free(ga_bm_t *bm, int cls, size_t rs, ga_stream_t s)
+/* Inline: every allocation that misses the thread cache asks it. */
+static inline ga_block_t *find_free(ga_bm_t *bm, int cls, size_t rs, ga_stream_t s)
 {
     size_t limit = bm->set.max_split && rs <= bm->set.max_split ? bm->set.max_split : 0;
     ga_pool_t *p = bm->events ? pool_find(bm, s.id) : NULL;
@@ -1044,7 +1085,7 @@ static __attribute__((noinline)) gpuarena_status_t alloc_slow(ga_bm_t *bm, size_
         ga_tcache_drop_large(bm);
     gpuarena_status_t st = alloc_locked(bm, rs, size, s, ptr);
     if (st == GPUARENA_SUCCESS)
-        ga_bm_update_peaks(bm);
+        peaks_after(bm, true);
     ga_unlock(&bm->lock);
     return st == GPUARENA_SUCCESS && !bm->plain ? finish_alloc(bm, size, s, ptr) : st;
 }
@@ -1094,14 +1135,11 @@ static gpuarena_status_t bad_pointer(ga_bm_t *bm, uintptr_t a, const char *what)
                     (void *)a);
 }
 
-void ga_bm_free_locked(ga_bm_t *bm, ga_block_t *b, ga_stream_t s, bool done)
+/* The rest of free_locked: the block has recorded uses, or is
+ * host-visible memory, so it may need events before it can be reused. */
+static __attribute__((noinline)) ga_pool_t *free_watched(ga_bm_t *bm, ga_block_t *b, ga_stream_t s,
+                                                         bool done)
 {
-    bm->c.requested -= b->requested_bm;
-    bm->c.req_adjust += (int64_t)b->requested_bm - (int64_t)b->requested;
-    bm->c.in_use -= b->size;
-    bm->c.frees++;
-    bm->c.live--;
-    ga_lmap_remove(&bm->live, b);
     /* DONE: the stream had no work left when the block was freed, so the
      * free point has passed; host-visible memory then needs no event.  A
      * free with no stream (GPUARENA_STREAM_HOST) has passed already. */
@@ -1165,9 +1203,34 @@ void ga_bm_free_locked(ga_bm_t *bm, ga_block_t *b, ga_stream_t s, bool done)
         b->pending = n;
         b->pool = p;
         bm->pending_blocks++;
-        return;
+        return p;
     }
     free_into(bm, p, b);
+    return p;
+}
+
+/* Free live block B on S (see ga_bm_free_locked); the pool it went to,
+ * or will go to once its events complete.  Inline for the common case,
+ * device memory with no recorded uses: the free goes straight into the
+ * stream's pool, and every uncached free takes this path. */
+static inline ga_pool_t *free_locked(ga_bm_t *bm, ga_block_t *b, ga_stream_t s, bool done)
+{
+    bm->c.requested -= b->requested_bm;
+    bm->c.req_adjust += (int64_t)b->requested_bm - (int64_t)b->requested;
+    bm->c.in_use -= b->size;
+    bm->c.frees++;
+    bm->c.live--;
+    ga_lmap_remove(&bm->live, b);
+    ga_pool_t *p;
+    if (b->uses || host_guard(bm) || !(p = s.id == GA_STREAM_ANY ? &bm->any : pool_get(bm, s)))
+        return free_watched(bm, b, s, done);
+    free_into(bm, p, b);
+    return p;
+}
+
+void ga_bm_free_locked(ga_bm_t *bm, ga_block_t *b, ga_stream_t s, bool done)
+{
+    (void)free_locked(bm, b, s, done);
 }
 
 /* After a free: honour max_cached. */
@@ -1229,14 +1292,13 @@ static __attribute__((noinline)) gpuarena_status_t free_slow(ga_bm_t *bm, void *
     } else if (atomic_load_explicit(&b->cached, memory_order_relaxed)) {
         st = ga_error(GPUARENA_ERR_DOUBLE_FREE, "gpuarena_free: %p was already freed", ptr);
     } else {
-        ga_bm_free_locked(bm, b, s, done && !b->uses);
-        ga_pool_t *p = bm->events ? pool_find(bm, s.id) : NULL;
-        if (p)
+        ga_pool_t *p = free_locked(bm, b, s, done && !b->uses);
+        if (is_stream_pool(p))
             sweep_on_free(bm, p, s);
         if (bm->waiters)
             poll_events(bm, false);
         enforce_cap(bm);
-        ga_bm_update_peaks(bm);
+        peaks_after(bm, false);
     }
     ga_unlock(&bm->lock);
     return st;

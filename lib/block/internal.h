@@ -74,6 +74,7 @@ typedef struct ga_block {
     union {
         unsigned pending; /* PENDING: events still outstanding */
         uint32_t lslot;   /* LIVE: where the live map holds it (livemap.c) */
+        uint32_t flist;   /* FREE, HOLE: the free list it is in (fit.h) */
     };
     uint8_t state;
     uint8_t cls;            /* CLASS_SMALL or CLASS_LARGE */
