@@ -12,7 +12,8 @@
  *     positions q, is usable by S once every U has passed q, and by
  *     another stream T once S has passed p too, or once T was made to
  *     wait for S at p or later (cross_stream = wait);
- *   - requested bytes equal the model's sum.
+ *   - requested bytes equal the model's sum, and their peak the model's
+ *     highest sum; no other peak is below its count.
  * Stream number NSTREAMS is GPUARENA_STREAM_HOST (no stream): the program
  * frees with it only after waiting for the block's stream (the model
  * completes that stream), and a block allocated with it must be free of
@@ -69,6 +70,7 @@ typedef struct model {
     quar_t q[MAX_QUAR];
     unsigned nq;
     uint64_t requested;
+    uint64_t requested_peak; /* the highest REQUESTED since the start */
     uint64_t rng;
     bool wait_policy;
 } model_t;
@@ -146,6 +148,8 @@ static void do_alloc(model_t *m, unsigned s)
     }
     m->live[m->nlive++] = (live_t){lo, size, s, 0};
     m->requested += size;
+    if (m->requested > m->requested_peak)
+        m->requested_peak = m->requested;
 }
 
 static void do_free(model_t *m, unsigned i, unsigned s)
@@ -264,6 +268,13 @@ static void run_model(unsigned long ops, bool growable, bool tcache, ga_cross_st
             REQUIRE(stats.reserved >= stats.in_use && stats.in_use >= stats.requested &&
                         stats.reserved_peak >= stats.reserved,
                     "statistics out of order");
+            /* One thread: the peaks are exact (see ga_bm_update_peaks). */
+            REQUIRE(stats.requested_peak == m->requested_peak, "requested peak %llu, model %llu",
+                    (unsigned long long)stats.requested_peak,
+                    (unsigned long long)m->requested_peak);
+            REQUIRE(stats.in_use_peak >= stats.in_use && stats.cached_peak >= stats.cached &&
+                        stats.in_use_peak >= stats.requested_peak,
+                    "a peak below its count");
         }
     }
     while (m->nlive)
