@@ -209,13 +209,9 @@ static gpuarena_status_t event_record(ga_bm_t *bm, ga_stream_t s, ga_event_t *ou
 /* ------------------------------------------------------------------ */
 /* Pools.                                                              */
 
-static ga_pool_t *pool_find(ga_bm_t *bm, uint64_t id)
+/* The walk of pool_find: the pool found last is not ID's. */
+static ga_pool_t *pool_walk(ga_bm_t *bm, uint64_t id)
 {
-    /* A free and the allocation after it ask for the same stream: the
-     * pool found last first (pools live as long as the manager). */
-    ga_pool_t *p = bm->last_pool;
-    if (p && p->stream.id == id)
-        return p;
     for (unsigned i = 0; i < bm->npools; i++) {
         if (bm->pools[i]->stream.id == id) {
             bm->last_pool = bm->pools[i];
@@ -225,21 +221,25 @@ static ga_pool_t *pool_find(ga_bm_t *bm, uint64_t id)
     return NULL;
 }
 
-/* The pool of S, made if there is none yet; NULL when out of memory. */
+/* The pool of stream ID, or NULL.  A free and the allocation after it ask
+ * for the same stream: the pool found last is checked first, inline
+ * (pools live as long as the manager). */
+static inline ga_pool_t *pool_find(ga_bm_t *bm, uint64_t id)
+{
+    ga_pool_t *p = bm->last_pool;
+    if (p && p->stream.id == id)
+        return p;
+    return pool_walk(bm, id);
+}
+
+/* A new pool for S; NULL when out of memory. */
 static __attribute__((noinline)) ga_pool_t *pool_make(ga_bm_t *bm, ga_stream_t s)
 {
-    if (!bm->events)
-        return &bm->any;
-    ga_pool_t *p = pool_find(bm, s.id);
-    if (p) {
-        p->stream.handle = s.handle; /* the newest handle of this stream */
-        return p;
-    }
     ga_pool_t **n = room_for_one(bm->pools, bm->npools, &bm->cap_pools, sizeof *n, 8);
     if (!n)
         return NULL;
     bm->pools = n;
-    p = calloc(1, sizeof *p);
+    ga_pool_t *p = calloc(1, sizeof *p);
     if (!p)
         return NULL;
     p->stream = s;
@@ -248,16 +248,17 @@ static __attribute__((noinline)) ga_pool_t *pool_make(ga_bm_t *bm, ga_stream_t s
     return p;
 }
 
-/* pool_make, with the pool found last inline: every locked free on a
- * stream asks for its pool. */
+/* The pool a free on S goes to, made if there is none yet (ANY where the
+ * provider has no events); NULL when out of memory. */
 static inline ga_pool_t *pool_get(ga_bm_t *bm, ga_stream_t s)
 {
-    ga_pool_t *p = bm->last_pool;
-    if (bm->events && p && p->stream.id == s.id) {
-        p->stream.handle = s.handle;
-        return p;
-    }
-    return pool_make(bm, s);
+    if (!bm->events)
+        return &bm->any;
+    ga_pool_t *p = pool_find(bm, s.id);
+    if (!p)
+        return pool_make(bm, s);
+    p->stream.handle = s.handle; /* the newest handle of this stream */
+    return p;
 }
 
 static inline bool is_stream_pool(const ga_pool_t *p)
@@ -387,25 +388,40 @@ uint64_t ga_bm_user_in_use(ga_bm_t *bm)
     return (uint64_t)((int64_t)bm->c.in_use + bm->c.inuse_adjust + inuse);
 }
 
-/* Peaks after a change made under the lock.  The thread caches' share of
- * the user's view is taken from the calling thread's own caches only, as
- * on the cache's fast path (tcache.c): exact with one thread; with
- * several, other threads' cache traffic is seen at their next slow-path
- * operation, not at once. */
-void ga_bm_update_peaks(ga_bm_t *bm)
+/* Publish the manager's user-view counts for the thread caches' peak
+ * checks (base_req, base_inuse); *REQ and *INUSE get the user's requested
+ * and in-use bytes with the thread caches' share.  That share is taken
+ * from the calling thread's own caches only, as on the cache's fast path
+ * (tcache.c): exact with one thread; with several, other threads' cache
+ * traffic is seen at their next slow-path operation, not at once. */
+static inline void publish_bases(ga_bm_t *bm, uint64_t *req, uint64_t *inuse)
 {
-    int64_t req, inuse;
-    ga_tcache_own_deltas(bm, &req, &inuse);
+    int64_t own_req, own_inuse;
+    ga_tcache_own_deltas(bm, &own_req, &own_inuse);
     int64_t base_req = (int64_t)bm->c.requested + bm->c.req_adjust;
     int64_t base_inuse = (int64_t)bm->c.in_use + bm->c.inuse_adjust;
     atomic_store_explicit(&bm->base_req, base_req, memory_order_relaxed);
     atomic_store_explicit(&bm->base_inuse, base_inuse, memory_order_relaxed);
+    *req = (uint64_t)(base_req + own_req);
+    *inuse = (uint64_t)(base_inuse + own_inuse);
+}
+
+/* Bytes reserved and not in use, when IN_USE bytes are. */
+static inline uint64_t cached_bytes(const ga_bm_t *bm, uint64_t in_use)
+{
+    return bm->c.reserved > in_use ? bm->c.reserved - in_use : 0;
+}
+
+/* Peaks after a change made under the lock: all four. */
+void ga_bm_update_peaks(ga_bm_t *bm)
+{
+    uint64_t r, u;
+    publish_bases(bm, &r, &u);
     atomic_store_explicit(&bm->base_reserved, bm->c.reserved, memory_order_relaxed);
-    uint64_t u = (uint64_t)(base_inuse + inuse);
-    peak_max(&bm->peak.requested, (uint64_t)(base_req + req));
+    peak_max(&bm->peak.requested, r);
     peak_max(&bm->peak.in_use, u);
     peak_max(&bm->peak.reserved, bm->c.reserved);
-    peak_max(&bm->peak.cached, bm->c.reserved > u ? bm->c.reserved - u : 0);
+    peak_max(&bm->peak.cached, cached_bytes(bm, u));
 }
 
 /* Peaks after a locked allocation (ALLOC) or free.  While the reserved
@@ -413,25 +429,20 @@ void ga_bm_update_peaks(ga_bm_t *bm)
  * raise only the requested and in-use peaks, and a free only the cached
  * one: the others fell or stayed.  Every uncached operation ends here, and
  * ga_bm_update_peaks's four checks were 7 % of the instructions of a
- * random free and allocation.  The bases are published as there. */
+ * random free and allocation. */
 static inline void peaks_after(ga_bm_t *bm, bool alloc)
 {
     if (bm->c.reserved != atomic_load_explicit(&bm->base_reserved, memory_order_relaxed)) {
         ga_bm_update_peaks(bm);
         return;
     }
-    int64_t req, inuse;
-    ga_tcache_own_deltas(bm, &req, &inuse);
-    int64_t base_req = (int64_t)bm->c.requested + bm->c.req_adjust;
-    int64_t base_inuse = (int64_t)bm->c.in_use + bm->c.inuse_adjust;
-    atomic_store_explicit(&bm->base_req, base_req, memory_order_relaxed);
-    atomic_store_explicit(&bm->base_inuse, base_inuse, memory_order_relaxed);
-    uint64_t u = (uint64_t)(base_inuse + inuse);
+    uint64_t r, u;
+    publish_bases(bm, &r, &u);
     if (alloc) {
-        peak_max(&bm->peak.requested, (uint64_t)(base_req + req));
+        peak_max(&bm->peak.requested, r);
         peak_max(&bm->peak.in_use, u);
     } else {
-        peak_max(&bm->peak.cached, bm->c.reserved > u ? bm->c.reserved - u : 0);
+        peak_max(&bm->peak.cached, cached_bytes(bm, u));
     }
 }
 
@@ -1431,7 +1442,7 @@ void ga_bm_reset_peaks(ga_bm_t *bm)
                  (uint64_t)((int64_t)bm->c.requested + bm->c.req_adjust + req));
     atomic_store(&bm->peak.in_use, u);
     atomic_store(&bm->peak.reserved, bm->c.reserved);
-    atomic_store(&bm->peak.cached, bm->c.reserved > u ? bm->c.reserved - u : 0);
+    atomic_store(&bm->peak.cached, cached_bytes(bm, u));
     ga_unlock(&bm->lock);
 }
 
