@@ -14,15 +14,17 @@
  *               gpuarena_free, so that its column minus the pool's is what
  *               gpuarena's checks and counters cost on top of the driver.
  *
- *   (a) a cached alloc+free pair of one size on one stream, ns per pair:
- *       median of RUNS runs of about RUN_S seconds each (512 B, 1 MiB,
- *       64 MiB).  Target for gpuarena: 60 ns or less.
+ *   (a) a cached alloc+free pair of one size on one stream, ns per pair
+ *       (512 B, 1 MiB, 64 MiB): ROUNDS rounds, each a run of about RUN_S
+ *       seconds of every allocator in turn, and the median of each
+ *       allocator's runs.  Target for gpuarena: 60 ns or less.
  *   (b) 256 live blocks of log-uniform random size 512 B to 64 MiB; each
  *       operation frees a random live block and allocates a new one (one
  *       free + one alloc), ns per operation; the same random sequence for
- *       every allocator, after a warm-up that fills the caches.  Target:
- *       100 ns or less.  Printed beside it: gpuarena on the same sequence
- *       with no stream (the block manager alone, no driver call).
+ *       every allocator, after a warm-up that fills the caches; median of
+ *       ROUNDS runs.  Target: 100 ns or less.  Printed beside it: gpuarena
+ *       on the same sequence with no stream (the block manager alone, no
+ *       driver call).
  *   (c) 16 threads, each on its own stream, doing cached alloc+free pairs
  *       for CONC_S seconds: million pairs per second, all threads
  *       together (4 KiB, inside the thread caches, and 1 MiB, outside).
@@ -35,6 +37,15 @@
  *       cost, since gpuarena must ask the driver whether the stream is
  *       being captured into a graph before it hands out or takes back
  *       memory on it.
+ *
+ * Why many short runs, interleaved: the lent H200 hosts have slow spells
+ * of 0.1-0.5 s in which everything on the CPU takes up to twice as long
+ * (seen with a timer of 50 ms slices, at every size, in most processes).
+ * Five runs of 80 ms, one allocator after the other, put the median of a
+ * whole row into one spell often enough to flip its verdict.  Spread over
+ * ROUNDS rounds of every allocator, a spell falls on each alike, and on
+ * fewer than half of any one's runs.  The spread of gpuarena's runs is
+ * printed under each row, so a noisy run shows as one.
  *
  * cuMemAlloc costs 0.1 ms or more per call: its loops are time-boxed
  * (each run stops after its time whatever the count), so it is measured
@@ -51,8 +62,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define RUNS    5
-#define RUN_S   0.08 /* seconds per timed run */
+#define ROUNDS  15
+#define RUN_S   0.02 /* seconds per timed run */
+#define RUNS    5    /* (d), per driver call */
 #define LIVE    CHURN_LIVE
 #define OPS     CHURN_OPS
 #define WARM    (LIVE * 64L)
@@ -179,27 +191,48 @@ static double pairs(int kind, const target_t *t, size_t s, long n, double b, lon
     }
 }
 
-/* (a): median ns per pair of RUNS runs of about RUN_S seconds. */
-static double cached_pair_ns(int kind, const target_t *t, size_t size, long *count)
+/* Pairs of KIND at SIZE in a run of about RUN_S seconds, after a first
+ * pair that maps memory and an estimate of the rate. */
+static long pairs_per_run(int kind, const target_t *t, size_t size)
 {
     long d;
-    /* Warm the cache (the first call maps memory) and estimate. */
     pairs(kind, t, size, 1, 1e9, &d);
-    double s = pairs(kind, t, size, kind == K_ARENA ? 10000 : kind == K_CUMEM ? 16 : 1000, 1e9, &d);
+    double s = pairs(kind, t, size, kind == K_CUMEM ? 16 : IS_ARENA(kind) ? 10000 : 1000, 1e9, &d);
     double per = s / (double)d;
     long n = per > 0 ? (long)(RUN_S / per) : 1000000;
-    if (n < 8)
-        n = 8;
-    if (n > 20000000)
-        n = 20000000;
-    double v[RUNS];
-    *count = 0;
-    for (int r = 0; r < RUNS; r++) {
-        s = pairs(kind, t, size, n, RUN_S * 2, &d);
-        v[r] = s / (double)d * 1e9;
-        *count += d;
+    return n < 8 ? 8 : n > 20000000 ? 20000000 : n;
+}
+
+/* One column of a row of (a): an allocator, and the stream it runs on. */
+typedef struct column {
+    int kind;
+    const target_t *t;
+} column_t;
+
+/* (a) for the N columns C at SIZE: ROUNDS rounds of one run of each
+ * column in turn; V[i] the median ns per pair of column i, CNT[i] its
+ * pairs timed, LO and HI the fastest and slowest run of column 0. */
+static void cached_pairs(const column_t *c, int n, size_t size, double *v, long *cnt, double *lo,
+                         double *hi)
+{
+    long per[K_COUNT];
+    double runs[K_COUNT][ROUNDS];
+    for (int i = 0; i < n; i++) {
+        per[i] = pairs_per_run(c[i].kind, c[i].t, size);
+        cnt[i] = 0;
     }
-    return gb_median(v, RUNS);
+    for (int r = 0; r < ROUNDS; r++) {
+        for (int i = 0; i < n; i++) {
+            long d;
+            double s = pairs(c[i].kind, c[i].t, size, per[i], RUN_S * 2, &d);
+            runs[i][r] = s / (double)d * 1e9;
+            cnt[i] += d;
+        }
+    }
+    for (int i = 0; i < n; i++)
+        v[i] = gb_median(runs[i], ROUNDS); /* sorts them */
+    *lo = runs[0][0];
+    *hi = runs[0][ROUNDS - 1];
 }
 
 /* ---- (b) random churn over 256 live blocks ---------------------------- */
@@ -300,10 +333,10 @@ static double churn_ns(int kind, const target_t *t, churn_t *c, long *count)
     /* Warm-up: fill the caches (the slow allocator only a little). */
     churn(kind, t, c, 0, kind == K_CUMEM ? 64 : WARM, 5.0, &d);
     at = d;
-    double v[RUNS];
+    double v[ROUNDS];
     *count = 0;
-    for (int r = 0; r < RUNS; r++) {
-        long n = kind == K_ARENA ? OPS / 2 : OPS / 8;
+    for (int r = 0; r < ROUNDS; r++) {
+        long n = kind == K_ARENA ? OPS / 4 : OPS / 8;
         double s = churn(kind, t, c, at, at + n, RUN_S * 2, &d);
         at += d;
         v[r] = s / (double)d * 1e9;
@@ -311,7 +344,7 @@ static double churn_ns(int kind, const target_t *t, churn_t *c, long *count)
     }
     for (int i = 0; i < LIVE; i++)
         GB_CHECK("freeing the live blocks", t_free(kind, t, c->live[i]));
-    return gb_median(v, RUNS);
+    return gb_median(v, ROUNDS);
 }
 
 /* ---- (c) 16 threads on 16 streams ------------------------------------- */
@@ -430,14 +463,16 @@ static gpuarena_status_t record_query(void *ev, void *s)
 
 static void driver_calls(const target_t *t)
 {
-    target_t o = *t;
-    long n;
+    target_t legacy = *t, host = *t;
+    legacy.stream = NULL;
+    host.stream = GPUARENA_STREAM_HOST;
+    const column_t c[2] = {{K_ARENA, &legacy}, {K_ARENA, &host}};
+    double v[2], lo, hi;
+    long n[2];
+    cached_pairs(c, 2, 512, v, n, &lo, &hi);
     printf("\n(d) gpuarena pair of 512 B on other streams (ns, no target):\n");
-    o.stream = NULL;
-    printf("  %-58s %8.1f\n", "legacy stream (NULL)", cached_pair_ns(K_ARENA, &o, 512, &n));
-    o.stream = GPUARENA_STREAM_HOST;
-    printf("  %-58s %8.1f\n", "no stream (GPUARENA_STREAM_HOST)",
-           cached_pair_ns(K_ARENA, &o, 512, &n));
+    printf("  %-58s %8.1f\n", "legacy stream (NULL)", v[0]);
+    printf("  %-58s %8.1f\n", "no stream (GPUARENA_STREAM_HOST)", v[1]);
     GB_CHECK("waiting for the stream", ga_cuda_stream_sync(t->stream));
     printf("driver calls on the arena's path (ns per call; stream idle):\n");
     const long N = 200000;
@@ -469,8 +504,10 @@ int main(void)
     GB_CHECK("creating a device arena with pool=driver",
              gpuarena_create(GPUARENA_DEVICE, 0, "pool=driver,release_threshold=max", &t.parena));
     GB_CHECK("creating a stream", ga_cuda_stream_create(true, &t.stream));
-    printf("one stream (non-blocking) for (a) and (b); %d streams for (c); median of %d runs\n",
-           THREADS, RUNS);
+    printf(
+        "one stream (non-blocking) for (a) and (b); %d streams for (c); (a) and (b) median of %d "
+        "runs, (a) interleaved\n",
+        THREADS, ROUNDS);
     printf(
         "(a) pair = alloc + free of one size, cached; (b) op = free a random live block + "
         "allocate a new one;\n(c) million alloc+free pairs per second, all threads together\n\n");
@@ -483,14 +520,15 @@ int main(void)
     pairs(K_ARENA, &t, 512, 1L << 40, 0.25, &warm);
     static const size_t sizes[] = {512, MiB, 64 * MiB};
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
-        double v[K_COUNT];
+        const column_t c[K_COUNT] = {{K_ARENA, &t}, {K_CUMEM, &t}, {K_POOL, &t}, {K_PARENA, &t}};
+        double v[K_COUNT], lo, hi;
         long n[K_COUNT];
-        for (int k = 0; k < K_COUNT; k++)
-            v[k] = cached_pair_ns(k, &t, sizes[i], &n[k]);
+        cached_pairs(c, K_COUNT, sizes[i], v, n, &lo, &hi);
         char b[32], op[64];
         snprintf(op, sizeof op, "(a) cached alloc+free, %s (ns)", gb_size(sizes[i], b));
         row(op, v, 60, true);
-        printf("%-44s   (pairs timed: %ld, %ld, %ld, %ld)\n", "", n[0], n[1], n[2], n[3]);
+        printf("%-44s   (pairs timed: %ld, %ld, %ld, %ld; gpuarena runs %.1f-%.1f)\n", "", n[0],
+               n[1], n[2], n[3], lo, hi);
     }
     driver_calls(&t);
     release_caches(&t);
