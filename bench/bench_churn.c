@@ -77,7 +77,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_churn: no host memory for the random sequence\n");
         return GB_EXIT_ERROR;
     }
-    gpuarena_t *a;
+    gpuarena_t *a = NULL;
     GB_CHECK("gpuarena_create", gpuarena_create(GPUARENA_SIM, 0, "expandable=true", &a));
     void *live[CHURN_LIVE];
     for (int i = 0; i < CHURN_LIVE; i++)

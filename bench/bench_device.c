@@ -480,7 +480,7 @@ static void driver_calls(const target_t *t)
     PER_CALL_NS("cuStreamIsCapturing, the legacy stream", N, ga_cuda_stream_check(NULL));
     PER_CALL_NS("cuCtxGetCurrent (context already current)", N, enter_leave());
     PER_CALL_NS("cuStreamQuery, an idle stream", N, ga_cuda_stream_query(t->stream));
-    void *ev;
+    void *ev = NULL;
     GB_CHECK("cuEventCreate", ga_cuda_event_create(&ev));
     PER_CALL_NS("cuEventRecord + cuEventQuery", N / 4, record_query(ev, t->stream));
     GB_CHECK("waiting for the stream", ga_cuda_stream_sync(t->stream));

@@ -320,7 +320,7 @@ static double host_write(void *p)
 
 static void *arena_alloc(gpuarena_t *a, double *ms)
 {
-    void *p;
+    void *p = NULL;
     double t0 = gb_now();
     GB_CHECK("gpuarena_alloc (managed)", gpuarena_alloc(a, size, stream, &p));
     sync_stream();

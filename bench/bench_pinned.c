@@ -279,7 +279,7 @@ int main(void)
 {
     ctx = gb_open("bench_pinned");
     gpuarena_t *a;
-    void *s;
+    void *s = NULL;
     GB_CHECK("creating the pinned arena", gpuarena_create(GPUARENA_PINNED, 0, NULL, &a));
     GB_CHECK("creating a stream", ga_cuda_stream_create(true, &s));
 
