@@ -43,9 +43,11 @@
  * (seen with a timer of 50 ms slices, at every size, in most processes).
  * Five runs of 80 ms, one allocator after the other, put the median of a
  * whole row into one spell often enough to flip its verdict.  Spread over
- * ROUNDS rounds of every allocator, a spell falls on each alike, and on
- * fewer than half of any one's runs.  The spread of gpuarena's runs is
- * printed under each row, so a noisy run shows as one.
+ * ROUNDS rounds of every allocator (about 1.5 s a row), a spell falls on
+ * each alike, and one shorter than half the row on fewer than half of any
+ * one's runs.  A longer spell still moves the median: the range of
+ * gpuarena's runs is printed under each row, so that such a run shows as
+ * one.
  *
  * cuMemAlloc costs 0.1 ms or more per call: its loops are time-boxed
  * (each run stops after its time whatever the count), so it is measured
