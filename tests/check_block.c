@@ -1195,6 +1195,10 @@ static void bad_input(gpuarena_kind_t kind, const char *opts)
     void *other = aalloc(a, 100, s);
     void *freed = aalloc(a, 2048, s);
     afree(a, freed, s); /* in the thread cache where there is one */
+    /* Above thread_cache_max: in the thread's large slot, which the next
+     * locked operation of the thread gives back, but not a refused one. */
+    void *parked = aalloc(a, (size_t)8 << 20, s);
+    afree(a, parked, s);
     snap_t before = snap(a);
     void *p = (void *)0x1234;
 

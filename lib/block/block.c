@@ -1290,8 +1290,6 @@ static __attribute__((noinline)) gpuarena_status_t free_slow(ga_bm_t *bm, void *
 {
     uintptr_t a = (uintptr_t)ptr;
     ga_lock(&bm->lock);
-    if (bm->set.thread_cache)
-        ga_tcache_drop_large(bm);
     gpuarena_status_t st = GPUARENA_SUCCESS;
     /* Records live as long as the manager and change only under the lock:
      * one that is still the live block at A is the one to free; else the
@@ -1303,6 +1301,10 @@ static __attribute__((noinline)) gpuarena_status_t free_slow(ga_bm_t *bm, void *
     } else if (atomic_load_explicit(&b->cached, memory_order_relaxed)) {
         st = ga_error(GPUARENA_ERR_DOUBLE_FREE, "gpuarena_free: %p was already freed", ptr);
     } else {
+        /* Only a free that is done gives the large slot back: a refused
+         * one changes nothing (gpuarena_free(3)). */
+        if (bm->set.thread_cache)
+            ga_tcache_drop_large(bm);
         ga_pool_t *p = free_locked(bm, b, s, done && !b->uses);
         if (is_stream_pool(p))
             sweep_on_free(bm, p, s);
