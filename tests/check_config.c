@@ -710,6 +710,37 @@ START_TEST(unreadable_files)
     value_of(c, GPUARENA_DEVICE, -1, "max_cached", "3G", want);
     ga_conf_free(c);
 
+    /* The size limit: a file of exactly GA_CONFIG_MAX_FILE bytes is read
+     * (the setting at its end counts), one byte more is refused. */
+    for (int extra = 0; extra < 2; extra++) {
+        static const char tail[] = "[device]\nmax_cached = 5G\n";
+        size_t fill = GA_CONFIG_MAX_FILE + (size_t)extra - (sizeof tail - 1);
+        snprintf(path, sizeof path, "%s/big%d.conf", tmpdir, extra);
+        FILE *f = fopen(path, "w");
+        ck_assert_ptr_nonnull(f);
+        for (size_t n = 0; n < fill; n += 100)
+            fprintf(f, "%.*s\n", (int)(fill - n < 100 ? fill - n - 1 : 99),
+                    "#########################################################################"
+                    "##########################");
+        fputs(tail, f);
+        ck_assert_int_eq(fclose(f), 0);
+        struct stat sb;
+        ck_assert_int_eq(stat(path, &sb), 0);
+        ck_assert_int_eq(sb.st_size, GA_CONFIG_MAX_FILE + extra);
+        c = ga_conf_new();
+        if (extra) {
+            ck_assert_int_eq(ga_conf_load_file(c, path), GPUARENA_ERR_CONFIG);
+            snprintf(want, sizeof want, "%s: cannot read: larger than %d bytes", path,
+                     GA_CONFIG_MAX_FILE);
+            ck_assert_str_eq(gpuarena_last_error(), want);
+        } else {
+            ck_assert_int_eq(ga_conf_load_file(c, path), GPUARENA_SUCCESS);
+            snprintf(want, sizeof want, "%s:%d", path, (int)((fill + 99) / 100) + 2);
+            value_of(c, GPUARENA_DEVICE, -1, "max_cached", "5G", want);
+        }
+        ga_conf_free(c);
+    }
+
     if (geteuid() != 0) { /* root reads anything */
         chmod(path, 0);
         c = ga_conf_new();

@@ -533,7 +533,12 @@ static int slurp(const char *path, char **out, size_t *out_len)
     while (!err) {
         if (len == cap) {
             if (cap >= GA_CONFIG_MAX_FILE) {
-                err = EFBIG;
+                /* Full at the limit: too large only if there is more. */
+                char more;
+                if (fread(&more, 1, 1, f) == 1)
+                    err = EFBIG;
+                else if (ferror(f))
+                    err = errno ? errno : EIO;
                 break;
             }
             char *bigger = realloc(buf, cap * 2);
