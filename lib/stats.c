@@ -11,6 +11,7 @@
 #include "errors.h"
 #include "outpath.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <string.h>
 #include <unistd.h>
@@ -176,7 +177,9 @@ gpuarena_status_t gpuarena_stats_print(FILE *out, const char *opts)
         fputs("\n  ]}\n", out);
     else if (!c.n)
         fputs("no arena\n", out);
-    fflush(out);
-    return ferror(out) ? ga_error(GPUARENA_ERR_SYSTEM, "gpuarena_stats_print: write failed")
-                       : GPUARENA_SUCCESS;
+    errno = 0;
+    if (fflush(out) == 0 && !ferror(out))
+        return GPUARENA_SUCCESS;
+    int err = errno ? errno : EIO;
+    return ga_error(GPUARENA_ERR_SYSTEM, "gpuarena_stats_print: cannot write: %s", strerror(err));
 }

@@ -19,6 +19,7 @@
 #include "testprov.h"
 
 #include <check.h>
+#include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -1232,6 +1233,13 @@ static void bad_input(gpuarena_kind_t kind, const char *opts)
     EXPECT_UNCHANGED(a, before, gpuarena_trim(NULL, 0), GPUARENA_ERR_INVALID_ARGUMENT);
     EXPECT_UNCHANGED(a, before, gpuarena_stats(NULL, &before.st), GPUARENA_ERR_INVALID_ARGUMENT);
     EXPECT_UNCHANGED(a, before, gpuarena_stats(a, NULL), GPUARENA_ERR_INVALID_ARGUMENT);
+    EXPECT_UNCHANGED(a, before, gpuarena_stats_print(NULL, NULL), GPUARENA_ERR_INVALID_ARGUMENT);
+    FILE *full = fopen("/dev/full", "w"); /* every write fails: ENOSPC */
+    if (full) {
+        EXPECT_UNCHANGED(a, before, gpuarena_stats_print(full, NULL), GPUARENA_ERR_SYSTEM);
+        ck_assert_ptr_nonnull(strstr(gpuarena_last_error(), strerror(ENOSPC)));
+        fclose(full);
+    }
     EXPECT_UNCHANGED(a, before, gpuarena_check(NULL), GPUARENA_ERR_INVALID_ARGUMENT);
     EXPECT_UNCHANGED(a, before, gpuarena_stats_reset_peaks(NULL), GPUARENA_ERR_INVALID_ARGUMENT);
     EXPECT_UNCHANGED(a, before, gpuarena_prefetch(a, live, 0, GPUARENA_CPU, s),
