@@ -20,6 +20,7 @@
 #include "report.h"
 
 #include "arena.h"
+#include "env.h"
 #include "outpath.h"
 
 #include <errno.h>
@@ -117,7 +118,7 @@ static void start_signal(void)
 
 static void init(void)
 {
-    const char *v = secure_getenv("GPUARENA_STATS");
+    const char *v = ga_env("GPUARENA_STATS");
     if (!v || !*v)
         return;
     if (ga_output_path("stats file", v, target, sizeof target) != GPUARENA_SUCCESS)
@@ -125,7 +126,7 @@ static void init(void)
     size_t n = strlen(target);
     json = n > 5 && strcmp(target + n - 5, ".json") == 0;
     enabled = true;
-    const char *sig = secure_getenv("GPUARENA_STATS_SIGNAL");
+    const char *sig = ga_env("GPUARENA_STATS_SIGNAL");
     if (sig && strcmp(sig, "1") == 0)
         start_signal();
 }

@@ -14,6 +14,7 @@
 
 #include "config/config.h"
 #include "config/suggest.h"
+#include "env.h"
 #include "errors.h"
 
 #include <errno.h>
@@ -768,16 +769,6 @@ gpuarena_status_t ga_config_apply(ga_settings_t *s, gpuarena_kind_t kind, const 
 
 /* --------------------------------------------------- the search order */
 
-static const char *env(const char *name)
-{
-#if defined(__GLIBC__)
-    const char *v = secure_getenv(name);
-#else
-    const char *v = getenv(name);
-#endif
-    return v && *v ? v : NULL;
-}
-
 /* Whether PATH can be opened, or does not exist (ENOENT, ENOTDIR). */
 static bool exists(const char *path)
 {
@@ -806,13 +797,13 @@ static gpuarena_status_t load_searched(ga_conf_t *c, const char *path)
         c->file_source = "gpuarena_init";
         return ga_conf_load_file(c, path);
     }
-    const char *v = env("GPUARENA_CONF");
+    const char *v = ga_env("GPUARENA_CONF");
     if (v) {
         c->file_source = "GPUARENA_CONF";
         return ga_conf_load_file(c, v);
     }
     char buf[4096];
-    const char *xdg = env("XDG_CONFIG_HOME"), *home = env("HOME");
+    const char *xdg = ga_env("XDG_CONFIG_HOME"), *home = ga_env("HOME");
     buf[0] = '\0';
     if (xdg && xdg[0] == '/') {
         snprintf(buf, sizeof buf, "%s/gpuarena.conf", xdg);
@@ -856,7 +847,7 @@ static gpuarena_status_t load(const char *path)
         return ga_error(GPUARENA_ERR_HOST_MEMORY, "no memory to read the configuration");
     gpuarena_status_t st = load_searched(c, path);
     if (st == GPUARENA_SUCCESS)
-        st = ga_conf_apply_options(c, env("GPUARENA_OPTIONS"), "GPUARENA_OPTIONS");
+        st = ga_conf_apply_options(c, ga_env("GPUARENA_OPTIONS"), "GPUARENA_OPTIONS");
     if (st == GPUARENA_SUCCESS)
         st = ga_conf_check(c);
     if (st == GPUARENA_SUCCESS) {

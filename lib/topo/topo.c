@@ -9,6 +9,7 @@
  */
 #include "config.h"
 
+#include "env.h"
 #include "errors.h"
 #include "topo/topo_internal.h"
 
@@ -77,7 +78,7 @@ static void load_machine(void)
 
 static void load_decisions(void)
 {
-    const char *env = getenv("GPUARENA_TOPOLOGY");
+    const char *env = ga_env("GPUARENA_TOPOLOGY");
     if (env && *env) {
         snprintf(decisions.path, sizeof decisions.path, "%s", env);
         load_cached(&decisions, decisions.path);

@@ -18,6 +18,7 @@
  */
 #include "config.h"
 
+#include "env.h"
 #include "errors.h"
 #include "outpath.h"
 #include "trace/map.h"
@@ -264,7 +265,7 @@ static gpuarena_status_t open_locked(const char *pattern)
 
 static void read_env(void)
 {
-    const char *pattern = getenv("GPUARENA_TRACE");
+    const char *pattern = ga_env("GPUARENA_TRACE");
     pthread_mutex_lock(&R.lock);
     if (!pattern || !*pattern || open_locked(pattern) != GPUARENA_SUCCESS)
         atomic_store(&ga_trace_state, 0);
