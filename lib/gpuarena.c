@@ -31,12 +31,16 @@ gpuarena_status_t gpuarena_init(const char *config_path)
     return ga_config_init(config_path);
 }
 
-static gpuarena_status_t check_kind(gpuarena_kind_t kind, int device)
+/* Check KIND and *DEVICE; the host and sim kinds have no device, so
+ * theirs becomes 0 (gpuarena_get(3): checked, otherwise ignored). */
+static gpuarena_status_t check_kind(gpuarena_kind_t kind, int *device)
 {
     if ((unsigned)kind >= GPUARENA_KIND_COUNT)
         return ga_error(GPUARENA_ERR_INVALID_ARGUMENT, "unknown arena kind %d", (int)kind);
-    if (device < 0 || device >= GA_MAX_DEVICES)
-        return ga_error(GPUARENA_ERR_INVALID_DEVICE, "device %d is out of range", device);
+    if (*device < 0 || *device >= GA_MAX_DEVICES)
+        return ga_error(GPUARENA_ERR_INVALID_DEVICE, "device %d is out of range", *device);
+    if (kind == GPUARENA_HOST || kind == GPUARENA_SIM)
+        *device = 0;
     return GPUARENA_SUCCESS;
 }
 
@@ -44,11 +48,9 @@ gpuarena_status_t gpuarena_get(gpuarena_kind_t kind, int device, gpuarena_t **ar
 {
     if (!arena)
         return ga_error(GPUARENA_ERR_INVALID_ARGUMENT, "gpuarena_get: arena is NULL");
-    gpuarena_status_t st = check_kind(kind, device);
+    gpuarena_status_t st = check_kind(kind, &device);
     if (st != GPUARENA_SUCCESS)
         return st;
-    if (kind == GPUARENA_HOST || kind == GPUARENA_SIM)
-        device = 0;
     gpuarena_t *a = defaults[kind][device];
     if (a) {
         *arena = a;
@@ -77,7 +79,7 @@ gpuarena_status_t gpuarena_create(gpuarena_kind_t kind, int device, const char *
 {
     if (!arena)
         return ga_error(GPUARENA_ERR_INVALID_ARGUMENT, "gpuarena_create: arena is NULL");
-    gpuarena_status_t st = check_kind(kind, device);
+    gpuarena_status_t st = check_kind(kind, &device);
     if (st != GPUARENA_SUCCESS)
         return st;
     ga_settings_t s;

@@ -431,10 +431,13 @@ START_TEST(recorder_no_stream)
     const gpuarena_stream_t H = GPUARENA_STREAM_HOST;
     const gpuarena_stream_t s = (gpuarena_stream_t)(uintptr_t)0x40; /* any value, in a sim arena */
     gpuarena_t *a = NULL;
-    ck_assert_int_eq(gpuarena_create(GPUARENA_SIM, 0, NULL, &a), GPUARENA_SUCCESS);
+    /* A sim arena has no device: the 5 is checked, then taken as 0, as
+     * by gpuarena_get (and so recorded). */
+    ck_assert_int_eq(gpuarena_create(GPUARENA_SIM, 5, NULL, &a), GPUARENA_SUCCESS);
     gpuarena_kind_t kind;
     int device;
     ck_assert_int_eq(gpuarena_kind(a, &kind, &device), GPUARENA_SUCCESS);
+    ck_assert_int_eq(device, 0);
     ck_assert_int_eq(ga_trace_open(path), GPUARENA_SUCCESS);
     void *p, *q, *r, *z;
     ck_assert_int_eq(gpuarena_alloc(a, 1000, H, &p), GPUARENA_SUCCESS);
@@ -473,6 +476,7 @@ START_TEST(recorder_no_stream)
     ck_assert_uint_eq(t->narenas, 1);
     const ga_trace_arena_t *ta = &t->arenas[0];
     ck_assert_int_eq(ta->kind, GPUARENA_SIM);
+    ck_assert_int_eq(ta->device, 0);
     ck_assert_uint_eq(ta->max_stream, 1);
     ck_assert_uint_eq(ta->nno_stream, 5);
     static const want_t want[] = {

@@ -63,6 +63,16 @@ expect_rc 3 "$replay" replay-known.trace
 grep -q "replay-known.trace:2: STREAM '-' (no stream) needs '# gpuarena-trace 3'" $err ||
     fail "no error for '-' in a version 2 trace"
 
+# A device beyond gpuarena's 64 (the format allows 1023): the sim and host
+# arenas have no device and replay it; a GPU kind needs that GPU (4).
+printf '# gpuarena-trace 2\nk device 1000\na 1 4096 0\nf 1 0\n' > replay-known.trace
+expect_rc 0 "$replay" --check --runs 1 replay-known.trace
+grep -q 'replay-known.trace \[device 1000\]' $out || fail "no table for device 1000"
+expect_rc 0 "$replay" --check --runs 1 -a host replay-known.trace
+expect_rc 4 "$replay" --runs 1 -a device replay-known.trace
+grep -q 'cannot create a device arena on device 1000' $err ||
+    fail "no error for device 1000 of a GPU kind"
+
 # Exit codes: 2 usage, 3 bad trace (with its line), 4 bad settings.
 expect_rc 2 "$replay"
 expect_rc 2 "$replay" --runs 0 "$known"

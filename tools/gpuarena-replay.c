@@ -338,7 +338,11 @@ static int run_once(result_t *r, void **ptrs, bool inspect, double *ns, gpuarena
     const ga_trace_t *t = r->trace;
     const ga_trace_arena_t *ta = r->ta;
     gpuarena_t *a;
-    gpuarena_status_t s = gpuarena_create(opt_kind, ta->device, r->group->options, &a);
+    /* The trace's device (up to 1023) names a GPU only for the GPU kinds:
+     * host and sim arenas have none, and replay the trace of any one. */
+    bool has_device = opt_kind != GPUARENA_HOST && opt_kind != GPUARENA_SIM;
+    gpuarena_status_t s =
+        gpuarena_create(opt_kind, has_device ? ta->device : 0, r->group->options, &a);
     if (s != GPUARENA_SUCCESS) {
         fprintf(stderr, "%s: cannot create a %s arena with options '%s': %s: %s\n", prog,
                 kind_name(opt_kind), r->group->options, gpuarena_strerror(s),
