@@ -5,7 +5,7 @@
 . "${srcdir:-$(dirname "$0")}/man-helpers.sh"
 T=$GA_CONFIG_TOOL
 tmp=${TMPDIR:-/tmp}/check-config-tool.$$
-trap 'rm -f "$tmp".*' EXIT
+trap 'rm -rf "$tmp".*' EXIT
 unset GPUARENA_CONF GPUARENA_OPTIONS XDG_CONFIG_HOME
 export HOME=/nonexistent-home
 printf '[device]\nexpandable = true\nmax_cahced = 20G\n' > "$tmp.bad"
@@ -20,6 +20,14 @@ grep -qE "^expandable += false +# $tmp.good:2$" "$tmp.out" || fail "file origin 
 grep -qE "^max_cached += 1G +# $tmp.good:4$" "$tmp.out" || fail "device section not shown"
 grep -qE "^numa += 0,1 +# GPUARENA_OPTIONS$" "$tmp.out" || fail "GPUARENA_OPTIONS not shown"
 "$T" --check "$tmp.out" > /dev/null || fail "the printed settings do not check"
+# The origins are comments, so a long file name does not make a line of
+# the output too long to read back.
+long=$tmp.d/$(printf '%0150d' 0)
+mkdir -p "$long" && cp "$tmp.good" "$long/g.conf" || fail "cannot make $long"
+GPUARENA_CONF=$long/g.conf "$T" > "$tmp.out" || fail "show with a long file name"
+grep -qF "# $long/g.conf:2" "$tmp.out" || fail "long origin not shown"
+"$T" --check "$tmp.out" > /dev/null || fail "the settings printed with a long file name do not check"
+rm -rf "$tmp.d"
 GPUARENA_OPTIONS=device.max_cahced=1G "$T" > /dev/null 2> "$tmp.err"
 [ $? = 1 ] || fail "a bad GPUARENA_OPTIONS did not exit 1"
 "$T" --bogus > /dev/null 2>&1

@@ -646,6 +646,18 @@ START_TEST(error_messages)
     ck_assert_str_eq(ga_conf_error(c, 0),
                      "t.conf:2: syntax error: line longer than 190 characters");
     ga_conf_free(c);
+    /* Comments do not count: a long one on its own line, after a section
+     * and after a setting (as gpuarena-config writes file names). */
+    char note[301];
+    memset(note, 'x', 300);
+    note[300] = '\0';
+    char commented[1300];
+    snprintf(commented, sizeof commented, "# %s\n[device] # %s\nround = 1K # %s\n; %s\n", note,
+             note, note, note);
+    c = parse(commented, &st);
+    ck_assert_int_eq(st, GPUARENA_SUCCESS);
+    value_of(c, GPUARENA_DEVICE, -1, "round", "1K", "t.conf:3");
+    ga_conf_free(c);
 
     /* every error is collected, in the order of the file */
     c = parse("[device]\nmax_cahced = 1\nround = 3\n[gpu]\nx = 1\n[host]\nzero = 2\n", &st);

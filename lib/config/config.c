@@ -427,6 +427,17 @@ static char *read_line(char *str, int num, void *stream)
     }
     while (len && is_space(*s))
         s++, len--;
+    if (len == 0 || *s == '#' || *s == ';')
+        return str;
+    /* A comment after a space is dropped here, so that the limit is on
+     * the setting, not on what a comment says (gpuarena-config writes
+     * file names there, of any length). */
+    for (size_t i = 1; i < len; i++) {
+        if ((s[i] == '#' || s[i] == ';') && is_space(s[i - 1])) {
+            len = i;
+            break;
+        }
+    }
     while (len && is_space(s[len - 1]))
         len--;
     int limit = num - 3 < GA_CONFIG_MAX_LINE ? num - 3 : GA_CONFIG_MAX_LINE;
@@ -434,8 +445,6 @@ static char *read_line(char *str, int num, void *stream)
         conf_error(r->c, "%s: syntax error: line longer than %d characters", r->where, limit);
         return str;
     }
-    if (len == 0 || *s == '#' || *s == ';')
-        return str;
     if (*s == '[') {
         section_line(r, s, len);
         return str;
