@@ -862,6 +862,112 @@ static void afree(gpuarena_t *a, void *p, gpuarena_stream_t s)
     ck_assert_msg(gpuarena_free(a, p, s) == GPUARENA_SUCCESS, "free: %s", gpuarena_last_error());
 }
 
+/* Blocks that a thread cache gives back outside a locked free count
+ * against max_cached too: at the thread's exit, and when an allocation
+ * gives back the thread's large slot. */
+static void *park_then_exit(void *arg)
+{
+    gpuarena_t *a = arg;
+    void *p = NULL;
+    if (gpuarena_alloc(a, (size_t)8 << 20, GPUARENA_STREAM_HOST, &p) != GPUARENA_SUCCESS ||
+        gpuarena_free(a, p, GPUARENA_STREAM_HOST) != GPUARENA_SUCCESS) /* the large slot */
+        return NULL;
+    return p;
+}
+
+START_TEST(max_cached_after_caches_give_back)
+{
+    gpuarena_t *a = arena(GPUARENA_HOST, "max_cached=0");
+    pthread_t t;
+    void *p = NULL;
+    ck_assert_int_eq(pthread_create(&t, NULL, park_then_exit, a), 0);
+    ck_assert_int_eq(pthread_join(t, &p), 0);
+    ck_assert_ptr_nonnull(p);
+    gpuarena_stats_t st = stats(a);
+    ck_assert_uint_eq(st.cached, 0);
+    ck_assert_uint_eq(st.reserved, 0);
+
+    void *q = aalloc(a, (size_t)8 << 20, GPUARENA_STREAM_HOST);
+    afree(a, q, GPUARENA_STREAM_HOST);              /* this thread's large slot */
+    void *r = aalloc(a, 512, GPUARENA_STREAM_HOST); /* locked: gives the slot back */
+    st = stats(a);
+    ck_assert_msg(st.reserved < ((size_t)8 << 20), "the large slot's block stayed: %" PRIu64,
+                  st.reserved);
+    afree(a, r, GPUARENA_STREAM_HOST);
+    ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_SUCCESS);
+}
+END_TEST
+
+/* A block that thread A's cache hands out again for another size, then
+ * freed by thread B: each thread's view of the requested bytes stays
+ * right (B's went below zero and its peak check wrapped to about 2^64). */
+typedef struct {
+    gpuarena_t *a;
+    void *p;
+    pthread_barrier_t bar;
+} handoff_t;
+
+static void *take_again(void *arg)
+{
+    handoff_t *h = arg;
+    gpuarena_stream_t s = (gpuarena_stream_t)(uintptr_t)7;
+    void *p = NULL, *q = NULL;
+    if (gpuarena_alloc(h->a, 1, s, &p) == GPUARENA_SUCCESS &&
+        gpuarena_free(h->a, p, s) == GPUARENA_SUCCESS &&
+        gpuarena_alloc(h->a, 512, s, &q) == GPUARENA_SUCCESS && q != p) /* not the cached one */
+        (void)gpuarena_free(h->a, q, s), q = NULL;
+    h->p = q;
+    pthread_barrier_wait(&h->bar); /* B frees it */
+    pthread_barrier_wait(&h->bar); /* B has looked: this thread and its cache may go */
+    return NULL;
+}
+
+START_TEST(requested_peak_across_threads)
+{
+    handoff_t h = {.a = arena(GPUARENA_HOST, NULL)};
+    ck_assert_int_eq(pthread_barrier_init(&h.bar, NULL, 2), 0);
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, take_again, &h), 0);
+    pthread_barrier_wait(&h.bar);
+    ck_assert_ptr_nonnull(h.p);
+    gpuarena_stream_t s = (gpuarena_stream_t)(uintptr_t)7;
+    afree(h.a, h.p, s);                                          /* into this thread's cache */
+    void *r = aalloc(h.a, 100, (gpuarena_stream_t)(uintptr_t)8); /* locked: peaks from here */
+    gpuarena_stats_t st = stats(h.a);
+    ck_assert_uint_eq(st.requested, 100);
+    ck_assert_uint_eq(st.requested_peak, 512);
+    pthread_barrier_wait(&h.bar);
+    ck_assert_int_eq(pthread_join(t, NULL), 0);
+    afree(h.a, r, (gpuarena_stream_t)(uintptr_t)8);
+    st = stats(h.a);
+    ck_assert_uint_eq(st.requested, 0);
+    ck_assert_uint_eq(st.requested_peak, 512);
+    ck_assert_int_eq(gpuarena_check(h.a), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_destroy(h.a), GPUARENA_SUCCESS);
+    pthread_barrier_destroy(&h.bar);
+}
+END_TEST
+
+/* One thread, two streams: the cached peak counts the blocks of both
+ * streams' caches (a free checked only its own cache's). */
+START_TEST(cached_peak_counts_every_cache_of_the_thread)
+{
+    gpuarena_t *a = arena(GPUARENA_HOST, NULL);
+    gpuarena_stream_t s1 = (gpuarena_stream_t)(uintptr_t)1, s2 = (gpuarena_stream_t)(uintptr_t)2;
+    void *p = aalloc(a, (size_t)1 << 20, s1), *q = aalloc(a, (size_t)1 << 20, s2);
+    uint64_t reserved = stats(a).reserved;
+    afree(a, p, s1);
+    afree(a, q, s2); /* each in its stream's cache: all of it cached */
+    p = aalloc(a, (size_t)1 << 20, s1);
+    gpuarena_stats_t st = stats(a);
+    ck_assert_uint_eq(st.reserved, reserved);
+    ck_assert_uint_eq(st.cached, reserved - ((size_t)1 << 20));
+    ck_assert_uint_eq(st.cached_peak, reserved);
+    afree(a, p, s1);
+    ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_SUCCESS);
+}
+END_TEST
+
 START_TEST(max_cached_cap)
 {
     gpuarena_t *a = arena(GPUARENA_HOST, "granule=64K,max_cached=1M,thread_cache=false");
@@ -1588,6 +1694,9 @@ int main(void)
     tcase_add_test(cache, trim_keeps_at_most_keep);
     tcase_add_test(cache, trim_fixed_segments);
     tcase_add_test(cache, max_cached_cap);
+    tcase_add_test(cache, max_cached_after_caches_give_back);
+    tcase_add_test(cache, requested_peak_across_threads);
+    tcase_add_test(cache, cached_peak_counts_every_cache_of_the_thread);
     tcase_add_test(cache, zero_fill_on_reuse);
     tcase_add_test(cache, statistics);
     suite_add_tcase(s, cache);

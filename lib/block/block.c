@@ -385,25 +385,33 @@ uint64_t ga_bm_user_in_use(ga_bm_t *bm)
     int64_t req, inuse;
     uint64_t a, f, h;
     ga_tcache_deltas(bm, &req, &inuse, &a, &f, &h);
-    return (uint64_t)((int64_t)bm->c.in_use + bm->c.inuse_adjust + inuse);
+    return (uint64_t)((int64_t)bm->c.in_use + inuse);
 }
 
-/* Publish the manager's user-view counts for the thread caches' peak
- * checks (base_req, base_inuse); *REQ and *INUSE get the user's requested
- * and in-use bytes with the thread caches' share.  That share is taken
- * from the calling thread's own caches only, as on the cache's fast path
- * (tcache.c): exact with one thread; with several, other threads' cache
- * traffic is seen at their next slow-path operation, not at once. */
+/* The requested bytes the user holds, given the thread caches'
+ * corrections REQ; never below zero, where a lagging view would wrap. */
+static inline uint64_t user_requested(ga_bm_t *bm, int64_t base, int64_t req)
+{
+    int64_t v = base + atomic_load_explicit(&bm->req_drift, memory_order_relaxed) + req;
+    return v > 0 ? (uint64_t)v : 0;
+}
+
+/* Publish the manager's counts for the thread caches' peak checks
+ * (base_req, base_inuse); *REQ and *INUSE get the user's requested and
+ * in-use bytes with the thread caches' share.  That share is taken from
+ * the calling thread's own caches only, as on the cache's fast path
+ * (tcache.c): exact with one thread; with several, above the truth by at
+ * most what the other threads' caches hold. */
 static inline void publish_bases(ga_bm_t *bm, uint64_t *req, uint64_t *inuse)
 {
     int64_t own_req, own_inuse;
     ga_tcache_own_deltas(bm, &own_req, &own_inuse);
-    int64_t base_req = (int64_t)bm->c.requested + bm->c.req_adjust;
-    int64_t base_inuse = (int64_t)bm->c.in_use + bm->c.inuse_adjust;
+    int64_t base_req = (int64_t)bm->c.requested;
+    int64_t base_inuse = (int64_t)bm->c.in_use;
     atomic_store_explicit(&bm->base_req, base_req, memory_order_relaxed);
     atomic_store_explicit(&bm->base_inuse, base_inuse, memory_order_relaxed);
-    *req = (uint64_t)(base_req + own_req);
-    *inuse = (uint64_t)(base_inuse + own_inuse);
+    *req = user_requested(bm, base_req, own_req);
+    *inuse = (uint64_t)(base_inuse + own_inuse); /* the caches' blocks are in c.in_use */
 }
 
 /* Bytes reserved and not in use, when IN_USE bytes are. */
@@ -821,6 +829,26 @@ static void drain_all(ga_bm_t *bm)
     }
 }
 
+/* max_cached: after blocks went back to the pools. */
+static __attribute__((noinline)) void release_over_cap(ga_bm_t *bm, uint64_t cached)
+{
+    poll_events(bm, false);
+    release_bytes(bm, cached - bm->set.max_cached);
+}
+
+/* Inline: every locked free asks, and nearly always the answer is no. */
+static inline void enforce_cap(ga_bm_t *bm)
+{
+    uint64_t cached = bm->c.reserved - bm->c.in_use;
+    if (cached > bm->set.max_cached)
+        release_over_cap(bm, cached);
+}
+
+void ga_bm_enforce_cap(ga_bm_t *bm)
+{
+    enforce_cap(bm);
+}
+
 /* ------------------------------------------------------------------ */
 /* Allocation.                                                         */
 
@@ -1092,9 +1120,10 @@ static __attribute__((noinline)) gpuarena_status_t alloc_slow(ga_bm_t *bm, size_
                                                               ga_stream_t s, void **ptr)
 {
     ga_lock(&bm->lock);
-    if (bm->set.thread_cache)
-        ga_tcache_drop_large(bm);
+    bool dropped = bm->set.thread_cache && ga_tcache_drop_large(bm);
     gpuarena_status_t st = alloc_locked(bm, rs, size, s, ptr);
+    if (dropped) /* what the large slot gave back counts as cached now */
+        enforce_cap(bm);
     if (st == GPUARENA_SUCCESS)
         peaks_after(bm, true);
     ga_unlock(&bm->lock);
@@ -1227,7 +1256,7 @@ static __attribute__((noinline)) ga_pool_t *free_watched(ga_bm_t *bm, ga_block_t
 static inline ga_pool_t *free_locked(ga_bm_t *bm, ga_block_t *b, ga_stream_t s, bool done)
 {
     bm->c.requested -= b->requested_bm;
-    bm->c.req_adjust += (int64_t)b->requested_bm - (int64_t)b->requested;
+    ga_req_drift(bm, (int64_t)b->requested_bm - (int64_t)b->requested);
     bm->c.in_use -= b->size;
     bm->c.frees++;
     bm->c.live--;
@@ -1242,16 +1271,6 @@ static inline ga_pool_t *free_locked(ga_bm_t *bm, ga_block_t *b, ga_stream_t s, 
 void ga_bm_free_locked(ga_bm_t *bm, ga_block_t *b, ga_stream_t s, bool done)
 {
     (void)free_locked(bm, b, s, done);
-}
-
-/* After a free: honour max_cached. */
-static void enforce_cap(ga_bm_t *bm)
-{
-    uint64_t cached = bm->c.reserved - bm->c.in_use;
-    if (cached <= bm->set.max_cached)
-        return;
-    poll_events(bm, false);
-    release_bytes(bm, cached - bm->set.max_cached);
 }
 
 static gpuarena_status_t free_slow(ga_bm_t *bm, void *ptr, ga_stream_t s, ga_block_t *b, bool done);
@@ -1394,8 +1413,8 @@ void ga_bm_stats(ga_bm_t *bm, gpuarena_stats_t *st)
     int64_t req, inuse;
     uint64_t allocs, frees, hits;
     ga_tcache_deltas(bm, &req, &inuse, &allocs, &frees, &hits);
-    st->requested = (uint64_t)((int64_t)bm->c.requested + bm->c.req_adjust + req);
-    st->in_use = (uint64_t)((int64_t)bm->c.in_use + bm->c.inuse_adjust + inuse);
+    st->requested = user_requested(bm, (int64_t)bm->c.requested, req);
+    st->in_use = (uint64_t)((int64_t)bm->c.in_use + inuse);
     st->reserved = bm->c.reserved;
     /* A direct provider's reserved and cached bytes are its own (its
      * stats hook): none here. */
@@ -1439,9 +1458,8 @@ void ga_bm_reset_peaks(ga_bm_t *bm)
     int64_t req, inuse;
     uint64_t a, f, h;
     ga_tcache_deltas(bm, &req, &inuse, &a, &f, &h);
-    uint64_t u = (uint64_t)((int64_t)bm->c.in_use + bm->c.inuse_adjust + inuse);
-    atomic_store(&bm->peak.requested,
-                 (uint64_t)((int64_t)bm->c.requested + bm->c.req_adjust + req));
+    uint64_t u = (uint64_t)((int64_t)bm->c.in_use + inuse);
+    atomic_store(&bm->peak.requested, user_requested(bm, (int64_t)bm->c.requested, req));
     atomic_store(&bm->peak.in_use, u);
     atomic_store(&bm->peak.reserved, bm->c.reserved);
     atomic_store(&bm->peak.cached, cached_bytes(bm, u));

@@ -254,8 +254,6 @@ typedef struct ga_counts {
     uint64_t allocs, frees, hits, misses;
     uint64_t maps, unmaps, waits, oom_retries, oom_failures, last_oom, device_free;
     uint64_t events, trims, segments, live;
-    int64_t req_adjust; /* user-view corrections (see tcache.c) */
-    int64_t inuse_adjust;
 } ga_counts_t;
 
 typedef struct ga_peaks {
@@ -312,8 +310,15 @@ struct ga_bm {
 
     ga_counts_t c;
     ga_peaks_t peak;
-    /* c.requested + c.req_adjust and the same for in_use, published for
-     * the thread caches' peak checks. */
+    /* The sum, over the blocks the user holds and those the thread
+     * caches hold, of requested minus requested_bm: a cache that hands a
+     * block out again for another size adds the difference here, without
+     * the lock, so that each cache's own correction stays minus what it
+     * holds and any thread's view of the totals is never below the truth
+     * (tcache.c). */
+    _Atomic int64_t req_drift;
+    /* c.requested and c.in_use, published for the thread caches' peak
+     * checks, which add req_drift and their thread's corrections. */
     _Atomic int64_t base_req, base_inuse;
     _Atomic uint64_t base_reserved; /* c.reserved, for the cached peak */
     /* Bit (id % 64) set while the pool of stream id wants a sweep: a free
@@ -330,6 +335,15 @@ struct ga_bm {
 void ga_bm_free_locked(ga_bm_t *bm, ga_block_t *b, ga_stream_t s, bool done);
 void ga_bm_update_peaks(ga_bm_t *bm);
 uint64_t ga_bm_user_in_use(ga_bm_t *bm);
+/* After blocks went back to the pools: honour max_cached. */
+void ga_bm_enforce_cap(ga_bm_t *bm);
+
+/* A block's requested size changed by D for the user (see req_drift). */
+static inline void ga_req_drift(ga_bm_t *bm, int64_t d)
+{
+    if (d) /* rare: a cached block taken again for another size */
+        atomic_fetch_add_explicit(&bm->req_drift, d, memory_order_relaxed);
+}
 /* Block records (never freed while the manager lives). */
 ga_block_t *ga_bm_block_new(ga_bm_t *bm);
 void ga_bm_block_delete(ga_bm_t *bm, ga_block_t *b);

@@ -10,11 +10,16 @@
  *
  * A cached block stays LIVE in the manager (its address stays in the live
  * map), so a free finds it without the lock; the cache holds the
- * difference between the manager's totals and what the user sees
- * (requested, in use, counts), which the statistics add up.  Peaks seen
- * from a cache hit use the manager's totals and the calling thread's own
- * difference: exact with one thread, within the other threads' cached
- * bytes with several.
+ * difference between the manager's totals and what the user sees: minus
+ * the requested and in-use bytes of the blocks it holds, and its counts,
+ * which the statistics add up.  A block handed out again for another size
+ * moves the requested bytes by the difference, in the manager's req_drift
+ * (an atomic add, only then), not in the cache: so a cache's difference
+ * stays bounded by what it holds, whichever thread frees the block later.
+ * Peaks seen from a thread use the manager's totals, the drift and the
+ * differences of that thread's own caches: exact with one thread; with
+ * several, above the truth by at most what the other threads' caches
+ * hold, never below it.
  *
  * Each cache has a spin lock, which trim, the out-of-memory path, the
  * statistics, manager destruction and thread exit take to reach it.  Its
@@ -119,9 +124,10 @@ static void flush(ga_tcache_t *t)
     }
 }
 
-void ga_tcache_drop_parked(ga_bm_t *bm)
+bool ga_tcache_drop_parked(ga_bm_t *bm)
 {
     bool others = false; /* a large block in a cache of another manager */
+    bool dropped = false;
     for (ga_tcache_t *t = ga_tc_list; t; t = t->t_next) {
         if (!t->large)
             continue;
@@ -132,11 +138,14 @@ void ga_tcache_drop_parked(ga_bm_t *bm)
         bool locked = tc_owner_enter(t);
         ga_block_t *b = t->large;
         t->large = NULL;
-        if (b && t->bm == bm)
+        if (b && t->bm == bm) {
             give_back(t, b);
+            dropped = true;
+        }
         tc_owner_leave(t, locked);
     }
     ga_tc_parked = others;
+    return dropped;
 }
 
 void ga_tcache_cool(ga_bm_t *bm, ga_tcache_t *t)
@@ -146,19 +155,20 @@ void ga_tcache_cool(ga_bm_t *bm, ga_tcache_t *t)
     if (t->bm == bm)
         flush(t);
     tc_owner_leave(t, locked);
+    ga_bm_enforce_cap(bm); /* what went back counts as cached now */
     ga_unlock(&bm->lock);
     memset(t->ghost, 0, sizeof t->ghost);
     t->cold = true;
     t->window = t->matched = 0;
 }
 
-/* Fold T's counters into its manager and unlink it (all locks held). */
+/* Fold T's counters into its manager and unlink it (all locks held).
+ * Its corrections are minus what it holds, so zero once it is flushed:
+ * nothing of them is left to fold. */
 static void retire(ga_tcache_t *t)
 {
     ga_bm_t *bm = t->bm;
     flush(t);
-    bm->c.req_adjust += tc_get(&t->req_delta);
-    bm->c.inuse_adjust += tc_get(&t->inuse_delta);
     bm->c.allocs += t->allocs;
     bm->c.frees += t->frees;
     bm->c.hits += t->allocs;
@@ -188,6 +198,7 @@ static void thread_exit(void *arg)
             retire(t);
             tc_unlock(t);
             pthread_mutex_unlock(&bm->tc_lock);
+            ga_bm_enforce_cap(bm); /* the cache's blocks are cached now */
             ga_unlock(&bm->lock);
         }
         free(t);
@@ -237,6 +248,10 @@ ga_tcache_t *ga_tcache_create(ga_bm_t *bm, ga_stream_t s)
             pp = &r->t_next;
         }
     }
+    /* Only the first of a thread's caches is alone (tc_mine). */
+    t->alone = ga_tc_list == NULL;
+    for (ga_tcache_t *o = ga_tc_list; o; o = o->t_next)
+        o->alone = false;
     t->t_next = ga_tc_list;
     ga_tc_list = t;
     pthread_mutex_unlock(&registry);

@@ -48,6 +48,7 @@ struct ga_tcache {
     /* Going cold and warm again (tcache.c, "Cold caches"): the owner's
      * alone, so plain fields. */
     bool cold;
+    bool alone; /* the only cache in the thread's list */
     uint8_t window;         /* warm: misses; cold: probes; in this window */
     uint8_t matched;        /* cold: probes of a size that ghost[] held */
     uint64_t allocs_mark;   /* allocs when the window began (warm) */
@@ -87,18 +88,18 @@ void ga_tcache_cool(ga_bm_t *bm, ga_tcache_t *t);
 /* A new cache of BM for stream S of the calling thread (tcache.c). */
 ga_tcache_t *ga_tcache_create(ga_bm_t *bm, ga_stream_t s);
 /* The walk of ga_tcache_drop_large, which also sets ga_tc_parked to
- * whether a cache of another manager still holds a large block
- * (tcache.c). */
-void ga_tcache_drop_parked(ga_bm_t *bm);
+ * whether a cache of another manager still holds a large block; whether
+ * it gave one back (tcache.c). */
+bool ga_tcache_drop_parked(ga_bm_t *bm);
 
 /* Give the blocks in the large slots of this thread's caches of BM back
  * to it (the manager's lock held): every locked alloc and free does, so
  * that a large slot never keeps a block from the arena past the thread's
- * next miss.  No walk while the thread has parked none. */
-static inline void ga_tcache_drop_large(ga_bm_t *bm)
+ * next miss.  No walk while the thread has parked none.  Whether a block
+ * went back (the caller then honours max_cached). */
+static inline bool ga_tcache_drop_large(ga_bm_t *bm)
 {
-    if (ga_tc_parked)
-        ga_tcache_drop_parked(bm);
+    return ga_tc_parked && ga_tcache_drop_parked(bm);
 }
 
 static inline void tc_lock(ga_tcache_t *t)
@@ -156,6 +157,33 @@ static inline void tc_add(_Atomic int64_t *v, int64_t d)
 static inline int64_t tc_get(_Atomic int64_t *v)
 {
     return atomic_load_explicit(v, memory_order_relaxed);
+}
+
+/* The corrections of the calling thread's own caches of BM only: cheap,
+ * for peaks on the locked path (ga_bm_update_peaks). */
+static inline void ga_tcache_own_deltas(ga_bm_t *bm, int64_t *req, int64_t *inuse)
+{
+    *req = *inuse = 0;
+    for (ga_tcache_t *t = ga_tc_list; t; t = t->t_next) {
+        if (atomic_load_explicit(&t->bm, memory_order_relaxed) != bm)
+            continue;
+        *req += tc_get(&t->req_delta);
+        *inuse += tc_get(&t->inuse_delta);
+    }
+}
+
+/* The corrections of the calling thread's caches of BM, T among them:
+ * T's alone when it is the thread's only cache (alone), the common case
+ * of one stream, else the walk of ga_tcache_own_deltas.  Every cache of the
+ * thread counts: a block held in another stream's cache is cached too. */
+static inline void tc_mine(ga_bm_t *bm, ga_tcache_t *t, int64_t *req, int64_t *inuse)
+{
+    if (t->alone) {
+        *req = tc_get(&t->req_delta);
+        *inuse = tc_get(&t->inuse_delta);
+    } else {
+        ga_tcache_own_deltas(bm, req, inuse);
+    }
 }
 
 /* The slot a free puts a block of SIZE in, two-way: SIZE may sit in its
@@ -262,18 +290,24 @@ ga_tcache_take(ga_bm_t *bm, uint64_t id, size_t rounded, size_t size, ga_stream_
         return false;
     }
     atomic_store_explicit(&b->cached, 0, memory_order_relaxed);
+    /* The cache counted minus the block's last size; a new size goes to
+     * the manager's drift (see req_drift), not to this cache. */
+    tc_add(&t->req_delta, (int64_t)b->requested);
+    ga_req_drift(bm, (int64_t)size - (int64_t)b->requested);
     b->requested = size;
     b->stream_id = s.id; /* it may have been allocated on another stream before */
-    tc_add(&t->req_delta, (int64_t)size);
     tc_add(&t->inuse_delta, (int64_t)b->size);
     t->allocs++;
-    int64_t mine_req = tc_get(&t->req_delta), mine_use = tc_get(&t->inuse_delta);
+    int64_t mine_req, mine_use;
+    tc_mine(bm, t, &mine_req, &mine_use);
     tc_owner_leave(t, locked);
-    /* Peaks as this thread sees them (see the top of tcache.c). */
-    uint64_t r = (uint64_t)(atomic_load_explicit(&bm->base_req, memory_order_relaxed) + mine_req);
-    uint64_t u = (uint64_t)(atomic_load_explicit(&bm->base_inuse, memory_order_relaxed) + mine_use);
-    if (r > atomic_load_explicit(&bm->peak.requested, memory_order_relaxed) ||
-        u > atomic_load_explicit(&bm->peak.in_use, memory_order_relaxed)) {
+    /* Peaks as this thread sees them (see the top of tcache.c); compared
+     * signed, so that a view that a race left below zero raises none. */
+    int64_t rv = atomic_load_explicit(&bm->base_req, memory_order_relaxed) +
+                 atomic_load_explicit(&bm->req_drift, memory_order_relaxed) + mine_req;
+    int64_t uv = atomic_load_explicit(&bm->base_inuse, memory_order_relaxed) + mine_use;
+    if (rv > (int64_t)atomic_load_explicit(&bm->peak.requested, memory_order_relaxed) ||
+        uv > (int64_t)atomic_load_explicit(&bm->peak.in_use, memory_order_relaxed)) {
         ga_lock(&bm->lock);
         ga_bm_update_peaks(bm);
         ga_unlock(&bm->lock);
@@ -346,30 +380,19 @@ static inline bool ga_tcache_free(ga_bm_t *bm, ga_block_t *b, ga_stream_t s)
     tc_add(&t->inuse_delta, -(int64_t)size);
     t->frees++;
     t->stream.handle = s.handle;
-    int64_t mine_use = t->inuse_delta;
+    int64_t mine_req, mine_use;
+    tc_mine(bm, t, &mine_req, &mine_use);
+    (void)mine_req;
     tc_owner_leave(t, locked);
     /* The cached bytes grew: their peak, as for the others in alloc. */
-    uint64_t c = atomic_load_explicit(&bm->base_reserved, memory_order_relaxed) -
-                 (uint64_t)(atomic_load_explicit(&bm->base_inuse, memory_order_relaxed) + mine_use);
-    if (c > atomic_load_explicit(&bm->peak.cached, memory_order_relaxed)) {
+    int64_t c = (int64_t)atomic_load_explicit(&bm->base_reserved, memory_order_relaxed) -
+                (atomic_load_explicit(&bm->base_inuse, memory_order_relaxed) + mine_use);
+    if (c > (int64_t)atomic_load_explicit(&bm->peak.cached, memory_order_relaxed)) {
         ga_lock(&bm->lock);
         ga_bm_update_peaks(bm);
         ga_unlock(&bm->lock);
     }
     return true;
-}
-
-/* The corrections of the calling thread's own caches of BM only: cheap,
- * for peaks on the locked path (ga_bm_update_peaks). */
-static inline void ga_tcache_own_deltas(ga_bm_t *bm, int64_t *req, int64_t *inuse)
-{
-    *req = *inuse = 0;
-    for (ga_tcache_t *t = ga_tc_list; t; t = t->t_next) {
-        if (atomic_load_explicit(&t->bm, memory_order_relaxed) != bm)
-            continue;
-        *req += tc_get(&t->req_delta);
-        *inuse += tc_get(&t->inuse_delta);
-    }
 }
 
 #endif /* GA_BLOCK_TCACHE_H */
