@@ -17,6 +17,7 @@
 #include "gputest.h"
 
 #include <check.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -389,6 +390,83 @@ START_TEST(arena_refuses_capturing_streams)
 }
 END_TEST
 
+/* Another thread's capture in global mode survives what arenas do
+ * meanwhile on other streams.  Measured (../shared/notes): a cuEventQuery,
+ * cuStreamQuery or cuStreamSynchronize that a thread makes in global mode
+ * invalidates any capture in progress; in relaxed mode it does not.  Here
+ * a pinned free on a stream asks whether that stream is idle, and device
+ * allocations that miss query the events of pending frees. */
+typedef struct {
+    gpuarena_t *pin, *dev; /* made before the capture begins */
+    void *s2, *s3;
+    gpuarena_status_t st;
+    char what[300];
+} side_t;
+
+#define SIDE(call)                                                                                 \
+    do {                                                                                           \
+        if ((w->st = (call)) != GPUARENA_SUCCESS) {                                                \
+            snprintf(w->what, sizeof w->what, "%s: %s", #call, gpuarena_last_error());             \
+            goto out;                                                                              \
+        }                                                                                          \
+    } while (0)
+
+static void *side_work(void *arg)
+{
+    side_t *w = arg;
+    gpuarena_t *pin = w->pin, *dev = w->dev;
+    void *p, *q[2] = {NULL, NULL};
+    SIDE(gpuarena_alloc(pin, 4096, w->s2, &p));
+    SIDE(gpuarena_free(pin, p, w->s2)); /* is S2 idle? */
+    SIDE(gpuarena_alloc(dev, MiB, w->s2, &p));
+    SIDE(gpuarena_free(dev, p, w->s2));
+    SIDE(gpuarena_alloc(dev, MiB, w->s3, &q[0])); /* a miss: S2's pool is wanted */
+    SIDE(gpuarena_alloc(dev, MiB, w->s2, &p));
+    SIDE(gpuarena_free(dev, p, w->s2));           /* records the sweep of S2's pool */
+    SIDE(gpuarena_alloc(dev, MiB, w->s3, &q[1])); /* a miss: queries that sweep */
+out:
+    for (int i = 0; i < 2; i++)
+        if (q[i])
+            (void)gpuarena_free(dev, q[i], w->s3);
+    return NULL;
+}
+
+START_TEST(capture_in_another_thread_survives)
+{
+    void *cap;
+    side_t w = {.st = GPUARENA_SUCCESS};
+    ck_assert_int_eq(ga_cuda_stream_create(true, &cap), GPUARENA_SUCCESS);
+    ck_assert_int_eq(ga_cuda_stream_create(true, &w.s2), GPUARENA_SUCCESS);
+    ck_assert_int_eq(ga_cuda_stream_create(true, &w.s3), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_create(GPUARENA_PINNED, 0, "thread_cache=false", &w.pin),
+                     GPUARENA_SUCCESS);
+    ck_assert_int_eq(
+        gpuarena_create(GPUARENA_DEVICE, 0, "thread_cache=false,cross_stream=wait", &w.dev),
+        GPUARENA_SUCCESS);
+    /* Their first segments (an address range reserved, pages registered)
+     * before the capture too: this test is about the operations after. */
+    void *warm_pin, *warm_dev;
+    ck_assert_int_eq(gpuarena_alloc(w.pin, 4096, w.s3, &warm_pin), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_alloc(w.dev, MiB, w.s3, &warm_dev), GPUARENA_SUCCESS);
+    ck_assert_int_eq(ga_cuda_capture_begin(cap), GPUARENA_SUCCESS);
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, side_work, &w), 0);
+    ck_assert_int_eq(pthread_join(t, NULL), 0);
+    gpuarena_status_t end = ga_cuda_capture_end(cap);
+    ck_assert_msg(w.st == GPUARENA_SUCCESS, "the other thread failed: %s", w.what);
+    ck_assert_msg(end == GPUARENA_SUCCESS, "the capture broke: %s", gpuarena_last_error());
+    ck_assert_int_eq(ga_cuda_stream_sync(w.s2), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_free(w.pin, warm_pin, w.s3), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_free(w.dev, warm_dev, w.s3), GPUARENA_SUCCESS);
+    ck_assert_int_eq(ga_cuda_stream_sync(w.s3), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_destroy(w.dev), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_destroy(w.pin), GPUARENA_SUCCESS);
+    ga_cuda_stream_destroy(cap);
+    ga_cuda_stream_destroy(w.s2);
+    ga_cuda_stream_destroy(w.s3);
+}
+END_TEST
+
 /* GPUARENA_STREAM_HOST on device and pinned arenas: a block freed with no
  * stream is taken at once by a stream that is busy, with no event; a
  * pinned block freed on a busy stream is not handed to "no stream" before
@@ -531,6 +609,7 @@ int main(void)
     tcase_add_checked_fixture(api, gpu_setup, gpu_teardown);
     tcase_add_test(api, arena_alloc_free_on_streams);
     tcase_add_test(api, arena_refuses_capturing_streams);
+    tcase_add_test(api, capture_in_another_thread_survives);
     tcase_add_test(api, host_stream_device_and_pinned);
     tcase_add_test(api, arena_trim_returns_memory);
     tcase_add_test(api, arena_out_of_memory_then_trim);

@@ -726,6 +726,30 @@ gpuarena_status_t ga_cuda_default_stream_check(void *ctx, void *stream)
     return st;
 }
 
+/* Made in the default (global) capture mode, cuMemAlloc, cuMemFree,
+ * cuMemHostRegister, cuMemAdvise, cuEventQuery, cuEventSynchronize,
+ * cuStreamQuery and cuStreamSynchronize invalidate a capture that another
+ * thread has in progress, whatever stream they name (measured on an H100,
+ * CUDA 13: ../shared/notes/cuda-driver.md); in relaxed mode they do not.
+ * gpuarena never makes them on a capturing stream (stream_check refuses
+ * first), and switches the calling thread to relaxed mode around them
+ * (about 18 ns a switch and back), so that a segment map, the poll of a
+ * pending free or the idle check of a pinned free does not break another
+ * thread's capture.  cuCtxSynchronize breaks it even in relaxed mode. */
+static CUstreamCaptureMode relax(void)
+{
+    CUstreamCaptureMode m = CU_STREAM_CAPTURE_MODE_RELAXED;
+    if (cu.cuThreadExchangeStreamCaptureMode(&m) != CUDA_SUCCESS)
+        m = CU_STREAM_CAPTURE_MODE_RELAXED;
+    return m;
+}
+
+static void unrelax(CUstreamCaptureMode m)
+{
+    if (m != CU_STREAM_CAPTURE_MODE_RELAXED)
+        cu.cuThreadExchangeStreamCaptureMode(&m);
+}
+
 gpuarena_status_t ga_cuda_ctx_sync(void)
 {
     CUresult r = cu.cuCtxSynchronize();
@@ -734,7 +758,9 @@ gpuarena_status_t ga_cuda_ctx_sync(void)
 
 gpuarena_status_t ga_cuda_stream_sync(void *stream)
 {
+    CUstreamCaptureMode m = relax();
     CUresult r = cu.cuStreamSynchronize((CUstream)stream);
+    unrelax(m);
     return r == CUDA_SUCCESS ? GPUARENA_SUCCESS : stream_fail("cuStreamSynchronize", stream, r);
 }
 
@@ -765,7 +791,9 @@ gpuarena_status_t ga_cuda_event_record(void *ev, void *stream)
 
 gpuarena_status_t ga_cuda_event_query(void *ev)
 {
+    CUstreamCaptureMode m = relax();
     CUresult r = cu.cuEventQuery((CUevent)ev);
+    unrelax(m);
     if (r == CUDA_SUCCESS)
         return GPUARENA_SUCCESS;
     if (r == CUDA_ERROR_NOT_READY)
@@ -775,7 +803,9 @@ gpuarena_status_t ga_cuda_event_query(void *ev)
 
 gpuarena_status_t ga_cuda_event_sync(void *ev)
 {
+    CUstreamCaptureMode m = relax();
     CUresult r = cu.cuEventSynchronize((CUevent)ev);
+    unrelax(m);
     return r == CUDA_SUCCESS ? GPUARENA_SUCCESS : fail("cuEventSynchronize", r);
 }
 
@@ -787,25 +817,6 @@ gpuarena_status_t ga_cuda_stream_wait_event(void *stream, void *ev)
 
 /* ---------------------------------------------------------------------- */
 /* Device memory. */
-
-/* cuMemAlloc, cuMemFree, cuMemHostRegister and cuMemAdvise invalidate a
- * capture that another thread runs in global mode.  gpuarena never calls
- * them on a capturing stream (stream_check refuses first), and switches
- * the calling thread to relaxed capture mode around them so that another
- * thread's capture is not broken by a segment map or unmap. */
-static CUstreamCaptureMode relax(void)
-{
-    CUstreamCaptureMode m = CU_STREAM_CAPTURE_MODE_RELAXED;
-    if (cu.cuThreadExchangeStreamCaptureMode(&m) != CUDA_SUCCESS)
-        m = CU_STREAM_CAPTURE_MODE_RELAXED;
-    return m;
-}
-
-static void unrelax(CUstreamCaptureMode m)
-{
-    if (m != CU_STREAM_CAPTURE_MODE_RELAXED)
-        cu.cuThreadExchangeStreamCaptureMode(&m);
-}
 
 gpuarena_status_t ga_cuda_mem_alloc(size_t size, uint64_t *dptr)
 {
@@ -1380,7 +1391,9 @@ gpuarena_status_t ga_cuda_memset_d8(uint64_t dptr, unsigned char value, size_t s
 gpuarena_status_t ga_cuda_stream_query(void *stream)
 {
     NEED(cuStreamQuery);
+    CUstreamCaptureMode m = relax();
     CUresult r = cu.cuStreamQuery((CUstream)stream);
+    unrelax(m);
     if (r == CUDA_SUCCESS)
         return GPUARENA_SUCCESS;
     if (r == CUDA_ERROR_NOT_READY)
