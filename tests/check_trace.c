@@ -434,8 +434,8 @@ START_TEST(recorder_no_stream)
     /* A sim arena has no device: the 5 is checked, then taken as 0, as
      * by gpuarena_get (and so recorded). */
     ck_assert_int_eq(gpuarena_create(GPUARENA_SIM, 5, NULL, &a), GPUARENA_SUCCESS);
-    gpuarena_kind_t kind;
-    int device;
+    gpuarena_kind_t kind = GPUARENA_DEVICE;
+    int device = -1;
     ck_assert_int_eq(gpuarena_kind(a, &kind, &device), GPUARENA_SUCCESS);
     ck_assert_int_eq(device, 0);
     ck_assert_int_eq(ga_trace_open(path), GPUARENA_SUCCESS);
