@@ -614,9 +614,24 @@ static size_t release_growable(ga_bm_t *bm, ga_block_t *b)
     if (hi <= lo)
         return 0;
     /* Records for the two splits, taken before anything changes. */
-    if (!spare_records(bm) ||
-        bm->prov->ops->decommit(bm->prov, (void *)lo, hi - lo) != GPUARENA_SUCCESS)
+    if (!spare_records(bm))
         return 0;
+    const ga_provider_ops_t *ops = bm->prov->ops;
+    if (ops->decommit(bm->prov, (void *)lo, hi - lo) != GPUARENA_SUCCESS) {
+        /* A failed decommit may have decommitted a prefix of the range
+         * (the driver unmaps granule by granule: vmm.h) without saying how
+         * much, and a granule of that prefix decommits again as no work.
+         * So ask again granule by granule up to the first that fails: what
+         * lies before it is decommitted, what follows is still committed,
+         * and only that prefix becomes a hole.  Error path only: one call
+         * for the whole range otherwise. */
+        uintptr_t end = lo;
+        while (end < hi && ops->decommit(bm->prov, (void *)end, g) == GPUARENA_SUCCESS)
+            end += g;
+        if (end == lo)
+            return 0;
+        hi = end;
+    }
     pool_take(b);
     ga_block_t *h = b;
     if (lo > b->addr) {

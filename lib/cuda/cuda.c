@@ -964,13 +964,22 @@ gpuarena_status_t ga_cuda_vmm_set_access(uint64_t va, size_t size, const int *de
     return GPUARENA_SUCCESS;
 }
 
-gpuarena_status_t ga_cuda_vmm_unmap_release(uint64_t va, size_t size, uint64_t handle)
+gpuarena_status_t ga_cuda_vmm_unmap(uint64_t va, size_t size)
 {
     CUresult r = cu.cuMemUnmap((CUdeviceptr)va, size);
-    if (r != CUDA_SUCCESS)
-        return fail("cuMemUnmap", r);
-    r = cu.cuMemRelease((CUmemGenericAllocationHandle)handle);
+    return r == CUDA_SUCCESS ? GPUARENA_SUCCESS : fail("cuMemUnmap", r);
+}
+
+gpuarena_status_t ga_cuda_vmm_release(uint64_t handle)
+{
+    CUresult r = cu.cuMemRelease((CUmemGenericAllocationHandle)handle);
     return r == CUDA_SUCCESS ? GPUARENA_SUCCESS : fail("cuMemRelease", r);
+}
+
+gpuarena_status_t ga_cuda_vmm_unmap_release(uint64_t va, size_t size, uint64_t handle)
+{
+    gpuarena_status_t st = ga_cuda_vmm_unmap(va, size);
+    return st == GPUARENA_SUCCESS ? ga_cuda_vmm_release(handle) : st;
 }
 
 static void host_prop(int node, CUmemAllocationProp *prop)

@@ -159,6 +159,13 @@ gpuarena_status_t ga_cuda_vmm_create_map(int device, uint64_t va, size_t size, u
 /* Give read-write access to [VA, VA+SIZE) (mapped, possibly over several
  * handles) to the COUNT devices of DEVICES (at most 64). */
 gpuarena_status_t ga_cuda_vmm_set_access(uint64_t va, size_t size, const int *devices, int count);
+/* Unmap [VA, VA+SIZE) (whole mappings), and release a physical allocation
+ * whose mappings are gone.  Apart for a caller that must know which one
+ * failed: once the unmap has succeeded the range is unmapped whatever the
+ * release then says. */
+gpuarena_status_t ga_cuda_vmm_unmap(uint64_t va, size_t size);
+gpuarena_status_t ga_cuda_vmm_release(uint64_t handle);
+/* Both in one call (on failure the range may be unmapped already). */
 gpuarena_status_t ga_cuda_vmm_unmap_release(uint64_t va, size_t size, uint64_t handle);
 
 /* Virtual memory management of pinned host memory: on host NUMA node NODE

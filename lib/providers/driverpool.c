@@ -45,6 +45,7 @@
 
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #define MAX_PEERS 64
@@ -79,7 +80,19 @@ static gpuarena_status_t dp_alloc_async(ga_provider_t *p, size_t size, gpuarena_
     /* No stream (GPUARENA_STREAM_HOST): allocated on the legacy stream and
      * waited for, so that any stream may use the block. */
     st = ga_cuda_mem_alloc_from_pool(size, d->pool, ga_gpuctx_queue(s), &a);
-    st = ga_gpuctx_host_wait(s, st);
+    if (st == GPUARENA_SUCCESS) {
+        st = ga_gpuctx_host_wait(s, st);
+        if (st != GPUARENA_SUCCESS) {
+            /* The block is the pool's now and nobody will ever free it:
+             * give it back on the stream it was allocated on, keeping the
+             * wait's status and message (after such an error the free may
+             * fail too, and then nothing more can be done). */
+            char why[512];
+            snprintf(why, sizeof why, "%s", gpuarena_last_error());
+            ga_cuda_mem_free_async(a, ga_gpuctx_queue(s));
+            ga_error(st, "%s", why);
+        }
+    }
     ga_cuda_leave(&sc);
     if (st != GPUARENA_SUCCESS)
         return st;

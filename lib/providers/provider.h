@@ -44,7 +44,12 @@ typedef struct ga_provider_ops {
     /* Growable segments (optional, all four or none): reserve an address
      * range, then commit and decommit granule-aligned pieces inside it.
      * reserve may lower va_size when the full range cannot be had; the
-     * segment then spans the new va_size. */
+     * segment then spans the new va_size.  A failed decommit changes
+     * nothing, or (vmm.c) has decommitted a prefix of whole granules of
+     * the range; a provider of the second kind must let an uncommitted
+     * granule be decommitted again as no work, since the block manager
+     * finds out how far a failed call got by asking granule by granule
+     * (release_growable in block.c). */
     gpuarena_status_t (*reserve)(ga_provider_t *p, size_t size, void **base);
     gpuarena_status_t (*release)(ga_provider_t *p, void *base, size_t size);
     gpuarena_status_t (*commit)(ga_provider_t *p, void *addr, size_t size);

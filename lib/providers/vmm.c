@@ -15,9 +15,16 @@ struct ga_vmm_resv {
     uint64_t base;
     size_t size;
     uint64_t *handles; /* per granule: the cuMemCreate handle */
-    uint8_t *mapped;   /* per granule: committed now */
+    uint8_t *mapped;   /* per granule: GRANULE_FREE, _COMMITTED or _STALE */
     struct ga_vmm_resv *next;
 };
+
+/* A granule is mapped (and counted in live_maps) unless it is
+ * GRANULE_FREE.  GRANULE_STALE is one that a failed commit could not
+ * unmap again: a hole to the block manager, so that the next commit there
+ * takes it over as it is (the driver would refuse a second mapping at its
+ * address, and failing instead would wedge the hole for good). */
+enum { GRANULE_FREE, GRANULE_COMMITTED, GRANULE_STALE };
 
 static ga_vmm_t *vmm_of(ga_provider_t *p)
 {
@@ -84,25 +91,51 @@ static ga_vmm_resv_t *find(ga_vmm_t *v, uint64_t a, size_t size, ga_vmm_resv_t *
     return NULL;
 }
 
-/* Unmap and release granules [FIRST, LAST) of R; under the lock, in the
+/* Unmap and release granule I of R; under the lock, in the context.  Once
+ * cuMemUnmap has succeeded the granule is free whatever cuMemRelease says:
+ * its address may be mapped again, and only the physical memory behind the
+ * handle is lost, which the error says. */
+static gpuarena_status_t drop_one(ga_vmm_t *v, ga_vmm_resv_t *r, size_t i)
+{
+    size_t g = v->prov->granule;
+    uint64_t va = r->base + i * g;
+    if (r->mapped[i] == GRANULE_FREE)
+        return GPUARENA_SUCCESS;
+    gpuarena_status_t st = ga_cuda_vmm_unmap(va, g);
+    if (st != GPUARENA_SUCCESS)
+        return st;
+    uint64_t h = r->handles[i];
+    r->mapped[i] = GRANULE_FREE;
+    r->handles[i] = 0;
+    v->prov->live_maps--;
+    st = ga_cuda_vmm_release(h);
+    if (st != GPUARENA_SUCCESS) {
+        char why[512];
+        snprintf(why, sizeof why, "%s", gpuarena_last_error());
+        ga_error(st,
+                 "%s: granule at %#llx is unmapped, but its %zu bytes stay allocated until the "
+                 "process exits: %s",
+                 v->who, (unsigned long long)va, g, why);
+    }
+    return st;
+}
+
+/* Unmap and release granules [FIRST, LAST) of R in order, stopping at the
+ * first failure: a failed call has then decommitted a prefix of the range
+ * (the failing granule too when only its release failed) and left the
+ * rest committed, and dropping a granule of that prefix again is no work.
+ * That is what lets the block manager find out how far a failed decommit
+ * got (release_growable asks again granule by granule) instead of taking
+ * a partly unmapped block for a mapped one.  Under the lock, in the
  * context. */
 static gpuarena_status_t drop(ga_vmm_t *v, ga_vmm_resv_t *r, size_t first, size_t last)
 {
-    gpuarena_status_t st = GPUARENA_SUCCESS;
-    size_t g = v->prov->granule;
     for (size_t i = first; i < last; i++) {
-        if (!r->mapped[i])
-            continue;
-        gpuarena_status_t s = ga_cuda_vmm_unmap_release(r->base + i * g, g, r->handles[i]);
-        if (s != GPUARENA_SUCCESS) {
-            st = s;
-            continue;
-        }
-        r->mapped[i] = 0;
-        r->handles[i] = 0;
-        v->prov->live_maps--;
+        gpuarena_status_t st = drop_one(v, r, i);
+        if (st != GPUARENA_SUCCESS)
+            return st;
     }
-    return st;
+    return GPUARENA_SUCCESS;
 }
 
 gpuarena_status_t ga_vmm_release(ga_provider_t *p, void *base, size_t size)
@@ -174,7 +207,7 @@ gpuarena_status_t ga_vmm_commit(ga_provider_t *p, void *addr, size_t size)
         goto out;
     size_t first = (a - r->base) / g, last = first + size / g;
     for (size_t i = first; i < last; i++)
-        if (r->mapped[i]) {
+        if (r->mapped[i] == GRANULE_COMMITTED) {
             st =
                 ga_error(GPUARENA_ERR_INVALID_ARGUMENT, "%s: granule at %#llx is committed already",
                          v->who, (unsigned long long)(r->base + i * g));
@@ -185,20 +218,39 @@ gpuarena_status_t ga_vmm_commit(ga_provider_t *p, void *addr, size_t size)
     if (st != GPUARENA_SUCCESS)
         goto out;
     for (size_t i = first; i < last && st == GPUARENA_SUCCESS; i++) {
+        if (r->mapped[i] == GRANULE_STALE) {
+            /* Mapped still, by a failed commit: taken over as it is; the
+             * access below covers it. */
+            r->mapped[i] = GRANULE_COMMITTED;
+            continue;
+        }
         st = v->create_map(v->owner, r->base + i * g, g, &r->handles[i]);
         if (st == GPUARENA_SUCCESS) {
-            r->mapped[i] = 1;
+            r->mapped[i] = GRANULE_COMMITTED;
             v->prov->live_maps++;
         }
     }
     if (st == GPUARENA_SUCCESS)
         st = set_access(v, a, size);
     if (st != GPUARENA_SUCCESS) {
-        /* Keep the status and message of the failure, not of the undo. */
+        /* Undo every granule, not only up to a failure: the range stays a
+         * hole to the block manager, so a granule that will not unmap is
+         * left GRANULE_STALE for the next commit there to take over (and
+         * ga_vmm_release to drop).  Keep the status and message of the
+         * failure, not of the undo. */
         char why[512];
         snprintf(why, sizeof why, "%s", gpuarena_last_error());
-        drop(v, r, first, last);
-        ga_error(st, "%s", why);
+        size_t stale = 0;
+        for (size_t i = first; i < last; i++)
+            if (drop_one(v, r, i) != GPUARENA_SUCCESS && r->mapped[i] != GRANULE_FREE) {
+                r->mapped[i] = GRANULE_STALE;
+                stale++;
+            }
+        if (stale)
+            ga_error(st, "%s (%zu granules would not unmap: they stay mapped for the next commit)",
+                     why, stale);
+        else
+            ga_error(st, "%s", why);
     }
     ga_cuda_leave(&sc);
 out:

@@ -47,7 +47,15 @@ typedef struct ga_vmm_provider {
     ga_vmm_t vmm;
 } ga_vmm_provider_t;
 
-/* The provider operations of the same names. */
+/* The provider operations of the same names.  Two differ from "a failed
+ * call does nothing", since the driver unmaps granule by granule:
+ * - a failed decommit has decommitted a prefix of whole granules of the
+ *   range (possibly none) and left the rest committed; decommitting a
+ *   granule of that prefix again succeeds and does nothing, which is how
+ *   the block manager finds out how far it got;
+ * - a failed commit leaves the range uncommitted to the block manager,
+ *   but a granule its undo could not unmap stays mapped (and counted in
+ *   live_maps) until the next commit over it takes it over, or release. */
 gpuarena_status_t ga_vmm_reserve(ga_provider_t *p, size_t size, void **base);
 gpuarena_status_t ga_vmm_release(ga_provider_t *p, void *base, size_t size);
 gpuarena_status_t ga_vmm_commit(ga_provider_t *p, void *addr, size_t size);

@@ -1,0 +1,233 @@
+/*
+ * check_fakecuda.c - the device provider over a fake driver (fakecuda/),
+ * for the driver failures that no real GPU makes on demand: a cuMemUnmap
+ * or cuMemRelease that fails while cached memory is given back, a commit
+ * whose undo cannot unmap, a wait that fails after the driver's pool has
+ * handed out a block.  Each test requires that the block manager's view
+ * stays what the driver holds, and that the arena keeps serving.
+ *
+ * The library opens dlopen("libcuda.so.1"), so this program re-executes
+ * itself with LD_LIBRARY_PATH at the fake's directory (as check_cuda does
+ * for the toolkit's stub), and reaches the fake's controls with dlsym.
+ * Runs on every machine, GPU or not; 77 where the fake was not built
+ * (a static-only build).
+ */
+#include "checkrun.h"
+#include "config.h"
+
+#include "gpuarena.h"
+
+#include <check.h>
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define MIB        ((size_t)1 << 20)
+#define HOST       GPUARENA_STREAM_HOST
+#define FAKE_DIR   GA_TOP_BUILDDIR "/tests/fakecuda/.libs"
+#define CHILD_MARK "GA_FAKECUDA_CHILD"
+
+static struct {
+    void (*arm)(const char *call, int nth);
+    void (*arm_unmap_at)(uint64_t va);
+    size_t (*mapped)(uint64_t va, size_t size);
+    int (*maps)(void);
+    int (*handles)(void);
+    long (*pool_blocks)(void);
+} fake;
+
+/* The fake's controls, from the libcuda.so.1 the library opens too. */
+static void fake_open(void)
+{
+    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    ck_assert_msg(h != NULL, "no libcuda.so.1: %s", dlerror());
+#define GET(field, sym)                                                                            \
+    do {                                                                                           \
+        void *p = dlsym(h, sym);                                                                   \
+        ck_assert_msg(p != NULL, "libcuda.so.1 is not the fake: no %s", sym);                      \
+        memcpy(&fake.field, &p, sizeof p);                                                         \
+    } while (0)
+    GET(arm, "fakecuda_fail");
+    GET(arm_unmap_at, "fakecuda_fail_unmap_at");
+    GET(mapped, "fakecuda_mapped");
+    GET(maps, "fakecuda_maps");
+    GET(handles, "fakecuda_handles");
+    GET(pool_blocks, "fakecuda_pool_blocks");
+#undef GET
+}
+
+static gpuarena_t *growable(void)
+{
+    fake_open();
+    gpuarena_t *a = NULL;
+    gpuarena_status_t st =
+        gpuarena_create(GPUARENA_DEVICE, 0, "expandable=true,thread_cache=false", &a);
+    ck_assert_msg(st == GPUARENA_SUCCESS, "create: %s", gpuarena_last_error());
+    return a;
+}
+
+static uint64_t reserved(gpuarena_t *a)
+{
+    gpuarena_stats_t s;
+    ck_assert_int_eq(gpuarena_stats(a, &s), GPUARENA_SUCCESS);
+    return s.reserved;
+}
+
+static uint64_t va(const void *p)
+{
+    return (uint64_t)(uintptr_t)p;
+}
+
+/* cuMemUnmap fails for the 2nd of 4 granules of a cached block, every
+ * time: a trim gives back the 1st granule only, and the rest stays a
+ * mapped free block that the next allocation may have whole. */
+START_TEST(decommit_stops_where_unmap_fails)
+{
+    gpuarena_t *a = growable();
+    void *p, *q;
+    ck_assert_int_eq(gpuarena_alloc(a, 8 * MIB, HOST, &p), GPUARENA_SUCCESS);
+    ck_assert_uint_eq(fake.mapped(va(p), 8 * MIB), 8 * MIB);
+    ck_assert_int_eq(gpuarena_free(a, p, HOST), GPUARENA_SUCCESS);
+    fake.arm_unmap_at(va(p) + 2 * MIB);
+    gpuarena_trim(a, 0);
+    ck_assert_uint_eq(fake.mapped(va(p), 8 * MIB), 6 * MIB);
+    ck_assert_uint_eq(reserved(a), 6 * MIB);
+    ck_assert_msg(gpuarena_check(a) == GPUARENA_SUCCESS, "%s", gpuarena_last_error());
+    /* Whatever block the arena hands out is mapped whole. */
+    ck_assert_int_eq(gpuarena_alloc(a, 6 * MIB, HOST, &q), GPUARENA_SUCCESS);
+    ck_assert_uint_eq(fake.mapped(va(q), 6 * MIB), 6 * MIB);
+    ck_assert_int_eq(gpuarena_free(a, q, HOST), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_alloc(a, 8 * MIB, HOST, &q), GPUARENA_SUCCESS);
+    ck_assert_uint_eq(fake.mapped(va(q), 8 * MIB), 8 * MIB);
+    ck_assert_int_eq(gpuarena_free(a, q, HOST), GPUARENA_SUCCESS);
+    /* Once the driver unmaps again, everything goes back. */
+    fake.arm_unmap_at(0);
+    gpuarena_trim(a, 0);
+    ck_assert_uint_eq(reserved(a), 0);
+    ck_assert_int_eq(fake.maps(), 0);
+    ck_assert_msg(gpuarena_check(a) == GPUARENA_SUCCESS, "%s", gpuarena_last_error());
+    ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_SUCCESS);
+    ck_assert_int_eq(fake.handles(), 0);
+}
+END_TEST
+
+/* A cuMemUnmap that fails once (the 2nd of 4) is retried: the trim
+ * gives back every granule. */
+START_TEST(decommit_retries_a_failed_unmap)
+{
+    gpuarena_t *a = growable();
+    void *p;
+    ck_assert_int_eq(gpuarena_alloc(a, 8 * MIB, HOST, &p), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_free(a, p, HOST), GPUARENA_SUCCESS);
+    fake.arm("cuMemUnmap", 2);
+    gpuarena_trim(a, 0);
+    ck_assert_uint_eq(reserved(a), 0);
+    ck_assert_int_eq(fake.maps(), 0);
+    ck_assert_msg(gpuarena_check(a) == GPUARENA_SUCCESS, "%s", gpuarena_last_error());
+    ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_SUCCESS);
+}
+END_TEST
+
+/* cuMemUnmap succeeds and cuMemRelease fails: the granule is unmapped,
+ * and the arena counts it so (only the driver's handle is lost). */
+START_TEST(release_failure_still_unmaps)
+{
+    gpuarena_t *a = growable();
+    void *p, *q;
+    ck_assert_int_eq(gpuarena_alloc(a, 4 * MIB, HOST, &p), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_free(a, p, HOST), GPUARENA_SUCCESS);
+    fake.arm("cuMemRelease", 1);
+    gpuarena_trim(a, 0);
+    ck_assert_int_eq(fake.maps(), 0);
+    ck_assert_uint_eq(reserved(a), 0);
+    ck_assert_msg(gpuarena_check(a) == GPUARENA_SUCCESS, "%s", gpuarena_last_error());
+    ck_assert_int_eq(gpuarena_alloc(a, 4 * MIB, HOST, &q), GPUARENA_SUCCESS);
+    ck_assert_uint_eq(fake.mapped(va(q), 4 * MIB), 4 * MIB);
+    ck_assert_int_eq(gpuarena_free(a, q, HOST), GPUARENA_SUCCESS);
+    gpuarena_trim(a, 0);
+    ck_assert_uint_eq(reserved(a), 0);
+    ck_assert_int_eq(fake.maps(), 0);
+    ck_assert_msg(gpuarena_destroy(a) == GPUARENA_SUCCESS, "%s", gpuarena_last_error());
+    ck_assert_int_eq(fake.handles(), 1); /* the one the driver would not release */
+}
+END_TEST
+
+/* cuMemSetAccess fails at a commit and the undo's cuMemUnmap fails too:
+ * the allocation fails with the driver's status, and the next commit of
+ * that range takes over the granule left mapped instead of failing. */
+START_TEST(failed_commit_undo_does_not_wedge)
+{
+    gpuarena_t *a = growable();
+    void *p = NULL;
+    fake.arm("cuMemSetAccess", 1);
+    fake.arm("cuMemUnmap", 1);
+    gpuarena_status_t st = gpuarena_alloc(a, 2 * MIB, HOST, &p);
+    ck_assert_int_eq(st, GPUARENA_ERR_DRIVER);
+    ck_assert_ptr_nonnull(strstr(gpuarena_last_error(), "cuMemSetAccess"));
+    for (int i = 0; i < 3; i++) {
+        st = gpuarena_alloc(a, 2 * MIB, HOST, &p);
+        ck_assert_msg(st == GPUARENA_SUCCESS, "alloc %d: %s", i, gpuarena_last_error());
+        ck_assert_uint_eq(fake.mapped(va(p), 2 * MIB), 2 * MIB);
+        ck_assert_int_eq(gpuarena_free(a, p, HOST), GPUARENA_SUCCESS);
+    }
+    gpuarena_trim(a, 0);
+    ck_assert_int_eq(fake.maps(), 0);
+    ck_assert_msg(gpuarena_check(a) == GPUARENA_SUCCESS, "%s", gpuarena_last_error());
+    ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_SUCCESS);
+    ck_assert_int_eq(fake.handles(), 0);
+}
+END_TEST
+
+/* device.pool = driver: the block allocated for GPUARENA_STREAM_HOST goes
+ * back to the pool when the wait after it fails. */
+START_TEST(driver_pool_frees_when_the_wait_fails)
+{
+    fake_open();
+    gpuarena_t *a = NULL;
+    ck_assert_int_eq(gpuarena_create(GPUARENA_DEVICE, 0, "pool=driver", &a), GPUARENA_SUCCESS);
+    void *p = NULL;
+    fake.arm("cuStreamSynchronize", 1);
+    gpuarena_status_t st = gpuarena_alloc(a, 1 * MIB, HOST, &p);
+    ck_assert_int_ne(st, GPUARENA_SUCCESS);
+    ck_assert_ptr_nonnull(strstr(gpuarena_last_error(), "cuStreamSynchronize"));
+    ck_assert_int_eq(fake.pool_blocks(), 0);
+    ck_assert_int_eq(gpuarena_alloc(a, 1 * MIB, HOST, &p), GPUARENA_SUCCESS);
+    ck_assert_int_eq(fake.pool_blocks(), 1);
+    ck_assert_int_eq(gpuarena_free(a, p, HOST), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_SUCCESS);
+    ck_assert_int_eq(fake.pool_blocks(), 0);
+}
+END_TEST
+
+int main(int argc, char **argv)
+{
+    (void)argc;
+    if (!getenv(CHILD_MARK)) {
+        char lib[4096];
+        snprintf(lib, sizeof lib, "%s/libcuda.so.1", FAKE_DIR);
+        if (access(lib, R_OK) != 0) {
+            printf("check_fakecuda: no fake driver at %s (static-only build?): skipped\n", lib);
+            return 77;
+        }
+        const char *old = getenv("LD_LIBRARY_PATH");
+        char path[8192];
+        snprintf(path, sizeof path, "%s%s%s", FAKE_DIR, old && *old ? ":" : "", old ? old : "");
+        setenv("LD_LIBRARY_PATH", path, 1);
+        setenv(CHILD_MARK, "1", 1);
+        execv("/proc/self/exe", argv);
+        perror("check_fakecuda: execv /proc/self/exe");
+        return EXIT_FAILURE;
+    }
+    Suite *s = suite_create("fakecuda");
+    TCase *tc = tcase_create("driver failures");
+    tcase_add_test(tc, decommit_stops_where_unmap_fails);
+    tcase_add_test(tc, decommit_retries_a_failed_unmap);
+    tcase_add_test(tc, release_failure_still_unmaps);
+    tcase_add_test(tc, failed_commit_undo_does_not_wedge);
+    tcase_add_test(tc, driver_pool_frees_when_the_wait_fails);
+    suite_add_tcase(s, tc);
+    return ga_check_run(s);
+}

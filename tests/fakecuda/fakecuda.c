@@ -1,0 +1,618 @@
+/*
+ * fakecuda.c - a fake libcuda.so.1 for `make check' (never installed): one
+ * GPU and just enough of the driver API for the device provider (fixed,
+ * growable and driver-pool paths), with a record of the mappings, handles
+ * and pool blocks it holds, and failures made on demand.  It exists for
+ * the driver's failures that no real GPU makes when asked (a cuMemUnmap or
+ * cuMemRelease that fails), so that gpuarena's handling of them is tested
+ * on every machine.  check_fakecuda.c runs with LD_LIBRARY_PATH at this
+ * library's directory, so that lib/cuda/cuda.c's dlopen("libcuda.so.1")
+ * finds it; the test reaches the fakecuda_* functions below with dlsym.
+ *
+ * Only what gpuarena looks up is here; any other symbol reads as missing.
+ */
+#include <cuda.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The test's controls and queries (exported; not in any header). */
+void fakecuda_fail(const char *call, int nth);
+void fakecuda_fail_unmap_at(uint64_t va);
+size_t fakecuda_mapped(uint64_t va, size_t size);
+int fakecuda_maps(void);
+int fakecuda_handles(void);
+long fakecuda_pool_blocks(void);
+CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version, cuuint64_t flags,
+                             CUdriverProcAddressQueryResult *status);
+
+#define GRANULE ((size_t)2 << 20)
+#define SLOTS   1024
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+    uint64_t va;
+    size_t size;
+} maps[SLOTS];
+static CUmemGenericAllocationHandle handles[SLOTS];
+static CUmemGenericAllocationHandle next_handle = 1;
+static uint64_t next_va = 0x7f0000000000ull;
+static long pool_blocks;
+static int ctx_object;
+static __thread CUcontext ctx_stack[16];
+static __thread int ctx_depth;
+static __thread CUstreamCaptureMode capture_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+
+/* Failures: the NTH next call of each call named fails (one armed per
+ * name); cuMemUnmap at unmap_at fails every time. */
+#define ARMED 8
+static struct {
+    char call[48];
+    int nth;
+} armed[ARMED];
+static uint64_t unmap_at;
+
+void fakecuda_fail(const char *call, int nth)
+{
+    pthread_mutex_lock(&lock);
+    int slot = -1;
+    for (int i = 0; i < ARMED; i++)
+        if (strcmp(armed[i].call, call) == 0 || (slot < 0 && !armed[i].nth))
+            slot = i;
+    if (slot >= 0) {
+        snprintf(armed[slot].call, sizeof armed[slot].call, "%s", call);
+        armed[slot].nth = nth;
+    }
+    pthread_mutex_unlock(&lock);
+}
+
+void fakecuda_fail_unmap_at(uint64_t va)
+{
+    pthread_mutex_lock(&lock);
+    unmap_at = va;
+    pthread_mutex_unlock(&lock);
+}
+
+static int fails(const char *call)
+{
+    int f = 0;
+    pthread_mutex_lock(&lock);
+    for (int i = 0; i < ARMED; i++)
+        if (armed[i].nth > 0 && strcmp(call, armed[i].call) == 0 && --armed[i].nth == 0)
+            f = 1;
+    pthread_mutex_unlock(&lock);
+    return f;
+}
+
+static size_t mapped_locked(uint64_t va, size_t size)
+{
+    size_t n = 0;
+    for (int i = 0; i < SLOTS; i++)
+        if (maps[i].size && maps[i].va >= va && maps[i].va + maps[i].size <= va + size)
+            n += maps[i].size;
+    return n;
+}
+
+size_t fakecuda_mapped(uint64_t va, size_t size)
+{
+    pthread_mutex_lock(&lock);
+    size_t n = mapped_locked(va, size);
+    pthread_mutex_unlock(&lock);
+    return n;
+}
+
+int fakecuda_maps(void)
+{
+    int n = 0;
+    pthread_mutex_lock(&lock);
+    for (int i = 0; i < SLOTS; i++)
+        n += maps[i].size != 0;
+    pthread_mutex_unlock(&lock);
+    return n;
+}
+
+int fakecuda_handles(void)
+{
+    int n = 0;
+    pthread_mutex_lock(&lock);
+    for (int i = 0; i < SLOTS; i++)
+        n += handles[i] != 0;
+    pthread_mutex_unlock(&lock);
+    return n;
+}
+
+long fakecuda_pool_blocks(void)
+{
+    pthread_mutex_lock(&lock);
+    long n = pool_blocks;
+    pthread_mutex_unlock(&lock);
+    return n;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Devices and contexts: one GPU, its primary context. */
+
+static CUresult f_init(unsigned flags)
+{
+    (void)flags;
+    return CUDA_SUCCESS;
+}
+
+static CUresult f_version(int *v)
+{
+    *v = 13000;
+    return CUDA_SUCCESS;
+}
+
+static CUresult f_count(int *n)
+{
+    *n = 1;
+    return CUDA_SUCCESS;
+}
+
+static CUresult f_device_get(CUdevice *d, int ordinal)
+{
+    if (ordinal != 0)
+        return CUDA_ERROR_INVALID_DEVICE;
+    *d = 0;
+    return CUDA_SUCCESS;
+}
+
+static CUresult f_name(char *buf, int len, CUdevice d)
+{
+    (void)d;
+    snprintf(buf, (size_t)len, "fakecuda GPU");
+    return CUDA_SUCCESS;
+}
+
+static CUresult f_bus_id(char *buf, int len, CUdevice d)
+{
+    (void)d;
+    snprintf(buf, (size_t)len, "0000:ff:1f.7");
+    return CUDA_SUCCESS;
+}
+
+static CUresult f_attribute(int *v, CUdevice_attribute a, CUdevice d)
+{
+    (void)d;
+    *v = a == CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID           ? 0
+         : a == CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT ? 132
+                                                         : 1;
+    return CUDA_SUCCESS;
+}
+
+static CUresult f_total(size_t *bytes, CUdevice d)
+{
+    (void)d;
+    *bytes = (size_t)16 << 30;
+    return CUDA_SUCCESS;
+}
+
+static CUresult f_peer(int *can, CUdevice a, CUdevice b)
+{
+    (void)a, (void)b;
+    *can = 0;
+    return CUDA_SUCCESS;
+}
+
+static CUresult f_retain(CUcontext *c, CUdevice d)
+{
+    (void)d;
+    *c = (CUcontext)&ctx_object;
+    return CUDA_SUCCESS;
+}
+
+static CUresult f_primary_release(CUdevice d)
+{
+    (void)d;
+    return CUDA_SUCCESS;
+}
+
+static CUresult f_get_current(CUcontext *c)
+{
+    *c = ctx_depth ? ctx_stack[ctx_depth - 1] : NULL;
+    return CUDA_SUCCESS;
+}
+
+static CUresult f_set_current(CUcontext c)
+{
+    if (ctx_depth)
+        ctx_stack[ctx_depth - 1] = c;
+    else if (c)
+        ctx_stack[ctx_depth++] = c;
+    return CUDA_SUCCESS;
+}
+
+static CUresult f_push(CUcontext c)
+{
+    if (ctx_depth == 16)
+        return CUDA_ERROR_INVALID_VALUE;
+    ctx_stack[ctx_depth++] = c;
+    return CUDA_SUCCESS;
+}
+
+static CUresult f_pop(CUcontext *c)
+{
+    if (!ctx_depth)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    CUcontext top = ctx_stack[--ctx_depth];
+    if (c)
+        *c = top;
+    return CUDA_SUCCESS;
+}
+
+static CUresult f_ctx_id(CUcontext c, unsigned long long *id)
+{
+    (void)c;
+    *id = 1;
+    return CUDA_SUCCESS;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Streams and events: all work is done at once. */
+
+static CUresult f_stream_id(CUstream s, unsigned long long *id)
+{
+    *id = s == NULL || s == CU_STREAM_LEGACY ? 100 : (unsigned long long)(uintptr_t)s;
+    return CUDA_SUCCESS;
+}
+
+static CUresult f_stream_ctx(CUstream s, CUcontext *c)
+{
+    (void)s;
+    *c = (CUcontext)&ctx_object;
+    return CUDA_SUCCESS;
+}
+
+static CUresult f_capturing(CUstream s, CUstreamCaptureStatus *st)
+{
+    (void)s;
+    *st = CU_STREAM_CAPTURE_STATUS_NONE;
+    return CUDA_SUCCESS;
+}
+
+static CUresult f_stream_sync(CUstream s)
+{
+    (void)s;
+    return fails("cuStreamSynchronize") ? CUDA_ERROR_LAUNCH_FAILED : CUDA_SUCCESS;
+}
+
+static CUresult f_stream_query(CUstream s)
+{
+    (void)s;
+    return CUDA_SUCCESS;
+}
+
+static CUresult f_ctx_sync(void)
+{
+    return CUDA_SUCCESS;
+}
+
+static CUresult f_exchange_mode(CUstreamCaptureMode *m)
+{
+    CUstreamCaptureMode old = capture_mode;
+    capture_mode = *m;
+    *m = old;
+    return CUDA_SUCCESS;
+}
+
+static CUresult f_event_create(CUevent *e, unsigned flags)
+{
+    (void)flags;
+    *e = (CUevent)malloc(16);
+    return *e ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+static CUresult f_event_destroy(CUevent e)
+{
+    free(e);
+    return CUDA_SUCCESS;
+}
+
+static CUresult f_event_record(CUevent e, CUstream s)
+{
+    (void)e, (void)s;
+    return CUDA_SUCCESS;
+}
+
+static CUresult f_event_done(CUevent e)
+{
+    (void)e;
+    return CUDA_SUCCESS;
+}
+
+static CUresult f_stream_wait_event(CUstream s, CUevent e, unsigned flags)
+{
+    (void)s, (void)e, (void)flags;
+    return CUDA_SUCCESS;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Memory: addresses only (nothing is ever read or written). */
+
+static CUresult f_mem_info(size_t *free_bytes, size_t *total)
+{
+    *free_bytes = (size_t)8 << 30;
+    *total = (size_t)16 << 30;
+    return CUDA_SUCCESS;
+}
+
+static uint64_t take_va(size_t size)
+{
+    pthread_mutex_lock(&lock);
+    uint64_t va = next_va;
+    next_va += (size + GRANULE - 1) / GRANULE * GRANULE;
+    pthread_mutex_unlock(&lock);
+    return va;
+}
+
+static CUresult f_mem_alloc(CUdeviceptr *p, size_t size)
+{
+    *p = take_va(size);
+    return CUDA_SUCCESS;
+}
+
+static CUresult f_mem_free(CUdeviceptr p)
+{
+    (void)p;
+    return CUDA_SUCCESS;
+}
+
+static CUresult f_memset_async(CUdeviceptr p, unsigned char v, size_t n, CUstream s)
+{
+    (void)p, (void)v, (void)n, (void)s;
+    return CUDA_SUCCESS;
+}
+
+static CUresult f_granularity(size_t *g, const CUmemAllocationProp *prop,
+                              CUmemAllocationGranularity_flags o)
+{
+    (void)prop, (void)o;
+    *g = GRANULE;
+    return CUDA_SUCCESS;
+}
+
+static CUresult f_reserve(CUdeviceptr *p, size_t size, size_t align, CUdeviceptr addr,
+                          unsigned long long flags)
+{
+    (void)align, (void)addr, (void)flags;
+    *p = take_va(size);
+    return CUDA_SUCCESS;
+}
+
+static CUresult f_address_free(CUdeviceptr p, size_t size)
+{
+    (void)p, (void)size;
+    return CUDA_SUCCESS;
+}
+
+static CUresult f_create(CUmemGenericAllocationHandle *h, size_t size,
+                         const CUmemAllocationProp *prop, unsigned long long flags)
+{
+    (void)size, (void)prop, (void)flags;
+    CUresult r = CUDA_ERROR_OUT_OF_MEMORY;
+    pthread_mutex_lock(&lock);
+    for (int i = 0; i < SLOTS; i++)
+        if (!handles[i]) {
+            *h = handles[i] = next_handle++;
+            r = CUDA_SUCCESS;
+            break;
+        }
+    pthread_mutex_unlock(&lock);
+    return r;
+}
+
+static CUresult f_release(CUmemGenericAllocationHandle h)
+{
+    if (fails("cuMemRelease"))
+        return CUDA_ERROR_UNKNOWN;
+    CUresult r = CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&lock);
+    for (int i = 0; i < SLOTS; i++)
+        if (handles[i] == h) {
+            handles[i] = 0;
+            r = CUDA_SUCCESS;
+            break;
+        }
+    pthread_mutex_unlock(&lock);
+    return r;
+}
+
+static CUresult f_map(CUdeviceptr va, size_t size, size_t offset, CUmemGenericAllocationHandle h,
+                      unsigned long long flags)
+{
+    (void)offset, (void)h, (void)flags;
+    CUresult r = CUDA_ERROR_OUT_OF_MEMORY;
+    pthread_mutex_lock(&lock);
+    for (int i = 0; i < SLOTS; i++)
+        if (maps[i].size && va < maps[i].va + maps[i].size && maps[i].va < va + size) {
+            pthread_mutex_unlock(&lock);
+            return CUDA_ERROR_ALREADY_MAPPED;
+        }
+    for (int i = 0; i < SLOTS; i++)
+        if (!maps[i].size) {
+            maps[i].va = va;
+            maps[i].size = size;
+            r = CUDA_SUCCESS;
+            break;
+        }
+    pthread_mutex_unlock(&lock);
+    return r;
+}
+
+static CUresult f_unmap(CUdeviceptr va, size_t size)
+{
+    if (fails("cuMemUnmap"))
+        return CUDA_ERROR_UNKNOWN;
+    CUresult r = CUDA_ERROR_INVALID_VALUE; /* not one whole mapping */
+    pthread_mutex_lock(&lock);
+    if (unmap_at && va == unmap_at)
+        r = CUDA_ERROR_UNKNOWN;
+    else
+        for (int i = 0; i < SLOTS; i++)
+            if (maps[i].size && maps[i].va == va && maps[i].size == size) {
+                maps[i].size = 0;
+                r = CUDA_SUCCESS;
+                break;
+            }
+    pthread_mutex_unlock(&lock);
+    return r;
+}
+
+static CUresult f_set_access(CUdeviceptr va, size_t size, const CUmemAccessDesc *desc, size_t n)
+{
+    (void)desc, (void)n;
+    if (fails("cuMemSetAccess"))
+        return CUDA_ERROR_UNKNOWN;
+    return fakecuda_mapped(va, size) == size ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+static CUresult f_pool_create(CUmemoryPool *pool, const CUmemPoolProps *props)
+{
+    (void)props;
+    *pool = (CUmemoryPool)malloc(16);
+    return *pool ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+static CUresult f_pool_destroy(CUmemoryPool pool)
+{
+    free(pool);
+    return CUDA_SUCCESS;
+}
+
+static CUresult f_pool_set(CUmemoryPool pool, CUmemPool_attribute a, void *v)
+{
+    (void)pool, (void)a, (void)v;
+    return CUDA_SUCCESS;
+}
+
+static CUresult f_pool_get(CUmemoryPool pool, CUmemPool_attribute a, void *v)
+{
+    (void)pool, (void)a;
+    *(cuuint64_t *)v = 0;
+    return CUDA_SUCCESS;
+}
+
+static CUresult f_pool_access(CUmemoryPool pool, const CUmemAccessDesc *d, size_t n)
+{
+    (void)pool, (void)d, (void)n;
+    return CUDA_SUCCESS;
+}
+
+static CUresult f_pool_trim(CUmemoryPool pool, size_t keep)
+{
+    (void)pool, (void)keep;
+    return CUDA_SUCCESS;
+}
+
+static CUresult f_pool_alloc(CUdeviceptr *p, size_t size, CUmemoryPool pool, CUstream s)
+{
+    (void)pool, (void)s;
+    *p = take_va(size);
+    pthread_mutex_lock(&lock);
+    pool_blocks++;
+    pthread_mutex_unlock(&lock);
+    return CUDA_SUCCESS;
+}
+
+static CUresult f_free_async(CUdeviceptr p, CUstream s)
+{
+    (void)p, (void)s;
+    pthread_mutex_lock(&lock);
+    pool_blocks--;
+    pthread_mutex_unlock(&lock);
+    return CUDA_SUCCESS;
+}
+
+/* ---------------------------------------------------------------------- */
+/* The one symbol the library looks up itself. */
+
+typedef void (*fn_t)(void);
+#define E(name, f)                                                                                 \
+    {                                                                                              \
+#name, (fn_t)f                                                                             \
+    }
+static const struct {
+    const char *name;
+    fn_t f;
+} table[] = {
+    E(cuInit, f_init),
+    E(cuDriverGetVersion, f_version),
+    E(cuDeviceGetCount, f_count),
+    E(cuDeviceGet, f_device_get),
+    E(cuDeviceGetName, f_name),
+    E(cuDeviceGetPCIBusId, f_bus_id),
+    E(cuDeviceGetAttribute, f_attribute),
+    E(cuDeviceTotalMem, f_total),
+    E(cuDeviceCanAccessPeer, f_peer),
+    E(cuDevicePrimaryCtxRetain, f_retain),
+    E(cuDevicePrimaryCtxRelease, f_primary_release),
+    E(cuCtxGetCurrent, f_get_current),
+    E(cuCtxSetCurrent, f_set_current),
+    E(cuCtxPushCurrent, f_push),
+    E(cuCtxPopCurrent, f_pop),
+    E(cuCtxGetId, f_ctx_id),
+    E(cuStreamGetId, f_stream_id),
+    E(cuStreamGetCtx, f_stream_ctx),
+    E(cuStreamIsCapturing, f_capturing),
+    E(cuStreamSynchronize, f_stream_sync),
+    E(cuStreamQuery, f_stream_query),
+    E(cuCtxSynchronize, f_ctx_sync),
+    E(cuThreadExchangeStreamCaptureMode, f_exchange_mode),
+    E(cuEventCreate, f_event_create),
+    E(cuEventDestroy, f_event_destroy),
+    E(cuEventRecord, f_event_record),
+    E(cuEventQuery, f_event_done),
+    E(cuEventSynchronize, f_event_done),
+    E(cuStreamWaitEvent, f_stream_wait_event),
+    E(cuMemAlloc, f_mem_alloc),
+    E(cuMemFree, f_mem_free),
+    E(cuMemGetInfo, f_mem_info),
+    E(cuMemsetD8Async, f_memset_async),
+    E(cuMemGetAllocationGranularity, f_granularity),
+    E(cuMemAddressReserve, f_reserve),
+    E(cuMemAddressFree, f_address_free),
+    E(cuMemCreate, f_create),
+    E(cuMemRelease, f_release),
+    E(cuMemMap, f_map),
+    E(cuMemUnmap, f_unmap),
+    E(cuMemSetAccess, f_set_access),
+    E(cuMemPoolCreate, f_pool_create),
+    E(cuMemPoolDestroy, f_pool_destroy),
+    E(cuMemPoolSetAttribute, f_pool_set),
+    E(cuMemPoolGetAttribute, f_pool_get),
+    E(cuMemPoolSetAccess, f_pool_access),
+    E(cuMemPoolTrimTo, f_pool_trim),
+    E(cuMemAllocFromPoolAsync, f_pool_alloc),
+    E(cuMemFreeAsync, f_free_async),
+};
+
+/* Entry points gpuarena needs but no test here reaches: present, so that
+ * the driver loads, and failing if ever called. */
+static CUresult f_unsupported(void)
+{
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+static const char *const unsupported[] = {
+    "cuMemcpyHtoD", "cuMemcpyDtoH", "cuMemHostRegister", "cuMemHostUnregister", "cuMemAllocManaged",
+};
+
+CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version, cuuint64_t flags,
+                             CUdriverProcAddressQueryResult *status)
+{
+    (void)version, (void)flags;
+    fn_t f = NULL;
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
+        if (strcmp(table[i].name, symbol) == 0)
+            f = table[i].f;
+    for (size_t i = 0; i < sizeof unsupported / sizeof unsupported[0]; i++)
+        if (strcmp(unsupported[i], symbol) == 0)
+            f = (fn_t)f_unsupported;
+    memcpy(pfn, &f, sizeof f);
+    if (status)
+        *status = f ? CU_GET_PROC_ADDRESS_SUCCESS : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+    return f ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
+}
