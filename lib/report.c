@@ -119,7 +119,7 @@ static void start_signal(void)
 static void init(void)
 {
     const char *v = ga_env("GPUARENA_STATS");
-    if (!v || !*v)
+    if (!v)
         return;
     if (ga_output_path("stats file", v, target, sizeof target) != GPUARENA_SUCCESS)
         return;

@@ -79,7 +79,7 @@ static void load_machine(void)
 static void load_decisions(void)
 {
     const char *env = ga_env("GPUARENA_TOPOLOGY");
-    if (env && *env) {
+    if (env) {
         snprintf(decisions.path, sizeof decisions.path, "%s", env);
         load_cached(&decisions, decisions.path);
         return;

@@ -267,7 +267,7 @@ static void read_env(void)
 {
     const char *pattern = ga_env("GPUARENA_TRACE");
     pthread_mutex_lock(&R.lock);
-    if (!pattern || !*pattern || open_locked(pattern) != GPUARENA_SUCCESS)
+    if (!pattern || open_locked(pattern) != GPUARENA_SUCCESS)
         atomic_store(&ga_trace_state, 0);
     pthread_mutex_unlock(&R.lock);
 }
