@@ -150,8 +150,10 @@ GPUARENA_NODISCARD gpuarena_status_t gpuarena_check(gpuarena_t *arena);
 
 /* Entry points for frameworks that load an allocator from a shared library
  * (see gpuarena_torch_alloc(3), gpuarena_cupy_malloc(3)).  They use the
- * default device arena of DEVICE, return NULL on failure and leave the
- * reason in gpuarena_last_error().  STREAM is a cudaStream_t. */
+ * default device arena of DEVICE and leave the reason of a failure in
+ * gpuarena_last_error(); a failed allocation is raised as an exception in
+ * the framework when it is loaded, else answers NULL.  STREAM is a
+ * cudaStream_t. */
 void *gpuarena_torch_alloc(ssize_t size, int device, void *stream);
 void gpuarena_torch_free(void *ptr, ssize_t size, int device, void *stream);
 void gpuarena_torch_record_stream(void *ptr, void *stream);

@@ -49,7 +49,7 @@ const char *gpuarena_strerror(gpuarena_status_t status)
     return "unknown gpuarena status";
 }
 
-static _Thread_local char message[512];
+static _Thread_local char message[GA_ERROR_MAX];
 
 gpuarena_status_t ga_error(gpuarena_status_t status, const char *fmt, ...)
 {

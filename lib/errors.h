@@ -15,6 +15,9 @@
 #define GA_PRINTF(a, b)
 #endif
 
+/* The longest message kept, with its terminating zero. */
+#define GA_ERROR_MAX 512
+
 /* Record a message for gpuarena_last_error() and return STATUS. */
 gpuarena_status_t ga_error(gpuarena_status_t status, const char *fmt, ...) GA_PRINTF(2, 3);
 

@@ -2,27 +2,37 @@
  * frameworks.c - entry points in the signatures that PyTorch's
  * CUDAPluggableAllocator and CuPy's CFunctionAllocator call, so that both
  * load libgpuarena.so.0 with no glue code.  They use the default device
- * arena of the device they are given (gpuarena_get(GPUARENA_DEVICE, dev)),
- * return NULL on failure and leave the reason in gpuarena_last_error().
- * See gpuarena_torch_alloc(3) and gpuarena_cupy_malloc(3).
+ * arena of the device they are given (gpuarena_get(GPUARENA_DEVICE, dev))
+ * and leave the reason of a failure in gpuarena_last_error().  A failed
+ * allocation is raised in the framework as an exception where it is
+ * loaded (raise.c: neither checks for NULL), else answers NULL.  See
+ * gpuarena_torch_alloc(3) and gpuarena_cupy_malloc(3).
+ *
+ * Built with -fexceptions (lib/Makefile.am): PyTorch's exception unwinds
+ * through gpuarena_torch_alloc.  The free and record-stream hooks never
+ * raise: PyTorch calls them from destructors, where an exception would
+ * end the program.
  */
 #include "arena.h"
 #include "errors.h"
+#include "raise.h"
 
 #include <stdint.h>
 
 void *gpuarena_torch_alloc(ssize_t size, int device, void *stream)
 {
-    if (size < 0) {
-        ga_error(GPUARENA_ERR_SIZE_OVERFLOW, "gpuarena_torch_alloc: negative size %zd", size);
-        return NULL;
-    }
-    gpuarena_t *a;
-    if (gpuarena_get(GPUARENA_DEVICE, device, &a) != GPUARENA_SUCCESS)
-        return NULL;
+    gpuarena_status_t st;
     void *p = NULL;
-    if (gpuarena_alloc(a, (size_t)size, stream, &p) != GPUARENA_SUCCESS)
-        return NULL;
+    if (size < 0) {
+        st = ga_error(GPUARENA_ERR_SIZE_OVERFLOW, "gpuarena_torch_alloc: negative size %zd", size);
+    } else {
+        gpuarena_t *a;
+        st = gpuarena_get(GPUARENA_DEVICE, device, &a);
+        if (st == GPUARENA_SUCCESS)
+            st = gpuarena_alloc(a, (size_t)size, stream, &p);
+    }
+    if (st != GPUARENA_SUCCESS)
+        ga_raise_torch(st, size); /* returns where PyTorch is not loaded */
     return p;
 }
 
@@ -56,12 +66,13 @@ void gpuarena_torch_record_stream(void *ptr, void *stream)
 void *gpuarena_cupy_malloc(void *param, size_t size, int device)
 {
     gpuarena_t *a = param;
-    if (!a && gpuarena_get(GPUARENA_DEVICE, device, &a) != GPUARENA_SUCCESS)
-        return NULL;
+    gpuarena_status_t st = GPUARENA_SUCCESS;
+    if (!a)
+        st = gpuarena_get(GPUARENA_DEVICE, device, &a);
     void *p = NULL;
-    if (gpuarena_alloc(a, size, NULL, &p) != GPUARENA_SUCCESS)
-        return NULL;
-    return p;
+    if (st == GPUARENA_SUCCESS)
+        st = gpuarena_alloc(a, size, NULL, &p);
+    return st == GPUARENA_SUCCESS ? p : ga_raise_cupy(st, size);
 }
 
 void gpuarena_cupy_free(void *param, void *ptr, int device)

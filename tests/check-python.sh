@@ -1,7 +1,9 @@
 #!/bin/sh
 # PyTorch and CuPy with gpuarena loaded through their allocator hooks
 # (gpuarena_torch_alloc(3), gpuarena_cupy_malloc(3)), each compared with the
-# framework's own allocator run in a separate process.  Exits 77 without
+# framework's own allocator run in a separate process; and their failures
+# (torch_errors.py, cupy_errors.py): raised as exceptions, the process
+# still computing after them.  Exits 77 without
 # python3, without the framework, or without a GPU; each framework that is
 # missing is skipped on its own.
 : "${srcdir:=$(dirname "$0")}"
@@ -70,7 +72,23 @@ run() {
     fi
 }
 
+# alone NAME SCRIPT MODULE COND: SCRIPT under gpuarena only, judged by its
+# exit status (the failure paths, which have no native run to compare).
+alone() {
+    python3 -c "import $3, sys; sys.exit(0 if $4 else 1)" > /dev/null 2>&1 || return 0
+    ran=$((ran + 1))
+    if python3 "$py/$2" "$lib" > "$tmp.alone" 2>&1; then
+        echo "PASS: $1"
+    else
+        echo "FAIL: $1:"
+        failed=$((failed + 1))
+    fi
+    cat "$tmp.alone"
+}
+
 run torch torch_train.py torch "torch.cuda.is_available()"
 run cupy cupy_ops.py cupy "cupy.cuda.runtime.getDeviceCount() > 0"
+alone torch-errors torch_errors.py torch "torch.cuda.is_available()"
+alone cupy-errors cupy_errors.py cupy "cupy.cuda.runtime.getDeviceCount() > 0"
 [ $ran = 0 ] && exit 77
 [ $failed = 0 ]

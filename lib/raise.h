@@ -1,0 +1,23 @@
+/*
+ * raise.h - a failed allocation of a framework entry point reported to the
+ * framework as an exception (raise.c).
+ */
+#ifndef GA_RAISE_H
+#define GA_RAISE_H
+
+#include "gpuarena.h"
+
+#include <stddef.h>
+#include <sys/types.h> /* ssize_t */
+
+/* Throw ST (the reason in gpuarena_last_error()) as PyTorch's c10::Error,
+ * when PyTorch is loaded in this process: it does not return then.  Else
+ * return, and the caller returns NULL. */
+void ga_raise_torch(gpuarena_status_t st, ssize_t size);
+
+/* Set ST as a Python exception (MemoryError when out of memory, else
+ * RuntimeError) when a Python interpreter runs this process, and answer
+ * what gpuarena_cupy_malloc returns then; else answer NULL. */
+void *ga_raise_cupy(gpuarena_status_t st, size_t size);
+
+#endif /* GA_RAISE_H */

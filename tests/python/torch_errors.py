@@ -1,0 +1,59 @@
+"""Failures under gpuarena in PyTorch (gpuarena_torch_alloc(3)): an
+allocation larger than the GPU must raise a RuntimeError that says "CUDA
+out of memory." with gpuarena's reason, a CUDA graph capture that
+allocates must raise one that says the stream is captured, and after each
+the process must go on computing correct results on the GPU (PyTorch
+does not check the allocator's pointer: a NULL would have become a tensor
+without memory and an illegal address that ends the CUDA context).
+
+Usage: torch_errors.py LIBGPUARENA; exit status 0 when all hold.
+"""
+import sys
+
+import torch
+
+alloc = torch.cuda.memory.CUDAPluggableAllocator(
+    sys.argv[1], "gpuarena_torch_alloc", "gpuarena_torch_free")
+torch.cuda.memory.change_current_allocator(alloc)
+dev = torch.device("cuda:0")
+failures = 0
+
+
+def check(what, ok, detail):
+    global failures
+    print("%s: %s: %s" % ("ok" if ok else "FAIL", what, detail))
+    failures += not ok
+
+
+def still_computes(after):
+    x = torch.arange(1000, device=dev, dtype=torch.float64)
+    check("computing after " + after, float((x * 2).sum()) == 999000.0, "sum of 2x")
+
+
+too_big = 4 * torch.cuda.get_device_properties(0).total_memory
+for what, fn in [("torch.empty", lambda: torch.empty(too_big, dtype=torch.uint8, device=dev)),
+                 ("torch.ones", lambda: torch.ones(too_big // 4, device=dev))]:
+    try:
+        t = fn()
+        check(what + " of 4 x the GPU", False, "no exception, data_ptr %#x" % t.data_ptr())
+    except RuntimeError as e:
+        msg = str(e)
+        check(what + " of 4 x the GPU",
+              "CUDA out of memory." in msg and "gpuarena" in msg and str(too_big) in msg,
+              msg.splitlines()[0][:300])
+    still_computes("out of memory")
+
+x = torch.ones(1 << 16, device=dev)
+s = torch.cuda.Stream()
+s.wait_stream(torch.cuda.current_stream())
+g = torch.cuda.CUDAGraph()
+try:
+    with torch.cuda.graph(g, stream=s):
+        y = x * 3
+    check("capture that allocates", False, "no exception")
+except RuntimeError as e:
+    msg = str(e)
+    check("capture that allocates", "gpuarena" in msg and "captur" in msg, msg.splitlines()[0][:300])
+torch.cuda.synchronize()
+still_computes("the capture")
+sys.exit(1 if failures else 0)
