@@ -157,6 +157,7 @@ GPUARENA_NODISCARD gpuarena_status_t gpuarena_check(gpuarena_t *arena);
 void *gpuarena_torch_alloc(ssize_t size, int device, void *stream);
 void gpuarena_torch_free(void *ptr, ssize_t size, int device, void *stream);
 void gpuarena_torch_record_stream(void *ptr, void *stream);
+void gpuarena_torch_empty_cache(void);
 void *gpuarena_cupy_malloc(void *param, size_t size, int device);
 void gpuarena_cupy_free(void *param, void *ptr, int device);
 

@@ -54,4 +54,11 @@ void ga_arena_foreach(void (*fn)(gpuarena_t *a, void *arg), void *arg);
  * or NULL (gpuarena.c). */
 gpuarena_t *ga_default_arena_of(gpuarena_kind_t kind, const void *ptr);
 
+/* Devices with a default arena of each kind: ordinals 0 to 63. */
+#define GA_MAX_DEVICES 64
+
+/* The default arena of KIND on DEVICE if it exists, else NULL: unlike
+ * gpuarena_get, it makes none (gpuarena.c). */
+gpuarena_t *ga_default_arena(gpuarena_kind_t kind, int device);
+
 #endif /* GA_ARENA_H */

@@ -61,6 +61,18 @@ void gpuarena_torch_record_stream(void *ptr, void *stream)
     (void)gpuarena_record_stream(a, ptr, stream);
 }
 
+/* torch.cuda.empty_cache(): every default device arena that exists gives
+ * back all its cached memory, as PyTorch's own allocator does; none is
+ * made.  Never raises (see above). */
+void gpuarena_torch_empty_cache(void)
+{
+    for (int d = 0; d < GA_MAX_DEVICES; d++) {
+        gpuarena_t *a = ga_default_arena(GPUARENA_DEVICE, d);
+        if (a)
+            (void)gpuarena_trim(a, 0);
+    }
+}
+
 /* PARAM: NULL for the default device arena of DEVICE, or a gpuarena_t *
  * of the caller's (gpuarena_create) to allocate from instead. */
 void *gpuarena_cupy_malloc(void *param, size_t size, int device)

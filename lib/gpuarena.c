@@ -14,9 +14,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 
-#define GA_MAX_DEVICES 64
-
-/* Default arenas: one per (kind, device); host and sim use device slot 0.
+/* Default arenas (GA_MAX_DEVICES: arena.h): one per (kind, device); host and sim use device slot 0.
  * Lookups are lock-free once the arena exists. */
 static gpuarena_t *_Atomic defaults[GPUARENA_KIND_COUNT][GA_MAX_DEVICES];
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -223,6 +221,13 @@ gpuarena_status_t gpuarena_check(gpuarena_t *a)
     if (!a)
         return ga_error(GPUARENA_ERR_INVALID_ARGUMENT, "gpuarena_check: arena is NULL");
     return ga_bm_check(a->bm);
+}
+
+gpuarena_t *ga_default_arena(gpuarena_kind_t kind, int device)
+{
+    if ((unsigned)kind >= GPUARENA_KIND_COUNT || device < 0 || device >= GA_MAX_DEVICES)
+        return NULL;
+    return defaults[kind][device];
 }
 
 gpuarena_t *ga_default_arena_of(gpuarena_kind_t kind, const void *ptr)

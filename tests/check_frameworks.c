@@ -32,6 +32,9 @@ START_TEST(failures_return_null_with_a_reason)
     gpuarena_torch_free(NULL, 0, 0, NULL);
     gpuarena_cupy_free(NULL, NULL, 0);
     gpuarena_torch_record_stream(NULL, NULL);
+    /* No default device arena yet, or none to be had: nothing to do,
+     * and none is made. */
+    gpuarena_torch_empty_cache();
     if (!have_gpu) {
         ck_assert_ptr_null(gpuarena_torch_alloc(4096, 0, NULL));
         ck_assert_ptr_null(gpuarena_cupy_malloc(NULL, 4096, 0));
@@ -71,6 +74,14 @@ START_TEST(torch_entry_points)
     gpuarena_torch_record_stream(&local, s2);
     ck_assert_ptr_nonnull(strstr(gpuarena_last_error(), "torch_record_stream"));
     ck_assert_ptr_null(gpuarena_torch_alloc(0, 0, s));
+    /* torch.cuda.empty_cache(): the cached block goes back to the driver. */
+    ck_assert_int_eq(gpuarena_stats(a, &st), GPUARENA_SUCCESS);
+    ck_assert_uint_ge(st.cached, 3 * MiB);
+    uint64_t trims = st.trims;
+    gpuarena_torch_empty_cache();
+    ck_assert_int_eq(gpuarena_stats(a, &st), GPUARENA_SUCCESS);
+    ck_assert_uint_eq(st.cached, 0);
+    ck_assert_uint_gt(st.trims, trims);
     ck_assert_int_eq(ga_cuda_stream_sync(s), GPUARENA_SUCCESS);
     ck_assert_int_eq(ga_cuda_stream_sync(s2), GPUARENA_SUCCESS);
     ga_cuda_stream_destroy(s);
