@@ -875,6 +875,57 @@ static void *park_then_exit(void *arg)
     return p;
 }
 
+/* max_reserved: the arena never holds more than the cap from the
+ * provider; a request past it fails as out of memory and says why, after
+ * the cached bytes were given back and the request retried (memory
+ * cached for other sizes does not block it).  Fixed and growable
+ * segments. */
+START_TEST(max_reserved_caps_the_arena)
+{
+    static const char *const opts[] = {"max_reserved=8M,expandable=false",
+                                       "max_reserved=8M,expandable=true"};
+    const size_t cap = (size_t)8 << 20, mib = (size_t)1 << 20;
+    for (int i = 0; i < 2; i++) {
+        gpuarena_t *a = arena(GPUARENA_SIM, opts[i]);
+        void *p[16];
+        int n = 0;
+        gpuarena_status_t st = GPUARENA_SUCCESS;
+        while (n < 16 &&
+               (st = gpuarena_alloc(a, mib, GPUARENA_STREAM_HOST, &p[n])) == GPUARENA_SUCCESS) {
+            ck_assert_uint_le(stats(a).reserved, cap);
+            n++;
+        }
+        ck_assert_int_eq(st, GPUARENA_ERR_OUT_OF_MEMORY);
+        ck_assert_msg(strstr(gpuarena_last_error(), "max_reserved"), "%s: %s", opts[i],
+                      gpuarena_last_error());
+        ck_assert_msg(n >= 6, "%s: only %d blocks of 1 MiB under an 8 MiB cap", opts[i], n);
+        gpuarena_stats_t s1 = stats(a);
+        ck_assert_uint_le(s1.reserved_peak, cap);
+        ck_assert_uint_eq(s1.oom_failures, 1);
+        /* Cached 1 MiB blocks and small ones give way to a larger block. */
+        for (int k = 0; k < n; k++)
+            afree(a, p[k], GPUARENA_STREAM_HOST);
+        void *small[64];
+        for (int k = 0; k < 64; k++)
+            small[k] = aalloc(a, 4096, GPUARENA_STREAM_HOST);
+        for (int k = 0; k < 64; k++)
+            afree(a, small[k], GPUARENA_STREAM_HOST);
+        void *big = aalloc(a, 6 * mib, GPUARENA_STREAM_HOST);
+        ck_assert_uint_le(stats(a).reserved_peak, cap);
+        /* Past the cap whatever is released: refused, nothing changes. */
+        gpuarena_stats_t s2 = stats(a);
+        void *q = NULL;
+        ck_assert_int_eq(gpuarena_alloc(a, 4 * mib, GPUARENA_STREAM_HOST, &q),
+                         GPUARENA_ERR_OUT_OF_MEMORY);
+        ck_assert_ptr_null(q);
+        ck_assert_uint_eq(stats(a).in_use, s2.in_use);
+        afree(a, big, GPUARENA_STREAM_HOST);
+        ck_assert_int_eq(gpuarena_check(a), GPUARENA_SUCCESS);
+        ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_SUCCESS);
+    }
+}
+END_TEST
+
 START_TEST(max_cached_after_caches_give_back)
 {
     gpuarena_t *a = arena(GPUARENA_HOST, "max_cached=0");
@@ -1695,6 +1746,7 @@ int main(void)
     tcase_add_test(cache, trim_fixed_segments);
     tcase_add_test(cache, max_cached_cap);
     tcase_add_test(cache, max_cached_after_caches_give_back);
+    tcase_add_test(cache, max_reserved_caps_the_arena);
     tcase_add_test(cache, requested_peak_across_threads);
     tcase_add_test(cache, cached_peak_counts_every_cache_of_the_thread);
     tcase_add_test(cache, zero_fill_on_reuse);

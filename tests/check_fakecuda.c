@@ -202,6 +202,31 @@ START_TEST(driver_pool_frees_when_the_wait_fails)
 }
 END_TEST
 
+/* device.pool = driver with max_reserved: the bytes in use stay under the
+ * cap; past it the pool is not asked at all, and the status says why. */
+START_TEST(driver_pool_under_max_reserved)
+{
+    fake_open();
+    gpuarena_t *a = NULL;
+    ck_assert_int_eq(gpuarena_create(GPUARENA_DEVICE, 0, "pool=driver,max_reserved=4M", &a),
+                     GPUARENA_SUCCESS);
+    void *p[5] = {NULL};
+    for (int i = 0; i < 4; i++)
+        ck_assert_msg(gpuarena_alloc(a, 1 * MIB, HOST, &p[i]) == GPUARENA_SUCCESS, "%s",
+                      gpuarena_last_error());
+    ck_assert_int_eq(gpuarena_alloc(a, 1 * MIB, HOST, &p[4]), GPUARENA_ERR_OUT_OF_MEMORY);
+    ck_assert_ptr_null(p[4]);
+    ck_assert_ptr_nonnull(strstr(gpuarena_last_error(), "max_reserved"));
+    ck_assert_int_eq(fake.pool_blocks(), 4);
+    ck_assert_int_eq(gpuarena_free(a, p[0], HOST), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_alloc(a, 1 * MIB, HOST, &p[4]), GPUARENA_SUCCESS);
+    for (int i = 1; i < 5; i++)
+        ck_assert_int_eq(gpuarena_free(a, p[i], HOST), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_SUCCESS);
+    ck_assert_int_eq(fake.pool_blocks(), 0);
+}
+END_TEST
+
 int main(int argc, char **argv)
 {
     (void)argc;
@@ -235,6 +260,7 @@ int main(int argc, char **argv)
     tcase_add_test(tc, release_failure_still_unmaps);
     tcase_add_test(tc, failed_commit_undo_does_not_wedge);
     tcase_add_test(tc, driver_pool_frees_when_the_wait_fails);
+    tcase_add_test(tc, driver_pool_under_max_reserved);
     suite_add_tcase(s, tc);
     return ga_check_run(s);
 }

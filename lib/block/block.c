@@ -506,12 +506,29 @@ static void seg_setup(ga_bm_t *bm, ga_segment_t *g, ga_block_t *b, int cls, void
     b->cls = (uint8_t)cls;
 }
 
+/* max_reserved: whether LEN more bytes may be taken from the provider.
+ * Out of memory when not, so that the caller's out-of-memory path gives
+ * the cached bytes back and retries once, as when the device is full. */
+static gpuarena_status_t reserve_room(ga_bm_t *bm, size_t len)
+{
+    uint64_t max = bm->set.max_reserved;
+    if (bm->c.reserved <= max && len <= max - bm->c.reserved)
+        return GPUARENA_SUCCESS;
+    return ga_error(GPUARENA_ERR_OUT_OF_MEMORY,
+                    "max_reserved: %zu bytes more would make %" PRIu64
+                    " reserved, above the cap of %" PRIu64,
+                    len, bm->c.reserved + len, max);
+}
+
 /* A new fixed segment of SIZE bytes, as one free block in ANY. */
 static gpuarena_status_t seg_map(ga_bm_t *bm, int cls, size_t size, ga_block_t **out)
 {
+    gpuarena_status_t st = reserve_room(bm, size);
+    if (st != GPUARENA_SUCCESS)
+        return st;
     ga_segment_t *g;
     ga_block_t *b;
-    gpuarena_status_t st = seg_records(bm, &g, &b);
+    st = seg_records(bm, &g, &b);
     if (st != GPUARENA_SUCCESS)
         return st;
     void *base;
@@ -581,10 +598,13 @@ static gpuarena_status_t seg_growable(ga_bm_t *bm, int cls, ga_segment_t **out)
 static gpuarena_status_t commit_hole(ga_bm_t *bm, ga_block_t *h, uintptr_t addr, size_t len,
                                      ga_block_t **out)
 {
+    gpuarena_status_t st = reserve_room(bm, len);
+    if (st != GPUARENA_SUCCESS)
+        return st;
     /* Records first, so that a failure leaves the hole as it was. */
     if (!spare_records(bm))
         return ga_error(GPUARENA_ERR_HOST_MEMORY, "no memory for block records");
-    gpuarena_status_t st = bm->prov->ops->commit(bm->prov, (void *)addr, len);
+    st = bm->prov->ops->commit(bm->prov, (void *)addr, len);
     if (st != GPUARENA_SUCCESS)
         return st;
     pool_take(h);
@@ -946,7 +966,14 @@ static gpuarena_status_t grow(ga_bm_t *bm, int cls, size_t rs, ga_stream_t s, ga
             if (rs <= ms && round_down(ms, gran) > size)
                 size = round_down(ms, gran);
         }
-        return seg_map(bm, cls, round_up(size, gran), out);
+        size = round_up(size, gran);
+        /* Under max_reserved, a segment no larger than the room left,
+         * where the request itself fits in it. */
+        uint64_t max = bm->set.max_reserved;
+        uint64_t room = bm->c.reserved < max ? max - bm->c.reserved : 0;
+        if (size > room && round_up(rs, gran) <= room)
+            size = round_down((size_t)room, gran);
+        return seg_map(bm, cls, size, out);
     }
 
     ga_segment_t *g = NULL;
@@ -1040,10 +1067,13 @@ gpuarena_status_t ga_bm_out_of_memory(ga_bm_t *bm, size_t size, gpuarena_status_
     if (bm->direct && bm->prov->ops->usage(bm->prov, &reserved, &used) != GPUARENA_SUCCESS)
         reserved = 0;
     uint64_t in_use = ga_bm_user_in_use(bm);
+    char cap[64] = "";
+    if (bm->set.max_reserved != SIZE_MAX)
+        snprintf(cap, sizeof cap, " (max_reserved %zu)", bm->set.max_reserved);
     return ga_error(GPUARENA_ERR_OUT_OF_MEMORY,
                     "%s: out of memory allocating %zu bytes: %" PRIu64 " in use, %" PRIu64
-                    " reserved, %" PRIu64 " cached, %" PRIu64 " free on the device",
-                    bm->prov->ops->name, size, in_use, reserved,
+                    " reserved%s, %" PRIu64 " cached, %" PRIu64 " free on the device",
+                    bm->prov->ops->name, size, in_use, reserved, cap,
                     reserved > in_use ? reserved - in_use : 0, dev_free);
 }
 

@@ -155,8 +155,13 @@ gpuarena_status_t ga_direct_alloc(ga_bm_t *bm, size_t size, ga_stream_t s, void 
         return ga_error(GPUARENA_ERR_HOST_MEMORY, "no memory for a block record");
     }
     void *q = NULL;
-    gpuarena_status_t st = p->ops->alloc_async(p, rs, s.handle, &q);
-    if (st == GPUARENA_ERR_OUT_OF_MEMORY) {
+    /* max_reserved bounds what is in use here (what the pool caches
+     * beyond it is the release threshold's), so past the cap releasing
+     * the pool's cache cannot help: no retry then. */
+    bool capped = bm->c.in_use > bm->set.max_reserved || rs > bm->set.max_reserved - bm->c.in_use;
+    gpuarena_status_t st =
+        capped ? GPUARENA_ERR_OUT_OF_MEMORY : p->ops->alloc_async(p, rs, s.handle, &q);
+    if (st == GPUARENA_ERR_OUT_OF_MEMORY && !capped) {
         /* Release everything the pool caches, once every free has
          * completed, and retry once: the only path that blocks the host. */
         bool done;

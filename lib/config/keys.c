@@ -143,6 +143,8 @@ static const ga_key_t keys[] = {
      "cached bytes kept before fixed segments are released to map new ones"},
     {"max_cached", GA_KEY_SIZE, GA_KINDS_ALL, FIELD(max_cached), 0, SIZE_MAX, 0, no_limit_max,
      "none or a size", "cap on the bytes held in free blocks (none: no cap)"},
+    {"max_reserved", GA_KEY_SIZE, GA_KINDS_ALL, FIELD(max_reserved), 0, SIZE_MAX, 0, no_limit_max,
+     "none or a size", "cap on the bytes taken from the provider, in use or cached (none: no cap)"},
     {"zero", GA_KEY_BOOL, GA_KINDS_ALL, FIELD(zero), 0, 1, 0, NULL, "true or false",
      "fill every allocation with zeros"},
     {"cross_stream", GA_KEY_ENUM, GA_KINDS_ALL, FIELD(cross_stream), 0, 0, 0, cross_words,
@@ -216,6 +218,7 @@ void ga_config_defaults(gpuarena_kind_t kind, ga_settings_t *s)
     s->granule = 0;
     s->release_threshold = 0;
     s->max_cached = SIZE_MAX;
+    s->max_reserved = SIZE_MAX;
     s->cross_stream = GA_CROSS_EVENT;
     s->thread_cache = true;
     /* Pinned staging buffers are reused whole at their sizes, and the

@@ -69,6 +69,7 @@ typedef struct ga_settings {
     size_t granule;           /* growable granule (0: the provider's) */
     size_t release_threshold; /* cached bytes kept when releasing */
     size_t max_cached;        /* cap on cached bytes (SIZE_MAX: none) */
+    size_t max_reserved;      /* cap on reserved bytes (SIZE_MAX: none) */
     bool zero;                /* zero-fill every allocation */
     ga_cross_stream_t cross_stream;
     bool thread_cache;           /* per-thread caches of freed blocks */
