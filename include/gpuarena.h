@@ -130,6 +130,7 @@ GPUARENA_NODISCARD gpuarena_status_t gpuarena_get(gpuarena_kind_t kind, int devi
 GPUARENA_NODISCARD gpuarena_status_t gpuarena_create(gpuarena_kind_t kind, int device,
                                                      const char *options, gpuarena_t **arena);
 gpuarena_status_t gpuarena_destroy(gpuarena_t *arena);
+gpuarena_status_t gpuarena_set(gpuarena_t *arena, const char *options);
 GPUARENA_NODISCARD gpuarena_status_t gpuarena_kind(const gpuarena_t *arena, gpuarena_kind_t *kind,
                                                    int *device);
 
@@ -158,6 +159,7 @@ void *gpuarena_torch_alloc(ssize_t size, int device, void *stream);
 void gpuarena_torch_free(void *ptr, ssize_t size, int device, void *stream);
 void gpuarena_torch_record_stream(void *ptr, void *stream);
 void gpuarena_torch_empty_cache(void);
+void gpuarena_torch_set_memory_fraction(double fraction, int device);
 void *gpuarena_cupy_malloc(void *param, size_t size, int device);
 void gpuarena_cupy_free(void *param, void *ptr, int device);
 

@@ -14,6 +14,7 @@
  * end the program.
  */
 #include "arena.h"
+#include "cuda/cuda.h"
 #include "errors.h"
 #include "raise.h"
 
@@ -71,6 +72,29 @@ void gpuarena_torch_empty_cache(void)
         if (a)
             (void)gpuarena_trim(a, 0);
     }
+}
+
+/* torch.cuda.set_per_process_memory_fraction(FRACTION, DEVICE): the
+ * default device arena of DEVICE takes at most FRACTION of the device's
+ * memory from the driver (max_reserved), as PyTorch's own allocator caps
+ * its reserved bytes.  PyTorch calls it from Python, not from a
+ * destructor: a failure is raised. */
+void gpuarena_torch_set_memory_fraction(double fraction, int device)
+{
+    gpuarena_status_t st;
+    gpuarena_t *a = NULL;
+    size_t total = 0;
+    if (!(fraction >= 0.0 && fraction <= 1.0)) /* NaN too */
+        st = ga_error(GPUARENA_ERR_INVALID_ARGUMENT,
+                      "gpuarena_torch_set_memory_fraction: fraction %g is not from 0 to 1",
+                      fraction);
+    else if ((st = gpuarena_get(GPUARENA_DEVICE, device, &a)) == GPUARENA_SUCCESS)
+        st = ga_cuda_device_total_mem(device, &total);
+    if (st != GPUARENA_SUCCESS) {
+        ga_raise_torch_error("gpuarena_torch_set_memory_fraction");
+        return;
+    }
+    ga_arena_set_max_reserved(a, (size_t)((double)total * fraction));
 }
 
 /* PARAM: NULL for the default device arena of DEVICE, or a gpuarena_t *

@@ -48,16 +48,30 @@ static void sym(void *handle, const char *symbol, void *fn, size_t fn_size)
 typedef void (*torch_fail_t)(const char *, const char *, uint32_t, const char *);
 #define TORCH_FAIL_SYMBOL "_ZN3c106detail14torchCheckFailEPKcS2_jS2_"
 
-void ga_raise_torch(gpuarena_status_t st, ssize_t size)
+/* PyTorch's error function, when PyTorch is loaded; else NULL. */
+static torch_fail_t torch_fail(void)
 {
     /* RTLD_NOLOAD: only a libc10 that PyTorch has loaded already. */
     void *h = dlopen("libc10.so", RTLD_NOW | RTLD_NOLOAD);
     if (!h)
-        return;
+        return NULL;
     torch_fail_t fail;
     sym(h, TORCH_FAIL_SYMBOL, &fail, sizeof fail);
     /* PyTorch keeps its own reference: FAIL stays valid. */
     dlclose(h);
+    return fail;
+}
+
+void ga_raise_torch_error(const char *func)
+{
+    torch_fail_t fail = torch_fail();
+    if (fail)
+        fail(func, __FILE__, __LINE__, gpuarena_last_error());
+}
+
+void ga_raise_torch(gpuarena_status_t st, ssize_t size)
+{
+    torch_fail_t fail = torch_fail();
     if (!fail)
         return;
     char msg[GA_ERROR_MAX + 128];

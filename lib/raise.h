@@ -15,6 +15,10 @@
  * return, and the caller returns NULL. */
 void ga_raise_torch(gpuarena_status_t st, ssize_t size);
 
+/* Throw gpuarena_last_error() as PyTorch's c10::Error, named FUNC, when
+ * PyTorch is loaded; else return.  For hooks other than allocation. */
+void ga_raise_torch_error(const char *func);
+
 /* Set ST as a Python exception (MemoryError when out of memory, else
  * RuntimeError) when a Python interpreter runs this process, and answer
  * what gpuarena_cupy_malloc returns then; else answer NULL. */

@@ -926,6 +926,61 @@ START_TEST(max_reserved_caps_the_arena)
 }
 END_TEST
 
+/* gpuarena_set: the caps change on a live arena, at once; every other
+ * key, a bad value or a bad option changes nothing, whatever else the
+ * options hold. */
+START_TEST(set_changes_the_caps_of_a_live_arena)
+{
+    const size_t mib = (size_t)1 << 20;
+    gpuarena_t *a = arena(GPUARENA_SIM, "expandable=false,thread_cache=false");
+    void *p[4];
+    for (int k = 0; k < 4; k++)
+        p[k] = aalloc(a, mib, GPUARENA_STREAM_HOST);
+    for (int k = 0; k < 4; k++)
+        afree(a, p[k], GPUARENA_STREAM_HOST);
+    gpuarena_stats_t s0 = stats(a);
+    ck_assert_uint_ge(s0.cached, 4 * mib);
+
+    static const char *const bad[] = {"round=4096", "max_cached=0,round=4096", "max_cached=lots",
+                                      "max_cahced=0", "max_cached"};
+    static const gpuarena_status_t why[] = {GPUARENA_ERR_INVALID_ARGUMENT,
+                                            GPUARENA_ERR_INVALID_ARGUMENT, GPUARENA_ERR_CONFIG,
+                                            GPUARENA_ERR_CONFIG, GPUARENA_ERR_CONFIG};
+    for (unsigned i = 0; i < sizeof bad / sizeof *bad; i++) {
+        ck_assert_int_eq(gpuarena_set(a, bad[i]), why[i]);
+        ck_assert_str_ne(gpuarena_last_error(), "");
+        ck_assert_uint_eq(stats(a).cached, s0.cached);
+        ck_assert_uint_eq(stats(a).reserved, s0.reserved);
+    }
+    ck_assert_int_eq(gpuarena_set(a, "round=4096"), GPUARENA_ERR_INVALID_ARGUMENT);
+    ck_assert_ptr_nonnull(strstr(gpuarena_last_error(), "'round' is fixed"));
+    ck_assert_int_eq(gpuarena_set(NULL, "max_cached=0"), GPUARENA_ERR_INVALID_ARGUMENT);
+    ck_assert_int_eq(gpuarena_set(a, NULL), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_set(a, ""), GPUARENA_SUCCESS);
+    ck_assert_uint_eq(stats(a).cached, s0.cached);
+
+    /* A lower max_cached gives the excess back at once. */
+    ck_assert_int_eq(gpuarena_set(a, "max_cached=0"), GPUARENA_SUCCESS);
+    ck_assert_uint_eq(stats(a).cached, 0);
+    ck_assert_uint_eq(stats(a).reserved, 0);
+
+    /* max_reserved: refused past it, allowed again once lifted. */
+    ck_assert_int_eq(gpuarena_set(a, "max_reserved=2M,max_cached=none"), GPUARENA_SUCCESS);
+    void *q = NULL;
+    ck_assert_int_eq(gpuarena_alloc(a, 4 * mib, GPUARENA_STREAM_HOST, &q),
+                     GPUARENA_ERR_OUT_OF_MEMORY);
+    ck_assert_ptr_nonnull(strstr(gpuarena_last_error(), "max_reserved"));
+    q = aalloc(a, mib, GPUARENA_STREAM_HOST);
+    afree(a, q, GPUARENA_STREAM_HOST);
+    ck_assert_int_eq(gpuarena_set(a, "max_reserved=none"), GPUARENA_SUCCESS);
+    q = aalloc(a, 4 * mib, GPUARENA_STREAM_HOST);
+    afree(a, q, GPUARENA_STREAM_HOST);
+    ck_assert_uint_ge(stats(a).cached, 4 * mib);
+    ck_assert_int_eq(gpuarena_check(a), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_SUCCESS);
+}
+END_TEST
+
 START_TEST(max_cached_after_caches_give_back)
 {
     gpuarena_t *a = arena(GPUARENA_HOST, "max_cached=0");
@@ -1747,6 +1802,7 @@ int main(void)
     tcase_add_test(cache, max_cached_cap);
     tcase_add_test(cache, max_cached_after_caches_give_back);
     tcase_add_test(cache, max_reserved_caps_the_arena);
+    tcase_add_test(cache, set_changes_the_caps_of_a_live_arena);
     tcase_add_test(cache, requested_peak_across_threads);
     tcase_add_test(cache, cached_peak_counts_every_cache_of_the_thread);
     tcase_add_test(cache, zero_fill_on_reuse);

@@ -12,6 +12,7 @@
 #include "gputest.h"
 
 #include <check.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +36,14 @@ START_TEST(failures_return_null_with_a_reason)
     /* No default device arena yet, or none to be had: nothing to do,
      * and none is made. */
     gpuarena_torch_empty_cache();
+    /* A fraction out of range, or a device there is none of: a reason,
+     * nothing raised (no PyTorch here), nothing changed. */
+    gpuarena_torch_set_memory_fraction(1.5, 0);
+    ck_assert_ptr_nonnull(strstr(gpuarena_last_error(), "1.5"));
+    gpuarena_torch_set_memory_fraction(NAN, 0);
+    ck_assert_ptr_nonnull(strstr(gpuarena_last_error(), "nan"));
+    gpuarena_torch_set_memory_fraction(0.5, 99);
+    ck_assert_ptr_nonnull(strstr(gpuarena_last_error(), "99"));
     if (!have_gpu) {
         ck_assert_ptr_null(gpuarena_torch_alloc(4096, 0, NULL));
         ck_assert_ptr_null(gpuarena_cupy_malloc(NULL, 4096, 0));
@@ -90,6 +99,34 @@ START_TEST(torch_entry_points)
 }
 END_TEST
 
+/* torch.cuda.set_per_process_memory_fraction: the default device arena
+ * takes no more than the fraction of the device's memory; a larger
+ * request fails before the driver is asked, saying why, and 1 lifts the
+ * cap again. */
+START_TEST(torch_memory_fraction)
+{
+    if (!have_gpu)
+        return;
+    size_t total = 0;
+    ck_assert_int_eq(ga_cuda_device_total_mem(0, &total), GPUARENA_SUCCESS);
+    gpuarena_t *a;
+    ck_assert_int_eq(gpuarena_get(GPUARENA_DEVICE, 0, &a), GPUARENA_SUCCESS);
+    gpuarena_torch_set_memory_fraction(0.25, 0);
+    ck_assert_ptr_null(gpuarena_torch_alloc((ssize_t)(total / 10 * 3), 0, NULL));
+    ck_assert_msg(strstr(gpuarena_last_error(), "max_reserved"), "%s", gpuarena_last_error());
+    gpuarena_stats_t st;
+    ck_assert_int_eq(gpuarena_stats(a, &st), GPUARENA_SUCCESS);
+    ck_assert_uint_le(st.reserved, total / 4 + 1);
+    void *p = gpuarena_torch_alloc(64 * MiB, 0, NULL);
+    ck_assert_msg(p != NULL, "%s", gpuarena_last_error());
+    gpuarena_torch_free(p, 64 * MiB, 0, NULL);
+    /* Nothing the device could hold is above 1. */
+    gpuarena_torch_set_memory_fraction(1.0, 0);
+    ck_assert_int_eq(gpuarena_set(a, "max_reserved=none"), GPUARENA_SUCCESS);
+    gpuarena_torch_empty_cache();
+}
+END_TEST
+
 START_TEST(cupy_entry_points)
 {
     if (!have_gpu)
@@ -123,6 +160,7 @@ int main(void)
     TCase *tc = tcase_create("frameworks");
     tcase_add_test(tc, failures_return_null_with_a_reason);
     tcase_add_test(tc, torch_entry_points);
+    tcase_add_test(tc, torch_memory_fraction);
     tcase_add_test(tc, cupy_entry_points);
     tcase_set_timeout(tc, 120);
     suite_add_tcase(s, tc);

@@ -884,6 +884,22 @@ void ga_bm_enforce_cap(ga_bm_t *bm)
     enforce_cap(bm);
 }
 
+void ga_bm_set_caps(ga_bm_t *bm, size_t max_cached, size_t max_reserved)
+{
+    ga_lock(&bm->lock);
+    bm->set.max_cached = max_cached;
+    bm->set.max_reserved = max_reserved;
+    /* Blocks in thread caches count as in use (enforce_cap): a lower cap
+     * releases what the pools hold now, the caches' blocks as they come
+     * back. */
+    if (bm->direct)
+        ga_direct_cap(bm);
+    else
+        enforce_cap(bm);
+    ga_bm_update_peaks(bm);
+    ga_unlock(&bm->lock);
+}
+
 /* ------------------------------------------------------------------ */
 /* Allocation.                                                         */
 

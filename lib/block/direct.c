@@ -279,14 +279,19 @@ gpuarena_status_t ga_direct_free(ga_bm_t *bm, void *ptr, ga_stream_t s)
     free(b->uses);
     b->uses = NULL;
     ga_bm_block_delete(bm, b);
+    ga_direct_cap(bm);
+    ga_bm_update_peaks(bm);
+    ga_unlock(&bm->lock);
+    return GPUARENA_SUCCESS;
+}
+
+void ga_direct_cap(ga_bm_t *bm)
+{
     if (bm->set.max_cached != SIZE_MAX) {
         bool done;
         if (release_cached(bm, bm->set.max_cached, &done) == GPUARENA_SUCCESS && done)
             bm->c.trims++;
     }
-    ga_bm_update_peaks(bm);
-    ga_unlock(&bm->lock);
-    return GPUARENA_SUCCESS;
 }
 
 gpuarena_status_t ga_direct_trim(ga_bm_t *bm, size_t keep)

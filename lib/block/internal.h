@@ -358,6 +358,9 @@ void ga_direct_fini(ga_bm_t *bm);
 gpuarena_status_t ga_direct_alloc(ga_bm_t *bm, size_t size, ga_stream_t s, void **ptr);
 gpuarena_status_t ga_direct_free(ga_bm_t *bm, void *ptr, ga_stream_t s);
 gpuarena_status_t ga_direct_trim(ga_bm_t *bm, size_t keep);
+/* After a free or a new max_cached (the lock held): release what the pool
+ * caches beyond the cap. */
+void ga_direct_cap(ga_bm_t *bm);
 gpuarena_status_t ga_direct_check(ga_bm_t *bm);
 gpuarena_status_t ga_direct_bad_pointer(ga_bm_t *bm, uintptr_t a, const char *what);
 

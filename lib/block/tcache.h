@@ -48,7 +48,7 @@ struct ga_tcache {
     /* Going cold and warm again (tcache.c, "Cold caches"): the owner's
      * alone, so plain fields. */
     bool cold;
-    bool alone; /* the only cache in the thread's list */
+    bool alone;             /* the only cache in the thread's list */
     uint8_t window;         /* warm: misses; cold: probes; in this window */
     uint8_t matched;        /* cold: probes of a size that ghost[] held */
     uint64_t allocs_mark;   /* allocs when the window began (warm) */

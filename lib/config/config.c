@@ -750,6 +750,14 @@ static void create_item(ga_conf_t *c, const char *origin, char *name, char *valu
 gpuarena_status_t ga_config_apply(ga_settings_t *s, gpuarena_kind_t kind, const char *options,
                                   const char *origin)
 {
+    return ga_config_apply_named(s, kind, options, origin, NULL);
+}
+
+gpuarena_status_t ga_config_apply_named(ga_settings_t *s, gpuarena_kind_t kind, const char *options,
+                                        const char *origin, bool *named)
+{
+    if (named)
+        memset(named, 0, GA_CONFIG_MAX_KEYS * sizeof *named);
     if (!options || !*options)
         return GPUARENA_SUCCESS;
     if ((unsigned)kind >= GPUARENA_KIND_COUNT)
@@ -771,8 +779,11 @@ gpuarena_status_t ga_config_apply(ga_settings_t *s, gpuarena_kind_t kind, const 
     }
     gpuarena_status_t st = conf_status(c);
     ga_conf_free(c);
-    if (st == GPUARENA_SUCCESS)
+    if (st == GPUARENA_SUCCESS) {
         *s = tmp;
+        if (named)
+            memcpy(named, ctx.set, GA_CONFIG_MAX_KEYS * sizeof *named);
+    }
     return st;
 }
 

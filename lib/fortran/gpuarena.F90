@@ -91,7 +91,7 @@ module gpuarena
   public :: gpuarena_alloc, gpuarena_free, gpuarena_record_stream
   public :: gpuarena_prefetch, gpuarena_trim
   public :: gpuarena_stats, gpuarena_stats_reset_peaks, gpuarena_check
-  public :: gpuarena_init, gpuarena_create
+  public :: gpuarena_init, gpuarena_create, gpuarena_set
   public :: gpuarena_strerror, gpuarena_last_error, gpuarena_version
 
   ! The C functions whose Fortran form is the same call.
@@ -195,6 +195,12 @@ module gpuarena
        type(c_ptr), intent(out) :: arena
        integer(c_int) :: status
      end function c_create
+
+     function c_set(arena, options) bind(c, name='gpuarena_set') result(status)
+       import :: c_int, c_ptr
+       type(c_ptr), value :: arena, options
+       integer(c_int) :: status
+     end function c_set
 
      function c_strerror(status) bind(c, name='gpuarena_strerror') result(msg)
        import :: c_int, c_ptr
@@ -306,5 +312,17 @@ contains
        status = c_create(kind, device, c_null_ptr, arena)
     end if
   end function gpuarena_create
+
+  ! status = gpuarena_set(arena, options): new caps of a live arena, as in
+  ! gpuarena_set(3), "max_reserved=...,max_cached=...".
+  function gpuarena_set(arena, options) result(status)
+    type(c_ptr), intent(in) :: arena
+    character(len=*), intent(in) :: options
+    integer(c_int) :: status
+    character(kind=c_char), allocatable, target :: buf(:)
+
+    call to_c_string(options, buf)
+    status = c_set(arena, c_loc(buf))
+  end function gpuarena_set
 
 end module gpuarena

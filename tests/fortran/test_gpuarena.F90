@@ -101,6 +101,9 @@ program test_gpuarena
   call check(gpuarena_alloc(priv, 100_c_size_t, c_null_ptr, p), 'gpuarena_alloc(private)')
   call expect(gpuarena_destroy(priv) == GPUARENA_ERR_BUSY, 'destroy of a busy arena')
   call check(gpuarena_free(priv, p, c_null_ptr), 'gpuarena_free(private)')
+  call check(gpuarena_set(priv, 'max_cached=none,max_reserved=64M'), 'gpuarena_set')
+  call expect(gpuarena_set(priv, 'round=4096') == GPUARENA_ERR_INVALID_ARGUMENT, &
+       'gpuarena_set of a key fixed at creation did not fail with GPUARENA_ERR_INVALID_ARGUMENT')
   call check(gpuarena_destroy(priv), 'gpuarena_destroy')
   call expect(gpuarena_create(GPUARENA_HOST, 0, priv, 'no_such_key=1') == GPUARENA_ERR_CONFIG, &
        'gpuarena_create with an unknown key did not fail with GPUARENA_ERR_CONFIG')

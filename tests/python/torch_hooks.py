@@ -1,5 +1,6 @@
 """PyTorch's optional allocator hooks with gpuarena, installed from Python
-as gpuarena_torch_alloc(3) shows: record_stream and empty_cache.
+as gpuarena_torch_alloc(3) shows: record_stream, empty_cache and
+set_per_process_memory_fraction.
 
 - Tensor.record_stream: a block freed while a side stream still uses it
   must not be handed out again before that work is done.  Without the
@@ -7,6 +8,9 @@ as gpuarena_torch_alloc(3) shows: record_stream and empty_cache.
   the size on the same stream takes the block at once (checked too, so
   that the test shows the hook is what makes the difference).
 - torch.cuda.empty_cache: the cached memory goes back to the driver.
+- torch.cuda.set_per_process_memory_fraction: a tensor larger than the
+  fraction of the GPU is refused with PyTorch's out-of-memory words, one
+  below it is not, and a fraction of 1 lifts the cap.
 
 Usage: torch_hooks.py LIBGPUARENA; exit status 0 when all hold.
 """
@@ -74,4 +78,24 @@ torch.cuda.empty_cache()
 after = torch.cuda.mem_get_info()[0]
 check("empty_cache gives cached memory back", after - before >= 1 << 30,
       "(driver free memory +%d MiB)" % ((after - before) >> 20))
+alloc._allocator.set_memory_fraction_fn(
+    addr(lib.gpuarena_torch_set_memory_fraction))
+total = torch.cuda.mem_get_info()[1]
+torch.cuda.set_per_process_memory_fraction(0.25)
+try:
+    x = torch.empty(total // 10 * 3, dtype=torch.uint8, device=dev)
+    refused, why = False, ""
+except RuntimeError as e:
+    refused, why = True, str(e)
+check("a tensor above the fraction is refused",
+      refused and "CUDA out of memory" in why and "max_reserved" in why,
+      "(%s)" % why.splitlines()[0][:160] if why else "")
+x = torch.empty(total // 10, dtype=torch.uint8, device=dev)
+check("a tensor below the fraction is not", x.numel() == total // 10)
+del x
+torch.cuda.set_per_process_memory_fraction(1.0)
+x = torch.empty(total // 10 * 3, dtype=torch.uint8, device=dev)
+check("a fraction of 1 lifts the cap", x.numel() == total // 10 * 3)
+del x
+torch.cuda.empty_cache()
 sys.exit(1 if failures else 0)
