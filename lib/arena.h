@@ -50,6 +50,8 @@ static inline gpuarena_status_t ga_arena_stream(gpuarena_t *a, gpuarena_stream_t
 /* A new max_reserved for A, as gpuarena_set(A, "max_reserved=...")
  * (set.c). */
 void ga_arena_set_max_reserved(gpuarena_t *a, size_t max_reserved);
+/* A's caps now (SIZE_MAX: none), read against gpuarena_set (set.c). */
+void ga_arena_caps(gpuarena_t *a, size_t *max_cached, size_t *max_reserved);
 
 /* Walk every live arena under the registry lock. */
 void ga_arena_foreach(void (*fn)(gpuarena_t *a, void *arg), void *arg);

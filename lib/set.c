@@ -38,6 +38,14 @@ void ga_arena_set_max_reserved(gpuarena_t *a, size_t max_reserved)
     pthread_mutex_unlock(&set_lock);
 }
 
+void ga_arena_caps(gpuarena_t *a, size_t *max_cached, size_t *max_reserved)
+{
+    pthread_mutex_lock(&set_lock);
+    *max_cached = a->settings.max_cached;
+    *max_reserved = a->settings.max_reserved;
+    pthread_mutex_unlock(&set_lock);
+}
+
 gpuarena_status_t gpuarena_set(gpuarena_t *a, const char *options)
 {
     if (!a)

@@ -85,6 +85,12 @@ static void print_table(FILE *out, gpuarena_t *a, const gpuarena_stats_t *st)
             st->provider_unmaps, st->trims);
     fprintf(out, "  events recorded %" PRIu64 ", cross-stream waits %" PRIu64 "\n",
             st->events_recorded, st->cross_stream_waits);
+    size_t max_cached, max_reserved;
+    ga_arena_caps(a, &max_cached, &max_reserved);
+    if (max_cached != SIZE_MAX || max_reserved != SIZE_MAX)
+        fprintf(out, "  caps: max_cached %s, max_reserved %s\n",
+                max_cached == SIZE_MAX ? "none" : human(max_cached, b1, sizeof b1),
+                max_reserved == SIZE_MAX ? "none" : human(max_reserved, b2, sizeof b2));
     if (st->oom_retries || st->oom_failures)
         fprintf(out,
                 "  out of memory: retries %" PRIu64 ", failures %" PRIu64
@@ -145,6 +151,16 @@ static void print_json(FILE *out, gpuarena_t *a, const gpuarena_stats_t *st, boo
     F(advice_skipped);
     F(device_free);
 #undef F
+    /* The caps, null when there is none. */
+    size_t caps[2];
+    ga_arena_caps(a, &caps[0], &caps[1]);
+    static const char *const cap_names[2] = {"max_cached", "max_reserved"};
+    for (int i = 0; i < 2; i++) {
+        if (caps[i] == SIZE_MAX)
+            fprintf(out, ", \"%s\": null", cap_names[i]);
+        else
+            fprintf(out, ", \"%s\": %zu", cap_names[i], caps[i]);
+    }
     fputs("}", out);
 }
 

@@ -1,7 +1,8 @@
 #!/bin/sh
 # stats-report.sh - GPUARENA_STATS as a user meets it: a table on stderr at
 # exit, JSON in a file named with %p, and a report on SIGUSR1 with
-# GPUARENA_STATS_SIGNAL=1; a program's own SIGUSR1 handler is left alone.
+# GPUARENA_STATS_SIGNAL=1; a program's own SIGUSR1 handler is left alone;
+# the caps where they are set.
 set -u
 demo=./stats_demo
 [ -x "$demo" ] || { echo "no $demo"; exit 99; }
@@ -35,7 +36,14 @@ n=$(grep -c '^arena host\.0 ' "$tmp/sig.txt")
 [ "$n" = 2 ] || { cat "$tmp/sig.txt"; grep -i '^Sig' /proc/self/status; fail "expected 2 reports (signal and exit), got $n"; }
 grep -q 'live blocks 16' "$tmp/sig.txt" || fail "the signal report is not from half-way"
 
-# 4. A bad value is ignored, not fatal.
+# 4. The caps: a line of the table where one is set, null in JSON where not.
+grep -q 'caps:' "$tmp/err" && fail "a caps line with no cap set"
+GPUARENA_OPTIONS=host.max_reserved=1G GPUARENA_STATS=stderr $demo 2> "$tmp/caps" || fail "demo failed"
+grep -q '^  caps: max_cached none, max_reserved 1.00 GiB$' "$tmp/caps" || fail "no caps line"
+GPUARENA_OPTIONS=host.max_cached=2M GPUARENA_STATS="$tmp/caps.json" $demo || fail "demo failed"
+grep -q '"max_cached": 2097152, "max_reserved": null' "$tmp/caps.json" || fail "caps wrong in JSON"
+
+# 5. A bad value is ignored, not fatal.
 GPUARENA_STATS='%q' $demo 2> "$tmp/bad" || fail "a bad GPUARENA_STATS broke the program"
 [ ! -s "$tmp/bad" ] || fail "the library printed on its own account"
-echo "PASS: GPUARENA_STATS table, JSON with %r/%p, SIGUSR1, bad value"
+echo "PASS: GPUARENA_STATS table, JSON with %r/%p, SIGUSR1, caps, bad value"
