@@ -15,9 +15,9 @@
  * host arena it writes a tag at both ends of each block and checks it at
  * free, so two threads handed overlapping memory are caught.  Meanwhile
  * a monitor thread reads statistics (checking they add up), trims to
- * various sizes and runs the invariant checker.  At the end every block
- * is freed, the checker passes, nothing is requested or live, and after
- * trim(0) nothing is reserved.  Built with -fsanitize=thread it must be
+ * various sizes, changes the caps (gpuarena_set) and runs the invariant
+ * checker.  At the end every block is freed, the checker passes, nothing
+ * is requested or live, and after trim(0) nothing is reserved.  Built with -fsanitize=thread it must be
  * clean; GA_TEST_OPS / GA_STRESS_OPS scale it down for sanitizers and
  * valgrind.
  */
@@ -193,6 +193,16 @@ static void *watch(void *arg)
         }
         if (r % 64 == 1)
             (void)gpuarena_stats_reset_peaks(m->a);
+        if (r % 8 == 2) {
+            /* New caps while the workers run: never one they could hit
+             * (at most 4 x 64 blocks of 1 MiB live at once). */
+            static const char *const caps[] = {"max_cached=1M", "max_cached=none,max_reserved=2G",
+                                               "max_reserved=none", "max_cached=16M"};
+            if (gpuarena_set(m->a, caps[(r >> 8) % 4]) != GPUARENA_SUCCESS) {
+                snprintf(m->err, sizeof m->err, "set: %s", gpuarena_last_error());
+                break;
+            }
+        }
         m->rounds++;
         nanosleep(&pause, NULL);
     }
