@@ -590,6 +590,47 @@ START_TEST(arena_out_of_memory_then_trim)
 }
 END_TEST
 
+/* max_reserved on the device: with fixed and with growable segments the
+ * driver hands the arena no more than the cap (its free memory says so),
+ * a request past it fails as out of memory naming the cap, and lifting
+ * the cap on the live arena (gpuarena_set) lets the request through. */
+START_TEST(arena_max_reserved)
+{
+    static const char *const opts[] = {"expandable=false,max_reserved=256M",
+                                       "expandable=true,max_reserved=256M"};
+    const size_t cap = 256 * MiB, chunk = 48 * MiB;
+    for (int k = 0; k < 2; k++) {
+        gpuarena_t *a;
+        ck_assert_int_eq(gpuarena_create(GPUARENA_DEVICE, 0, opts[k], &a), GPUARENA_SUCCESS);
+        size_t before = settled_free();
+        void *p[16];
+        size_t n = 0;
+        gpuarena_status_t st = GPUARENA_SUCCESS;
+        while (n < 16 && (st = gpuarena_alloc(a, chunk, NULL, &p[n])) == GPUARENA_SUCCESS)
+            n++;
+        ck_assert_int_eq(st, GPUARENA_ERR_OUT_OF_MEMORY);
+        ck_assert_msg(strstr(gpuarena_last_error(), "max_reserved"), "%s", gpuarena_last_error());
+        ck_assert_msg(n >= 4, "%s: %zu blocks of 48 MiB under 256 MiB", opts[k], n);
+        gpuarena_stats_t s;
+        ck_assert_int_eq(gpuarena_stats(a, &s), GPUARENA_SUCCESS);
+        ck_assert_uint_le(s.reserved_peak, cap);
+        size_t during = device_free();
+        size_t given = before > during ? before - during : 0;
+        ck_assert_msg(given <= cap + 32 * MiB && given + 32 * MiB >= n * chunk,
+                      "%s: the driver gave %zu MiB for %zu blocks", opts[k], given / MiB, n);
+        for (size_t i = 0; i < n; i++)
+            ck_assert_int_eq(gpuarena_free(a, p[i], NULL), GPUARENA_SUCCESS);
+        ck_assert_int_eq(gpuarena_set(a, "max_reserved=none"), GPUARENA_SUCCESS);
+        ck_assert_int_eq(gpuarena_alloc(a, 8 * chunk, NULL, &p[0]), GPUARENA_SUCCESS);
+        ck_assert_int_eq(gpuarena_free(a, p[0], NULL), GPUARENA_SUCCESS);
+        ck_assert_int_eq(ga_cuda_stream_sync(NULL), GPUARENA_SUCCESS);
+        ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_SUCCESS);
+        printf("check_device: %s: %zu blocks of 48 MiB, driver gave %zu MiB\n", opts[k], n,
+               given / MiB);
+    }
+}
+END_TEST
+
 int main(void)
 {
     if (!gpu_tests_begin("check_device"))
@@ -613,6 +654,7 @@ int main(void)
     tcase_add_test(api, host_stream_device_and_pinned);
     tcase_add_test(api, arena_trim_returns_memory);
     tcase_add_test(api, arena_out_of_memory_then_trim);
+    tcase_add_test(api, arena_max_reserved);
     tcase_set_timeout(api, 300);
     suite_add_tcase(s, api);
     return gpu_tests_run(s);
