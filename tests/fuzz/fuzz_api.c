@@ -6,8 +6,8 @@
  * arena (settings chosen by the first byte), on four streams: alloc (sizes
  * from 0 to huge), free and record_stream of valid pointers, of stale
  * (freed) ones, of interior ones, of another arena's and of random
- * values, trim and stats.  The target keeps a model of what is live and
- * requires, after every call:
+ * values, trim, stats, and new caps (gpuarena_set, good and bad).  The target keeps a model of what
+ * is live and requires, after every call:
  *
  *   - the status is one the call documents for that input (a valid free
  *     succeeds; a stale pointer gives DOUBLE_FREE or INVALID_POINTER, an
@@ -330,10 +330,29 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             break;
         default: {
             gpuarena_stats_t t;
-            if (byte(&s) & 1)
+            uint8_t b = byte(&s);
+            if ((b & 3) == 2 && ai == 0) {
+                /* New caps on the sim arena (made afresh for each input:
+                 * the kept host arena must not carry them to the next). */
+                static const char *const cached[] = {"0", "1M", "none"};
+                static const char *const reserved[] = {"1M", "16M", "256M", "none"};
+                char opts[64];
+                snprintf(opts, sizeof opts, "max_cached=%s,max_reserved=%s", cached[(b >> 2) % 3],
+                         reserved[(b >> 4) % 4]);
+                st = gpuarena_set(s.a[ai], opts);
+                if (st != GPUARENA_SUCCESS)
+                    fail("set of the caps failed", st);
+            } else if ((b & 3) == 3 && ai == 0) {
+                /* A key fixed at creation: refused, nothing changes. */
+                st = gpuarena_set(s.a[ai], b & 4 ? "max_cached=0,round=4096" : "max_cached=x");
+                if (st != (b & 4 ? GPUARENA_ERR_INVALID_ARGUMENT : GPUARENA_ERR_CONFIG))
+                    fail("a bad set was not refused as documented", st);
+                st = GPUARENA_SUCCESS;
+            } else if (b & 1) {
                 st = gpuarena_stats_reset_peaks(s.a[ai]);
-            else
+            } else {
                 st = gpuarena_stats(s.a[ai], &t);
+            }
             if (st != GPUARENA_SUCCESS)
                 fail("stats failed", st);
             break;
