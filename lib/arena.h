@@ -17,6 +17,8 @@ struct gpuarena {
     gpuarena_kind_t kind;
     int device;
     bool is_default; /* owned by the registry: gpuarena_destroy refuses */
+    /* As created: the caps that gpuarena_set changes are the block
+     * manager's (ga_bm_caps). */
     ga_settings_t settings;
     ga_provider_t *prov;
     ga_bm_t *bm;
@@ -46,12 +48,6 @@ static inline gpuarena_status_t ga_arena_stream(gpuarena_t *a, gpuarena_stream_t
         return ops->stream_resolve(a->prov, handle, &s->id);
     return ga_arena_stream_slow(a, handle, s);
 }
-
-/* A new max_reserved for A, as gpuarena_set(A, "max_reserved=...")
- * (set.c). */
-void ga_arena_set_max_reserved(gpuarena_t *a, size_t max_reserved);
-/* A's caps now (SIZE_MAX: none), read against gpuarena_set (set.c). */
-void ga_arena_caps(gpuarena_t *a, size_t *max_cached, size_t *max_reserved);
 
 /* Walk every live arena under the registry lock. */
 void ga_arena_foreach(void (*fn)(gpuarena_t *a, void *arg), void *arg);

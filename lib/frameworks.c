@@ -94,7 +94,8 @@ void gpuarena_torch_set_memory_fraction(double fraction, int device)
         ga_raise_torch_error("gpuarena_torch_set_memory_fraction");
         return;
     }
-    ga_arena_set_max_reserved(a, (size_t)((double)total * fraction));
+    size_t cap = (size_t)((double)total * fraction);
+    ga_bm_set_caps(a->bm, NULL, &cap);
 }
 
 /* PARAM: NULL for the default device arena of DEVICE, or a gpuarena_t *

@@ -14,7 +14,8 @@
 #include <pthread.h>
 #include <stdlib.h>
 
-/* Default arenas (GA_MAX_DEVICES: arena.h): one per (kind, device); host and sim use device slot 0.
+/* Default arenas (GA_MAX_DEVICES: arena.h): one per (kind, device); host
+ * and sim use device slot 0.
  * Lookups are lock-free once the arena exists. */
 static gpuarena_t *_Atomic defaults[GPUARENA_KIND_COUNT][GA_MAX_DEVICES];
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;

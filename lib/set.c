@@ -18,55 +18,29 @@
 #include "config/config.h"
 #include "errors.h"
 
-#include <pthread.h>
-#include <string.h>
-
-/* Serialises setters of one arena against each other: the arena's copy of
- * its settings is read, changed and written back. */
-static pthread_mutex_t set_lock = PTHREAD_MUTEX_INITIALIZER;
-
-static bool live_key(const ga_key_t *k)
-{
-    return strcmp(k->name, "max_cached") == 0 || strcmp(k->name, "max_reserved") == 0;
-}
-
-void ga_arena_set_max_reserved(gpuarena_t *a, size_t max_reserved)
-{
-    pthread_mutex_lock(&set_lock);
-    a->settings.max_reserved = max_reserved;
-    ga_bm_set_caps(a->bm, a->settings.max_cached, max_reserved);
-    pthread_mutex_unlock(&set_lock);
-}
-
-void ga_arena_caps(gpuarena_t *a, size_t *max_cached, size_t *max_reserved)
-{
-    pthread_mutex_lock(&set_lock);
-    *max_cached = a->settings.max_cached;
-    *max_reserved = a->settings.max_reserved;
-    pthread_mutex_unlock(&set_lock);
-}
+#include <stdbool.h>
 
 gpuarena_status_t gpuarena_set(gpuarena_t *a, const char *options)
 {
     if (!a)
         return ga_error(GPUARENA_ERR_INVALID_ARGUMENT, "gpuarena_set: arena is NULL");
-    bool named[GA_CONFIG_MAX_KEYS];
-    pthread_mutex_lock(&set_lock);
+    /* Parsed over the creation settings: only the keys named are used. */
     ga_settings_t s = a->settings;
+    bool named[GA_CONFIG_MAX_KEYS];
     gpuarena_status_t st = ga_config_apply_named(&s, a->kind, options, "gpuarena_set", named);
-    for (size_t i = 0; st == GPUARENA_SUCCESS && i < ga_config_key_count(); i++) {
-        const ga_key_t *k = ga_config_key(i);
-        if (named[i] && !live_key(k))
-            st = ga_error(GPUARENA_ERR_INVALID_ARGUMENT,
-                          "gpuarena_set: key '%s' is fixed when the arena is created; only "
-                          "max_cached and max_reserved change on a live arena",
-                          k->name);
-    }
-    if (st == GPUARENA_SUCCESS) {
-        a->settings.max_cached = s.max_cached;
-        a->settings.max_reserved = s.max_reserved;
-        ga_bm_set_caps(a->bm, s.max_cached, s.max_reserved);
-    }
-    pthread_mutex_unlock(&set_lock);
-    return st;
+    if (st != GPUARENA_SUCCESS)
+        return st;
+    size_t cached = ga_config_key_index(ga_config_find_key("max_cached"));
+    size_t reserved = ga_config_key_index(ga_config_find_key("max_reserved"));
+    for (size_t i = 0; i < ga_config_key_count(); i++)
+        if (named[i] && i != cached && i != reserved)
+            return ga_error(GPUARENA_ERR_INVALID_ARGUMENT,
+                            "gpuarena_set: key '%s' is fixed when the arena is created; only "
+                            "max_cached and max_reserved change on a live arena",
+                            ga_config_key(i)->name);
+    /* Only the caps named: two setters of different caps do not undo each
+     * other's. */
+    ga_bm_set_caps(a->bm, named[cached] ? &s.max_cached : NULL,
+                   named[reserved] ? &s.max_reserved : NULL);
+    return GPUARENA_SUCCESS;
 }

@@ -86,7 +86,7 @@ static void print_table(FILE *out, gpuarena_t *a, const gpuarena_stats_t *st)
     fprintf(out, "  events recorded %" PRIu64 ", cross-stream waits %" PRIu64 "\n",
             st->events_recorded, st->cross_stream_waits);
     size_t max_cached, max_reserved;
-    ga_arena_caps(a, &max_cached, &max_reserved);
+    ga_bm_caps(a->bm, &max_cached, &max_reserved);
     if (max_cached != SIZE_MAX || max_reserved != SIZE_MAX)
         fprintf(out, "  caps: max_cached %s, max_reserved %s\n",
                 max_cached == SIZE_MAX ? "none" : human(max_cached, b1, sizeof b1),
@@ -153,7 +153,7 @@ static void print_json(FILE *out, gpuarena_t *a, const gpuarena_stats_t *st, boo
 #undef F
     /* The caps, null when there is none. */
     size_t caps[2];
-    ga_arena_caps(a, &caps[0], &caps[1]);
+    ga_bm_caps(a->bm, &caps[0], &caps[1]);
     static const char *const cap_names[2] = {"max_cached", "max_reserved"};
     for (int i = 0; i < 2; i++) {
         if (caps[i] == SIZE_MAX)

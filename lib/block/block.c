@@ -511,13 +511,12 @@ static void seg_setup(ga_bm_t *bm, ga_segment_t *g, ga_block_t *b, int cls, void
  * the cached bytes back and retries once, as when the device is full. */
 static gpuarena_status_t reserve_room(ga_bm_t *bm, size_t len)
 {
-    uint64_t max = bm->set.max_reserved;
-    if (bm->c.reserved <= max && len <= max - bm->c.reserved)
+    if (len <= ga_cap_room(bm->c.reserved, bm->set.max_reserved))
         return GPUARENA_SUCCESS;
     return ga_error(GPUARENA_ERR_OUT_OF_MEMORY,
                     "max_reserved: %zu bytes more would make %" PRIu64
-                    " reserved, above the cap of %" PRIu64,
-                    len, bm->c.reserved + len, max);
+                    " reserved, above the cap of %zu",
+                    len, bm->c.reserved + len, bm->set.max_reserved);
 }
 
 /* A new fixed segment of SIZE bytes, as one free block in ANY. */
@@ -884,11 +883,13 @@ void ga_bm_enforce_cap(ga_bm_t *bm)
     enforce_cap(bm);
 }
 
-void ga_bm_set_caps(ga_bm_t *bm, size_t max_cached, size_t max_reserved)
+void ga_bm_set_caps(ga_bm_t *bm, const size_t *max_cached, const size_t *max_reserved)
 {
     ga_lock(&bm->lock);
-    bm->set.max_cached = max_cached;
-    bm->set.max_reserved = max_reserved;
+    if (max_cached)
+        bm->set.max_cached = *max_cached;
+    if (max_reserved)
+        bm->set.max_reserved = *max_reserved;
     /* Blocks in thread caches count as in use (enforce_cap): a lower cap
      * releases what the pools hold now, the caches' blocks as they come
      * back. */
@@ -897,6 +898,14 @@ void ga_bm_set_caps(ga_bm_t *bm, size_t max_cached, size_t max_reserved)
     else
         enforce_cap(bm);
     ga_bm_update_peaks(bm);
+    ga_unlock(&bm->lock);
+}
+
+void ga_bm_caps(ga_bm_t *bm, size_t *max_cached, size_t *max_reserved)
+{
+    ga_lock(&bm->lock);
+    *max_cached = bm->set.max_cached;
+    *max_reserved = bm->set.max_reserved;
     ga_unlock(&bm->lock);
 }
 
@@ -985,8 +994,7 @@ static gpuarena_status_t grow(ga_bm_t *bm, int cls, size_t rs, ga_stream_t s, ga
         size = round_up(size, gran);
         /* Under max_reserved, a segment no larger than the room left,
          * where the request itself fits in it. */
-        uint64_t max = bm->set.max_reserved;
-        uint64_t room = bm->c.reserved < max ? max - bm->c.reserved : 0;
+        uint64_t room = ga_cap_room(bm->c.reserved, bm->set.max_reserved);
         if (size > room && round_up(rs, gran) <= room)
             size = round_down((size_t)room, gran);
         return seg_map(bm, cls, size, out);

@@ -49,10 +49,12 @@ gpuarena_status_t ga_bm_lookup(ga_bm_t *bm, const void *ptr, size_t *requested);
  * cached.  Flushes the thread caches. */
 gpuarena_status_t ga_bm_trim(ga_bm_t *bm, size_t keep);
 
-/* Change the caps of a live manager (gpuarena_set(3)): from the next
- * operation on, and a max_cached lower than the bytes cached now releases
- * the excess at once, as a free would. */
-void ga_bm_set_caps(ga_bm_t *bm, size_t max_cached, size_t max_reserved);
+/* Change the caps of a live manager (gpuarena_set(3)); a NULL one stays
+ * as it is.  From the next operation on, and a max_cached lower than the
+ * bytes cached now releases the excess at once, as a free would. */
+void ga_bm_set_caps(ga_bm_t *bm, const size_t *max_cached, const size_t *max_reserved);
+/* The caps in effect (SIZE_MAX: none). */
+void ga_bm_caps(ga_bm_t *bm, size_t *max_cached, size_t *max_reserved);
 
 void ga_bm_stats(ga_bm_t *bm, gpuarena_stats_t *st);
 void ga_bm_reset_peaks(ga_bm_t *bm);

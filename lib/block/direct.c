@@ -158,7 +158,7 @@ gpuarena_status_t ga_direct_alloc(ga_bm_t *bm, size_t size, ga_stream_t s, void 
     /* max_reserved bounds what is in use here (what the pool caches
      * beyond it is the release threshold's), so past the cap releasing
      * the pool's cache cannot help: no retry then. */
-    bool capped = bm->c.in_use > bm->set.max_reserved || rs > bm->set.max_reserved - bm->c.in_use;
+    bool capped = rs > ga_cap_room(bm->c.in_use, bm->set.max_reserved);
     gpuarena_status_t st =
         capped ? GPUARENA_ERR_OUT_OF_MEMORY : p->ops->alloc_async(p, rs, s.handle, &q);
     if (st == GPUARENA_ERR_OUT_OF_MEMORY && !capped) {

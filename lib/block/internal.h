@@ -105,6 +105,14 @@ static inline void ga_opaque(unsigned *v)
     __asm__("" : "+r"(*v));
 }
 
+/* Bytes that may be added to USED before it passes CAP (0 when it has):
+ * max_reserved's test, on reserved bytes here and on bytes in use in
+ * direct.c. */
+static inline uint64_t ga_cap_room(uint64_t used, uint64_t cap)
+{
+    return used < cap ? cap - used : 0;
+}
+
 /* C ? A : B for unsigned C of 0 or 1, as a value (no branch). */
 static inline uintptr_t ga_select(unsigned c, uintptr_t a, uintptr_t b)
 {
