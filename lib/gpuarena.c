@@ -129,9 +129,10 @@ gpuarena_status_t gpuarena_alloc(gpuarena_t *a, size_t size, gpuarena_stream_t s
     }
     ga_stream_t s;
     gpuarena_status_t st = ga_arena_stream(a, stream, &s);
-    if (st != GPUARENA_SUCCESS)
+    if (st != GPUARENA_SUCCESS && st != GA_UNCHECKED)
         return st;
-    st = ga_bm_alloc(a->bm, size, s, ptr);
+    /* GA_UNCHECKED: the legacy stream (ga_gpuctx_stream_resolve). */
+    st = ga_bm_alloc_on(a->bm, size, s, ptr, st == GA_UNCHECKED);
     if (st == GPUARENA_SUCCESS && ga_trace_on())
         ga_trace_record_alloc(a, a->kind, a->device, *ptr, size, stream);
     return st;
@@ -145,11 +146,11 @@ gpuarena_status_t gpuarena_free(gpuarena_t *a, void *ptr, gpuarena_stream_t stre
         return GPUARENA_SUCCESS;
     ga_stream_t s;
     gpuarena_status_t st = ga_arena_stream(a, stream, &s);
-    if (st != GPUARENA_SUCCESS)
+    if (st != GPUARENA_SUCCESS && st != GA_UNCHECKED)
         return st;
     if (ga_trace_on()) /* before the free: PTR may be handed out again at once */
         ga_trace_record_free(a, a->kind, a->device, ptr, stream);
-    return ga_bm_free(a->bm, ptr, s);
+    return ga_bm_free_on(a->bm, ptr, s, st == GA_UNCHECKED);
 }
 
 gpuarena_status_t gpuarena_record_stream(gpuarena_t *a, void *ptr, gpuarena_stream_t stream)
@@ -162,6 +163,8 @@ gpuarena_status_t gpuarena_record_stream(gpuarena_t *a, void *ptr, gpuarena_stre
                         "gpuarena_record_stream: GPUARENA_STREAM_HOST is no stream to record");
     ga_stream_t s;
     gpuarena_status_t st = ga_arena_stream(a, stream, &s);
+    if (st == GA_UNCHECKED) /* the block's free records an event on it */
+        st = a->prov->ops->stream_check(a->prov, stream);
     if (st != GPUARENA_SUCCESS)
         return st;
     st = ga_bm_record_stream(a->bm, ptr, s);

@@ -1765,6 +1765,87 @@ START_TEST(fit_lists_keep_links_and_bitmaps)
 }
 END_TEST
 
+/* The stats a refused operation must leave as they were. */
+static void same_counts(const gpuarena_stats_t *a, const gpuarena_stats_t *b)
+{
+    ck_assert_uint_eq(a->live_blocks, b->live_blocks);
+    ck_assert_uint_eq(a->allocs, b->allocs);
+    ck_assert_uint_eq(a->frees, b->frees);
+    ck_assert_uint_eq(a->requested, b->requested);
+    ck_assert_uint_eq(a->in_use, b->in_use);
+    ck_assert_uint_eq(a->reserved, b->reserved);
+}
+
+/* A stream that the provider named without a capture check (the legacy
+ * stream; GA_UNCHECKED): the thread cache's hits make no provider call at
+ * all, a capture elsewhere or not; everything else asks stream_check
+ * first, and a refusal changes nothing and names nothing. */
+START_TEST(unchecked_stream_is_checked_off_the_cache)
+{
+    fx_t *f = fx_new(true, 2 * MI, "thread_cache=true");
+    ga_stream_t s = S(1);
+    void *p = NULL, *q = NULL, *big = NULL, *r = NULL;
+    /* A miss asks; the free that the slots take does not. */
+    ck_assert_int_eq(ga_bm_alloc_on(f->bm, 4 * KI, s, &p, true), GPUARENA_SUCCESS);
+    ck_assert_uint_eq(f->tp.checks, 1);
+    ck_assert_int_eq(ga_bm_free_on(f->bm, p, s, true), GPUARENA_SUCCESS);
+    ck_assert_uint_eq(f->tp.checks, 1);
+    /* A block too large for any slot, live across the capture below. */
+    ck_assert_int_eq(ga_bm_alloc_on(f->bm, 128 * MI, s, &big, true), GPUARENA_SUCCESS);
+    ck_assert_uint_eq(f->tp.checks, 2);
+
+    /* A blocking stream is "being captured": the legacy stream's check
+     * would refuse now. */
+    f->tp.capturing = 1u << 1;
+    uint64_t calls = f->tp.calls;
+    for (int i = 0; i < 100; i++) {
+        ck_assert_int_eq(ga_bm_alloc_on(f->bm, 4 * KI, s, &q, true), GPUARENA_SUCCESS);
+        ck_assert_ptr_eq(q, p);
+        ck_assert_int_eq(ga_bm_free_on(f->bm, q, s, true), GPUARENA_SUCCESS);
+    }
+    ck_assert_uint_eq(f->tp.checks, 2);
+    ck_assert_uint_eq(f->tp.calls, calls);
+
+    gpuarena_stats_t before = fx_stats(f);
+    ck_assert_int_eq(ga_bm_alloc_on(f->bm, 8 * KI, s, &r, true), GPUARENA_ERR_STREAM_CAPTURE);
+    ck_assert_ptr_null(r);
+    ck_assert_int_eq(ga_bm_free_on(f->bm, big, s, true), GPUARENA_ERR_STREAM_CAPTURE);
+    gpuarena_stats_t after = fx_stats(f);
+    same_counts(&before, &after);
+    ck_assert_uint_eq(f->tp.checks, 4);
+    ck_assert_uint_eq(f->tp.disturbed, 0);
+    ck_assert_int_eq(ga_bm_check(f->bm), GPUARENA_SUCCESS);
+    /* A stream named with its check made is not asked again. */
+    ck_assert_int_eq(ga_bm_alloc(f->bm, 8 * KI, S(2), &r), GPUARENA_SUCCESS);
+    ck_assert_uint_eq(f->tp.checks, 4);
+    fx_free(f, r, 2);
+
+    /* The capture ends: the same calls go through. */
+    f->tp.capturing = 0;
+    ck_assert_int_eq(ga_bm_alloc_on(f->bm, 8 * KI, s, &r, true), GPUARENA_SUCCESS);
+    ck_assert_int_eq(ga_bm_free_on(f->bm, big, s, true), GPUARENA_SUCCESS);
+    ck_assert_int_eq(ga_bm_free_on(f->bm, r, s, true), GPUARENA_SUCCESS);
+    ck_assert_uint_eq(fx_stats(f).live_blocks, 0);
+    fx_done(f);
+
+    /* Host-visible memory asks whether the stream is idle on every free:
+     * the check comes first, even where the thread cache would take it. */
+    f = fx_new_memory(false, 64 * KI, "thread_cache=true", true);
+    ck_assert_int_eq(ga_bm_alloc_on(f->bm, 4 * KI, s, &p, true), GPUARENA_SUCCESS);
+    uint64_t checks = f->tp.checks;
+    f->tp.capturing = 1u << 1;
+    before = fx_stats(f);
+    ck_assert_int_eq(ga_bm_free_on(f->bm, p, s, true), GPUARENA_ERR_STREAM_CAPTURE);
+    after = fx_stats(f);
+    same_counts(&before, &after);
+    ck_assert_uint_eq(f->tp.checks, checks + 1);
+    ck_assert_uint_eq(f->tp.disturbed, 0);
+    f->tp.capturing = 0;
+    ck_assert_int_eq(ga_bm_free_on(f->bm, p, s, true), GPUARENA_SUCCESS);
+    fx_done(f);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("block");
@@ -1795,6 +1876,7 @@ int main(void)
     tcase_add_test(reuse, record_stream_keeps_block_pending);
     tcase_add_test(reuse, record_stream_event_failure_is_safe);
     tcase_add_test(reuse, host_visible_idle_free_does_not_sync);
+    tcase_add_test(reuse, unchecked_stream_is_checked_off_the_cache);
     suite_add_tcase(s, reuse);
     TCase *cache = tcase_create("cache");
     tcase_add_test(cache, trim_keeps_at_most_keep);

@@ -447,6 +447,36 @@ START_TEST(destroy_with_live_blocks)
 }
 END_TEST
 
+/* The legacy stream, named without a capture check (GA_UNCHECKED): every
+ * direct allocation and free reaches the driver's pool on it, so each
+ * asks stream_check first, and a refusal leaves the pool untouched. */
+START_TEST(unchecked_stream_is_checked_first)
+{
+    fx_t *f = fx_new(NULL);
+    void *p = NULL, *r = NULL;
+    ck_assert_int_eq(ga_bm_alloc_on(f->bm, 64 * KI, S(1), &p, true), GPUARENA_SUCCESS);
+    ck_assert_uint_eq(f->tp.checks, 1);
+    f->tp.capturing = 1u << 1;
+    uint64_t allocs = f->tp.direct_allocs, frees = f->tp.direct_frees;
+    gpuarena_stats_t before = fx_stats(f);
+    ck_assert_int_eq(ga_bm_alloc_on(f->bm, 64 * KI, S(1), &r, true), GPUARENA_ERR_STREAM_CAPTURE);
+    ck_assert_ptr_null(r);
+    ck_assert_int_eq(ga_bm_free_on(f->bm, p, S(1), true), GPUARENA_ERR_STREAM_CAPTURE);
+    gpuarena_stats_t after = fx_stats(f);
+    ck_assert_uint_eq(after.live_blocks, before.live_blocks);
+    ck_assert_uint_eq(after.allocs, before.allocs);
+    ck_assert_uint_eq(after.frees, before.frees);
+    ck_assert_uint_eq(f->tp.direct_allocs, allocs);
+    ck_assert_uint_eq(f->tp.direct_frees, frees);
+    ck_assert_uint_eq(f->tp.checks, 3);
+    ck_assert_uint_eq(f->tp.disturbed, 0);
+    f->tp.capturing = 0;
+    ck_assert_int_eq(ga_bm_free_on(f->bm, p, S(1), true), GPUARENA_SUCCESS);
+    ck_assert_uint_eq(f->tp.direct_frees, frees + 1);
+    fx_done(f);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("direct");
@@ -461,6 +491,7 @@ int main(void)
     tcase_add_test(tc, checker_sees_a_broken_count);
     tcase_add_test(tc, every_provider_call_fails_in_turn);
     tcase_add_test(tc, destroy_with_live_blocks);
+    tcase_add_test(tc, unchecked_stream_is_checked_first);
     suite_add_tcase(s, tc);
     return ga_check_run(s);
 }

@@ -37,6 +37,8 @@ static struct {
     int (*maps)(void);
     int (*handles)(void);
     long (*pool_blocks)(void);
+    void (*blocking_capture)(int on);
+    long (*count)(const char *what);
 } fake;
 
 /* The fake's controls, from the libcuda.so.1 the library opens too. */
@@ -56,6 +58,8 @@ static void fake_open(void)
     GET(maps, "fakecuda_maps");
     GET(handles, "fakecuda_handles");
     GET(pool_blocks, "fakecuda_pool_blocks");
+    GET(blocking_capture, "fakecuda_blocking_capture");
+    GET(count, "fakecuda_count");
 #undef GET
 }
 
@@ -227,6 +231,101 @@ START_TEST(driver_pool_under_max_reserved)
 }
 END_TEST
 
+/* The stats a refused call must leave as they were. */
+static void same_counts(gpuarena_t *a, const gpuarena_stats_t *before)
+{
+    gpuarena_stats_t now;
+    ck_assert_int_eq(gpuarena_stats(a, &now), GPUARENA_SUCCESS);
+    ck_assert_uint_eq(now.live_blocks, before->live_blocks);
+    ck_assert_uint_eq(now.allocs, before->allocs);
+    ck_assert_uint_eq(now.frees, before->frees);
+    ck_assert_uint_eq(now.requested, before->requested);
+}
+
+/* The legacy stream (NULL, CU_STREAM_LEGACY) cannot be captured, so a
+ * pair that the thread cache serves on it asks the driver nothing: no
+ * current context, no capture check.  While a blocking stream is being
+ * captured (the legacy stream's check then answers CAPTURE_IMPLICIT), such
+ * a pair still goes through; an operation that would reach the driver is
+ * refused first, changes nothing, and puts nothing on the legacy stream.
+ * Streams that can be captured (a created one, the per-thread stream) are
+ * checked on every call. */
+START_TEST(legacy_stream_asks_only_off_the_cache)
+{
+    fake_open();
+    gpuarena_t *a = NULL;
+    ck_assert_int_eq(gpuarena_create(GPUARENA_DEVICE, 0, NULL, &a), GPUARENA_SUCCESS);
+    void *const legacy[] = {NULL, (void *)0x1};
+    void *p = NULL, *q = NULL, *r = NULL;
+    for (int k = 0; k < 2; k++) {
+        ck_assert_int_eq(gpuarena_alloc(a, 4096, legacy[k], &p), GPUARENA_SUCCESS);
+        ck_assert_int_eq(gpuarena_free(a, p, legacy[k]), GPUARENA_SUCCESS);
+        long checks = fake.count("cuStreamIsCapturing");
+        long current = fake.count("cuCtxGetCurrent");
+        for (int i = 0; i < 1000; i++) {
+            ck_assert_int_eq(gpuarena_alloc(a, 4096, legacy[k], &q), GPUARENA_SUCCESS);
+            ck_assert_ptr_eq(q, p);
+            ck_assert_int_eq(gpuarena_free(a, q, legacy[k]), GPUARENA_SUCCESS);
+        }
+        ck_assert_int_eq(fake.count("cuStreamIsCapturing"), checks);
+        ck_assert_int_eq(fake.count("cuCtxGetCurrent"), current);
+    }
+    void *const checked[] = {(void *)0x5000, (void *)0x2};
+    for (int k = 0; k < 2; k++) {
+        ck_assert_int_eq(gpuarena_alloc(a, 4096, checked[k], &p), GPUARENA_SUCCESS);
+        ck_assert_int_eq(gpuarena_free(a, p, checked[k]), GPUARENA_SUCCESS);
+        long checks = fake.count("cuStreamIsCapturing");
+        for (int i = 0; i < 100; i++) {
+            ck_assert_int_eq(gpuarena_alloc(a, 4096, checked[k], &q), GPUARENA_SUCCESS);
+            ck_assert_int_eq(gpuarena_free(a, q, checked[k]), GPUARENA_SUCCESS);
+        }
+        ck_assert_int_eq(fake.count("cuStreamIsCapturing"), checks + 200);
+    }
+
+    /* A block too large for the thread cache, live across the capture. */
+    void *big = NULL;
+    ck_assert_int_eq(gpuarena_alloc(a, 256 * MIB, NULL, &big), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_alloc(a, 4096, NULL, &p), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_free(a, p, NULL), GPUARENA_SUCCESS);
+    fake.blocking_capture(1);
+    ck_assert_int_eq(gpuarena_alloc(a, 4096, NULL, &q), GPUARENA_SUCCESS); /* cached */
+    ck_assert_ptr_eq(q, p);
+    ck_assert_int_eq(gpuarena_free(a, q, NULL), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_alloc(a, 4096, (void *)0x2, &r), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_free(a, r, (void *)0x2), GPUARENA_SUCCESS);
+    gpuarena_stats_t before;
+    ck_assert_int_eq(gpuarena_stats(a, &before), GPUARENA_SUCCESS);
+    r = NULL;
+    ck_assert_int_eq(gpuarena_alloc(a, 8192, NULL, &r), GPUARENA_ERR_STREAM_CAPTURE);
+    ck_assert_ptr_null(r);
+    ck_assert_int_eq(gpuarena_free(a, big, NULL), GPUARENA_ERR_STREAM_CAPTURE);
+    ck_assert_int_eq(gpuarena_record_stream(a, big, NULL), GPUARENA_ERR_STREAM_CAPTURE);
+    same_counts(a, &before);
+    fake.blocking_capture(0);
+    ck_assert_int_eq(fake.count("disturbed"), 0);
+    ck_assert_int_eq(gpuarena_check(a), GPUARENA_SUCCESS);
+
+    /* The capture over, the refused calls go through. */
+    ck_assert_int_eq(gpuarena_alloc(a, 8192, NULL, &r), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_free(a, r, NULL), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_free(a, big, NULL), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_SUCCESS);
+
+    /* The driver's pool: every call reaches the driver with the stream. */
+    ck_assert_int_eq(gpuarena_create(GPUARENA_DEVICE, 0, "pool=driver", &a), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_alloc(a, 4096, NULL, &p), GPUARENA_SUCCESS);
+    long pool = fake.pool_blocks();
+    fake.blocking_capture(1);
+    ck_assert_int_eq(gpuarena_alloc(a, 4096, NULL, &r), GPUARENA_ERR_STREAM_CAPTURE);
+    ck_assert_int_eq(gpuarena_free(a, p, NULL), GPUARENA_ERR_STREAM_CAPTURE);
+    fake.blocking_capture(0);
+    ck_assert_int_eq(fake.pool_blocks(), pool);
+    ck_assert_int_eq(fake.count("disturbed"), 0);
+    ck_assert_int_eq(gpuarena_free(a, p, NULL), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_SUCCESS);
+}
+END_TEST
+
 int main(int argc, char **argv)
 {
     (void)argc;
@@ -261,6 +360,7 @@ int main(int argc, char **argv)
     tcase_add_test(tc, failed_commit_undo_does_not_wedge);
     tcase_add_test(tc, driver_pool_frees_when_the_wait_fails);
     tcase_add_test(tc, driver_pool_under_max_reserved);
+    tcase_add_test(tc, legacy_stream_asks_only_off_the_cache);
     suite_add_tcase(s, tc);
     return ga_check_run(s);
 }

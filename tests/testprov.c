@@ -94,6 +94,24 @@ static gpuarena_status_t tp_stream_id(ga_provider_t *p, gpuarena_stream_t h, uin
     return *id < TP_STREAMS ? GPUARENA_SUCCESS : GPUARENA_ERR_INVALID_STREAM;
 }
 
+static bool is_captured(const tp_t *t, gpuarena_stream_t h)
+{
+    return (uintptr_t)h < TP_STREAMS && (t->capturing >> (uintptr_t)h & 1);
+}
+
+/* A call that names stream H: one that is being captured is disturbed. */
+static void names(tp_t *t, gpuarena_stream_t h)
+{
+    t->disturbed += is_captured(t, h);
+}
+
+static gpuarena_status_t tp_stream_check(ga_provider_t *p, gpuarena_stream_t h)
+{
+    tp_t *t = (tp_t *)p;
+    t->checks++;
+    return is_captured(t, h) ? GPUARENA_ERR_STREAM_CAPTURE : GPUARENA_SUCCESS;
+}
+
 static gpuarena_status_t tp_event_create(ga_provider_t *p, ga_event_t *ev)
 {
     tp_t *t = (tp_t *)p;
@@ -120,6 +138,7 @@ static gpuarena_status_t tp_event_record(ga_provider_t *p, ga_event_t ev, gpuare
     gpuarena_status_t st = tick(t);
     if (st != GPUARENA_SUCCESS)
         return st;
+    names(t, h);
     if ((uintptr_t)h >= TP_STREAMS) {
         t->bad_handles++;
         return GPUARENA_ERR_INVALID_STREAM;
@@ -180,6 +199,7 @@ static gpuarena_status_t tp_stream_wait(ga_provider_t *p, gpuarena_stream_t h, g
     gpuarena_status_t st = tick(t);
     if (st != GPUARENA_SUCCESS)
         return st;
+    names(t, h);
     if ((uintptr_t)h >= TP_STREAMS) {
         t->bad_handles++;
         return GPUARENA_ERR_INVALID_STREAM;
@@ -215,6 +235,7 @@ static gpuarena_status_t tp_sync_all(ga_provider_t *p)
 static gpuarena_status_t tp_stream_idle(ga_provider_t *p, gpuarena_stream_t h)
 {
     tp_t *t = (tp_t *)p;
+    names(t, h);
     unsigned s = (unsigned)(uintptr_t)h;
     return t->completed[s] >= t->enqueued[s] ? GPUARENA_SUCCESS : GA_NOT_READY;
 }
@@ -240,6 +261,7 @@ static const ga_provider_ops_t tp_ops = {
     .commit = tp_commit,
     .decommit = tp_decommit,
     .stream_id = tp_stream_id,
+    .stream_check = tp_stream_check,
     .event_create = tp_event_create,
     .event_destroy = tp_event_destroy,
     .event_record = tp_event_record,
@@ -271,7 +293,7 @@ static gpuarena_status_t tp_alloc_async(ga_provider_t *p, size_t size, gpuarena_
     gpuarena_status_t st = tick(t);
     if (st != GPUARENA_SUCCESS)
         return st;
-    (void)h;
+    names(t, h);
     for (unsigned i = t->ncached; i-- > 0;) {
         if (t->cached[i].size != size)
             continue;
@@ -300,6 +322,7 @@ static gpuarena_status_t tp_free_async(ga_provider_t *p, void *ptr, size_t size,
     gpuarena_status_t st = tick(t);
     if (st != GPUARENA_SUCCESS)
         return st;
+    names(t, h);
     unsigned s = (unsigned)(uintptr_t)h;
     for (unsigned k = 0; k < TP_STREAMS; k++)
         t->free_waited[k] = t->waited[s][k];
@@ -341,6 +364,7 @@ static gpuarena_status_t tp_trim(ga_provider_t *p, uint64_t keep)
 static const ga_provider_ops_t tp_direct_ops = {
     .name = "test pool",
     .stream_id = tp_stream_id,
+    .stream_check = tp_stream_check,
     .event_create = tp_event_create,
     .event_destroy = tp_event_destroy,
     .event_record = tp_event_record,

@@ -54,6 +54,10 @@ typedef struct tp {
     uint64_t direct_allocs, direct_frees, trims;
     /* waited[s][*] of the stream of the last free_async, when it was made */
     uint64_t free_waited[TP_STREAMS];
+    /* Streams "being captured" (bit s for stream s): stream_check refuses
+     * them; a call that names one anyway counts in disturbed. */
+    unsigned capturing;
+    uint64_t checks, disturbed;
 } tp_t;
 
 /* Streams are handles 1..TP_STREAMS-1 cast to pointers; 0 is NULL. */

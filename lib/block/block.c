@@ -910,6 +910,19 @@ void ga_bm_caps(ga_bm_t *bm, size_t *max_cached, size_t *max_reserved)
 }
 
 /* ------------------------------------------------------------------ */
+/* Streams named without a capture check.                              */
+
+/* The capture check of a stream that the provider named without one
+ * (GA_UNCHECKED, provider.h; UNCHECKED of ga_bm_alloc_on), made before
+ * anything changes that may reach the provider with it.  Only the thread
+ * caches' hits on a plain manager go without: they reach nothing, so
+ * nothing they do can disturb a capture. */
+static gpuarena_status_t stream_check(ga_bm_t *bm, ga_stream_t s)
+{
+    return bm->prov->ops->stream_check(bm->prov, s.handle);
+}
+
+/* ------------------------------------------------------------------ */
 /* Allocation.                                                         */
 
 /* Inline: every allocation that misses the thread cache asks it. */
@@ -1185,12 +1198,15 @@ static gpuarena_status_t finish_alloc(ga_bm_t *bm, size_t size, ga_stream_t s, v
 
 /* The locked path, out of line: the fast path above it then saves and
  * restores only the few registers it uses. */
-static __attribute__((noinline)) gpuarena_status_t alloc_slow(ga_bm_t *bm, size_t rs, size_t size,
-                                                              ga_stream_t s, void **ptr)
+static __attribute__((noinline)) gpuarena_status_t
+alloc_slow(ga_bm_t *bm, size_t rs, size_t size, ga_stream_t s, void **ptr, bool unchecked)
 {
+    gpuarena_status_t st = unchecked ? stream_check(bm, s) : GPUARENA_SUCCESS;
+    if (st != GPUARENA_SUCCESS)
+        return st;
     ga_lock(&bm->lock);
     bool dropped = bm->set.thread_cache && ga_tcache_drop_large(bm);
-    gpuarena_status_t st = alloc_locked(bm, rs, size, s, ptr);
+    st = alloc_locked(bm, rs, size, s, ptr);
     if (dropped) /* what the large slot gave back counts as cached now */
         enforce_cap(bm);
     if (st == GPUARENA_SUCCESS)
@@ -1199,10 +1215,17 @@ static __attribute__((noinline)) gpuarena_status_t alloc_slow(ga_bm_t *bm, size_
     return st == GPUARENA_SUCCESS && !bm->plain ? finish_alloc(bm, size, s, ptr) : st;
 }
 
-gpuarena_status_t ga_bm_alloc(ga_bm_t *bm, size_t size, ga_stream_t s, void **ptr)
+gpuarena_status_t ga_bm_alloc_on(ga_bm_t *bm, size_t size, ga_stream_t s, void **ptr,
+                                 bool unchecked)
 {
     if (size > MAX_REQUEST)
         return ga_error(GPUARENA_ERR_SIZE_OVERFLOW, "a request of %zu bytes is too large", size);
+    if (unchecked && (bm->direct || !bm->plain)) {
+        gpuarena_status_t st = stream_check(bm, s);
+        if (st != GPUARENA_SUCCESS)
+            return st;
+        unchecked = false;
+    }
     if (bm->direct)
         return ga_direct_alloc(bm, size, s, ptr);
     size_t rs = round_up(size, bm->round);
@@ -1213,7 +1236,7 @@ gpuarena_status_t ga_bm_alloc(ga_bm_t *bm, size_t size, ga_stream_t s, void **pt
      * slots and the large slot. */
     if (bm->set.thread_cache && rs <= bm->tc_limit && ga_tcache_alloc(bm, rs, size, s, ptr))
         return bm->plain ? GPUARENA_SUCCESS : finish_alloc(bm, size, s, ptr);
-    return alloc_slow(bm, rs, size, s, ptr);
+    return alloc_slow(bm, rs, size, s, ptr, unchecked);
 }
 
 /* ------------------------------------------------------------------ */
@@ -1342,10 +1365,18 @@ void ga_bm_free_locked(ga_bm_t *bm, ga_block_t *b, ga_stream_t s, bool done)
     (void)free_locked(bm, b, s, done);
 }
 
-static gpuarena_status_t free_slow(ga_bm_t *bm, void *ptr, ga_stream_t s, ga_block_t *b, bool done);
+static gpuarena_status_t free_slow(ga_bm_t *bm, void *ptr, ga_stream_t s, ga_block_t *b, bool done,
+                                   bool unchecked);
 
-gpuarena_status_t ga_bm_free(ga_bm_t *bm, void *ptr, ga_stream_t s)
+gpuarena_status_t ga_bm_free_on(ga_bm_t *bm, void *ptr, ga_stream_t s, bool unchecked)
 {
+    /* Host-visible memory asks whether the stream is idle. */
+    if (unchecked && (bm->direct || host_guard(bm))) {
+        gpuarena_status_t st = stream_check(bm, s);
+        if (st != GPUARENA_SUCCESS)
+            return st;
+        unchecked = false;
+    }
     if (bm->direct)
         return ga_direct_free(bm, ptr, s);
     uintptr_t a = (uintptr_t)ptr;
@@ -1368,17 +1399,19 @@ gpuarena_status_t ga_bm_free(ga_bm_t *bm, void *ptr, ga_stream_t s)
         if (bm->set.thread_cache && (!host_guard(bm) || done) && !sweep && ga_tcache_free(bm, b, s))
             return GPUARENA_SUCCESS;
     }
-    return free_slow(bm, ptr, s, b, done);
+    return free_slow(bm, ptr, s, b, done, unchecked);
 }
 
 /* The locked path of ga_bm_free, out of line (see alloc_slow).  B is what
  * the lock-free lookup found at PTR, if anything. */
-static __attribute__((noinline)) gpuarena_status_t free_slow(ga_bm_t *bm, void *ptr, ga_stream_t s,
-                                                             ga_block_t *b, bool done)
+static __attribute__((noinline)) gpuarena_status_t
+free_slow(ga_bm_t *bm, void *ptr, ga_stream_t s, ga_block_t *b, bool done, bool unchecked)
 {
     uintptr_t a = (uintptr_t)ptr;
+    gpuarena_status_t st = unchecked ? stream_check(bm, s) : GPUARENA_SUCCESS;
+    if (st != GPUARENA_SUCCESS)
+        return st;
     ga_lock(&bm->lock);
-    gpuarena_status_t st = GPUARENA_SUCCESS;
     /* Records live as long as the manager and change only under the lock:
      * one that is still the live block at A is the one to free; else the
      * map is asked again, now that nothing moves. */

@@ -37,8 +37,25 @@ gpuarena_status_t ga_bm_create(ga_provider_t *prov, const ga_settings_t *s, ga_b
  * a message that counts the segments and bytes left (gpuarena_destroy(3)). */
 gpuarena_status_t ga_bm_destroy(ga_bm_t *bm);
 
-gpuarena_status_t ga_bm_alloc(ga_bm_t *bm, size_t size, ga_stream_t s, void **ptr);
-gpuarena_status_t ga_bm_free(ga_bm_t *bm, void *ptr, ga_stream_t s);
+/* Allocate and free on S.  UNCHECKED: the provider named S without asking
+ * whether it is being captured, since it cannot be (GA_UNCHECKED,
+ * provider.h); a thread cache's hit then makes no provider call at all,
+ * and any other path asks the provider's stream_check first (a refusal
+ * changes nothing). */
+gpuarena_status_t ga_bm_alloc_on(ga_bm_t *bm, size_t size, ga_stream_t s, void **ptr,
+                                 bool unchecked);
+gpuarena_status_t ga_bm_free_on(ga_bm_t *bm, void *ptr, ga_stream_t s, bool unchecked);
+
+static inline gpuarena_status_t ga_bm_alloc(ga_bm_t *bm, size_t size, ga_stream_t s, void **ptr)
+{
+    return ga_bm_alloc_on(bm, size, s, ptr, false);
+}
+
+static inline gpuarena_status_t ga_bm_free(ga_bm_t *bm, void *ptr, ga_stream_t s)
+{
+    return ga_bm_free_on(bm, ptr, s, false);
+}
+
 gpuarena_status_t ga_bm_record_stream(ga_bm_t *bm, void *ptr, ga_stream_t s);
 
 /* Size of the live block at PTR (its requested size), or an error status

@@ -30,7 +30,10 @@
  * manager refuses the alloc or free with that status before anything
  * changes.  So an allocation inside a capture never breaks the capture:
  * no event is queried or recorded, nothing synchronises, no memory is
- * mapped; the program allocates before beginning the capture.
+ * mapped; the program allocates before beginning the capture.  The
+ * legacy stream, which cannot be captured, is named with no check at all
+ * (GA_UNCHECKED, gpuctx.c): the block manager checks it only before a
+ * call that would reach the driver with it.
  *
  * Events have timing disabled and are pooled: event_destroy keeps up to
  * GA_GPUCTX_EVENT_POOL of them for the next event_create.

@@ -98,12 +98,23 @@ gpuarena_status_t ga_gpuctx_stream_check(ga_provider_t *p, gpuarena_stream_t s)
 }
 
 /* The hot path of every stream-ordered call: capture check and id in one
- * step for a real handle; the default streams take the two steps above
- * (the legacy stream's id is the one found at init). */
+ * step for a real handle; the per-thread stream takes the two steps
+ * above.  The legacy stream cannot be captured (CUDA refuses to begin a
+ * capture on it), so its id, found at init, is all: GA_UNCHECKED.  Its
+ * check (cuCtxGetCurrent, then the legacy stream's cuStreamIsCapturing,
+ * which costs more than a created stream's) was most of the time of a
+ * cached pair on it (bench_device's (d)), and what it finds, a blocking
+ * stream of the context being captured, matters only to a call that
+ * reaches the driver with the legacy stream: the block manager asks
+ * stream_check before any such. */
 gpuarena_status_t ga_gpuctx_stream_resolve(ga_provider_t *p, gpuarena_stream_t s, uint64_t *id)
 {
     if (names_context(s))
         return ga_cuda_stream_resolve(ga_gpuctx_of(p)->ctx, s, id);
+    if (s != GA_CUDA_STREAM_PER_THREAD) {
+        *id = ga_gpuctx_of(p)->legacy_id;
+        return GA_UNCHECKED;
+    }
     gpuarena_status_t st = ga_gpuctx_stream_check(p, s);
     return st == GPUARENA_SUCCESS ? ga_gpuctx_stream_id(p, s, id) : st;
 }

@@ -32,6 +32,12 @@ typedef void *ga_event_t;
 /* Returned by event_query when the event has not completed yet. */
 #define GA_NOT_READY ((gpuarena_status_t)-1)
 
+/* Returned by stream_resolve for a stream that it named without asking
+ * whether it is being captured, because it cannot be (CUDA's legacy
+ * stream): the id is set, and the caller asks stream_check before any
+ * call that reaches the provider with the stream (block.h, unchecked). */
+#define GA_UNCHECKED ((gpuarena_status_t)-2)
+
 typedef struct ga_provider ga_provider_t;
 
 typedef struct ga_provider_ops {
@@ -60,7 +66,9 @@ typedef struct ga_provider_ops {
     /* Optional: GPUARENA_ERR_STREAM_CAPTURE when S is being captured. */
     gpuarena_status_t (*stream_check)(ga_provider_t *p, gpuarena_stream_t s);
     /* Optional: stream_check then stream_id in one call (the hot path of
-     * every alloc and free on a stream); without it, the two are called. */
+     * every alloc and free on a stream); without it, the two are called.
+     * GA_UNCHECKED (above) when it made no check; stream_check is then
+     * required. */
     gpuarena_status_t (*stream_resolve)(ga_provider_t *p, gpuarena_stream_t s, uint64_t *id);
 
     /* Events (optional: without them, frees complete at once, as for host

@@ -25,6 +25,8 @@ size_t fakecuda_mapped(uint64_t va, size_t size);
 int fakecuda_maps(void);
 int fakecuda_handles(void);
 long fakecuda_pool_blocks(void);
+void fakecuda_blocking_capture(int on);
+long fakecuda_count(const char *what);
 CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version, cuuint64_t flags,
                              CUdriverProcAddressQueryResult *status);
 
@@ -44,6 +46,45 @@ static int ctx_object;
 static __thread CUcontext ctx_stack[16];
 static __thread int ctx_depth;
 static __thread CUstreamCaptureMode capture_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+
+/* A blocking stream "being captured" (fakecuda_blocking_capture): the
+ * legacy stream's cuStreamIsCapturing answers CAPTURE_IMPLICIT, as the
+ * driver does, and a call that puts work or an event on the legacy
+ * stream is refused and counted as a disturbed capture.  Counts of the
+ * calls on an allocation's hot path, for fakecuda_count. */
+static int blocking_capture;
+static long n_capturing, n_get_current, n_disturbed;
+
+void fakecuda_blocking_capture(int on)
+{
+    __atomic_store_n(&blocking_capture, on, __ATOMIC_SEQ_CST);
+}
+
+long fakecuda_count(const char *what)
+{
+    if (strcmp(what, "cuStreamIsCapturing") == 0)
+        return __atomic_load_n(&n_capturing, __ATOMIC_SEQ_CST);
+    if (strcmp(what, "cuCtxGetCurrent") == 0)
+        return __atomic_load_n(&n_get_current, __ATOMIC_SEQ_CST);
+    if (strcmp(what, "disturbed") == 0)
+        return __atomic_load_n(&n_disturbed, __ATOMIC_SEQ_CST);
+    return -1;
+}
+
+static int is_legacy(CUstream s)
+{
+    return s == NULL || s == CU_STREAM_LEGACY;
+}
+
+/* A call that uses stream S: refused on the legacy stream while a
+ * blocking stream is captured. */
+static int disturbs(CUstream s)
+{
+    if (!is_legacy(s) || !__atomic_load_n(&blocking_capture, __ATOMIC_SEQ_CST))
+        return 0;
+    __atomic_add_fetch(&n_disturbed, 1, __ATOMIC_SEQ_CST);
+    return 1;
+}
 
 /* Failures: the NTH next call of each call named fails (one armed per
  * name); cuMemUnmap at unmap_at fails every time. */
@@ -212,6 +253,7 @@ static CUresult f_primary_release(CUdevice d)
 
 static CUresult f_get_current(CUcontext *c)
 {
+    __atomic_add_fetch(&n_get_current, 1, __ATOMIC_SEQ_CST);
     *c = ctx_depth ? ctx_stack[ctx_depth - 1] : NULL;
     return CUDA_SUCCESS;
 }
@@ -268,21 +310,23 @@ static CUresult f_stream_ctx(CUstream s, CUcontext *c)
 
 static CUresult f_capturing(CUstream s, CUstreamCaptureStatus *st)
 {
-    (void)s;
+    __atomic_add_fetch(&n_capturing, 1, __ATOMIC_SEQ_CST);
+    if (is_legacy(s) && __atomic_load_n(&blocking_capture, __ATOMIC_SEQ_CST))
+        return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
     *st = CU_STREAM_CAPTURE_STATUS_NONE;
     return CUDA_SUCCESS;
 }
 
 static CUresult f_stream_sync(CUstream s)
 {
-    (void)s;
+    if (disturbs(s))
+        return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
     return fails("cuStreamSynchronize") ? CUDA_ERROR_LAUNCH_FAILED : CUDA_SUCCESS;
 }
 
 static CUresult f_stream_query(CUstream s)
 {
-    (void)s;
-    return CUDA_SUCCESS;
+    return disturbs(s) ? CUDA_ERROR_STREAM_CAPTURE_IMPLICIT : CUDA_SUCCESS;
 }
 
 static CUresult f_ctx_sync(void)
@@ -313,8 +357,8 @@ static CUresult f_event_destroy(CUevent e)
 
 static CUresult f_event_record(CUevent e, CUstream s)
 {
-    (void)e, (void)s;
-    return CUDA_SUCCESS;
+    (void)e;
+    return disturbs(s) ? CUDA_ERROR_STREAM_CAPTURE_IMPLICIT : CUDA_SUCCESS;
 }
 
 static CUresult f_event_done(CUevent e)
@@ -325,8 +369,8 @@ static CUresult f_event_done(CUevent e)
 
 static CUresult f_stream_wait_event(CUstream s, CUevent e, unsigned flags)
 {
-    (void)s, (void)e, (void)flags;
-    return CUDA_SUCCESS;
+    (void)e, (void)flags;
+    return disturbs(s) ? CUDA_ERROR_STREAM_CAPTURE_IMPLICIT : CUDA_SUCCESS;
 }
 
 /* ---------------------------------------------------------------------- */
@@ -362,8 +406,8 @@ static CUresult f_mem_free(CUdeviceptr p)
 
 static CUresult f_memset_async(CUdeviceptr p, unsigned char v, size_t n, CUstream s)
 {
-    (void)p, (void)v, (void)n, (void)s;
-    return CUDA_SUCCESS;
+    (void)p, (void)v, (void)n;
+    return disturbs(s) ? CUDA_ERROR_STREAM_CAPTURE_IMPLICIT : CUDA_SUCCESS;
 }
 
 static CUresult f_granularity(size_t *g, const CUmemAllocationProp *prop,
@@ -509,7 +553,9 @@ static CUresult f_pool_trim(CUmemoryPool pool, size_t keep)
 
 static CUresult f_pool_alloc(CUdeviceptr *p, size_t size, CUmemoryPool pool, CUstream s)
 {
-    (void)pool, (void)s;
+    (void)pool;
+    if (disturbs(s))
+        return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
     *p = take_va(size);
     pthread_mutex_lock(&lock);
     pool_blocks++;
@@ -519,7 +565,9 @@ static CUresult f_pool_alloc(CUdeviceptr *p, size_t size, CUmemoryPool pool, CUs
 
 static CUresult f_free_async(CUdeviceptr p, CUstream s)
 {
-    (void)p, (void)s;
+    (void)p;
+    if (disturbs(s))
+        return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
     pthread_mutex_lock(&lock);
     pool_blocks--;
     pthread_mutex_unlock(&lock);
