@@ -34,9 +34,11 @@
  *       (NULL) and with no stream (GPUARENA_STREAM_HOST), and what the
  *       driver calls on the arena's path cost one by one (ns per call,
  *       median of RUNS runs): they bound what a stream-ordered pair can
- *       cost, since gpuarena must ask the driver whether the stream is
- *       being captured into a graph before it hands out or takes back
- *       memory on it.
+ *       cost, since gpuarena must ask the driver whether a created
+ *       stream is being captured into a graph before it hands out or
+ *       takes back memory on it.  The legacy stream cannot be captured:
+ *       a cached pair on it asks the driver nothing (gpuarena(7)), so its
+ *       figure is the no-stream pair plus the naming of the stream.
  *
  * Why many short runs, interleaved: the lent H200 hosts have slow spells
  * of 0.1-0.5 s in which everything on the CPU takes up to twice as long
