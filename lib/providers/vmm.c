@@ -91,10 +91,38 @@ static ga_vmm_resv_t *find(ga_vmm_t *v, uint64_t a, size_t size, ga_vmm_resv_t *
     return NULL;
 }
 
+/* Keep handle H, whose cuMemRelease failed, for retry_releases; false
+ * when there is no host memory for it (it is then lost for good). */
+static bool keep_unreleased(ga_vmm_t *v, uint64_t h)
+{
+    if (v->nunreleased == v->cap_unreleased) {
+        size_t cap = v->cap_unreleased ? 2 * v->cap_unreleased : 8;
+        uint64_t *n = realloc(v->unreleased, cap * sizeof *n);
+        if (!n)
+            return false;
+        v->unreleased = n;
+        v->cap_unreleased = cap;
+    }
+    v->unreleased[v->nunreleased++] = h;
+    return true;
+}
+
+/* Release again the handles whose cuMemRelease failed before; those that
+ * fail again stay for the next time.  Under the lock, in the context. */
+static void retry_releases(ga_vmm_t *v)
+{
+    size_t kept = 0;
+    for (size_t i = 0; i < v->nunreleased; i++)
+        if (ga_cuda_vmm_release(v->unreleased[i]) != GPUARENA_SUCCESS)
+            v->unreleased[kept++] = v->unreleased[i];
+    v->nunreleased = kept;
+}
+
 /* Unmap and release granule I of R; under the lock, in the context.  Once
  * cuMemUnmap has succeeded the granule is free whatever cuMemRelease says:
  * its address may be mapped again, and only the physical memory behind the
- * handle is lost, which the error says. */
+ * handle stays held until a later release of it succeeds (retry_releases),
+ * which the error says. */
 static gpuarena_status_t drop_one(ga_vmm_t *v, ga_vmm_resv_t *r, size_t i)
 {
     size_t g = v->prov->granule;
@@ -112,10 +140,17 @@ static gpuarena_status_t drop_one(ga_vmm_t *v, ga_vmm_resv_t *r, size_t i)
     if (st != GPUARENA_SUCCESS) {
         char why[512];
         snprintf(why, sizeof why, "%s", gpuarena_last_error());
-        ga_error(st,
-                 "%s: granule at %#llx is unmapped, but its %zu bytes stay allocated until the "
-                 "process exits: %s",
-                 v->who, (unsigned long long)va, g, why);
+        if (keep_unreleased(v, h))
+            ga_error(st,
+                     "%s: granule at %#llx is unmapped, but its %zu bytes stay allocated until "
+                     "a later release of them succeeds (at the next trim or release of memory): "
+                     "%s",
+                     v->who, (unsigned long long)va, g, why);
+        else
+            ga_error(st,
+                     "%s: granule at %#llx is unmapped, but its %zu bytes stay allocated until "
+                     "the process exits: %s",
+                     v->who, (unsigned long long)va, g, why);
     }
     return st;
 }
@@ -130,6 +165,7 @@ static gpuarena_status_t drop_one(ga_vmm_t *v, ga_vmm_resv_t *r, size_t i)
  * context. */
 static gpuarena_status_t drop(ga_vmm_t *v, ga_vmm_resv_t *r, size_t first, size_t last)
 {
+    retry_releases(v);
     for (size_t i = first; i < last; i++) {
         gpuarena_status_t st = drop_one(v, r, i);
         if (st != GPUARENA_SUCCESS)
@@ -286,5 +322,8 @@ void ga_vmm_fini(ga_vmm_t *v)
         v->resv = r->next;
         resv_free(r);
     }
+    free(v->unreleased);
+    v->unreleased = NULL;
+    v->nunreleased = v->cap_unreleased = 0;
     pthread_mutex_unlock(v->lock);
 }

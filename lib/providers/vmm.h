@@ -37,6 +37,11 @@ typedef struct ga_vmm {
     /* Give access to [VA, VA+SIZE), mapped over one or more handles. */
     gpuarena_status_t (*set_access)(void *owner, uint64_t va, size_t size);
     ga_vmm_resv_t *resv;
+    /* Handles of unmapped granules whose cuMemRelease failed: released
+     * again before every later decommit and release, so that one failure
+     * does not keep a granule of memory for the life of the process. */
+    uint64_t *unreleased;
+    size_t nunreleased, cap_unreleased;
 } ga_vmm_t;
 
 /* A provider with growable segments through this file is laid out as
@@ -67,7 +72,8 @@ gpuarena_status_t ga_vmm_decommit(ga_provider_t *p, void *addr, size_t size);
     .decommit = ga_vmm_decommit
 
 /* Forget the reservations left (at destroy: what the block manager could
- * not give back stays mapped; only the records go). */
+ * not give back stays mapped; only the records go), and the handles that
+ * would not release. */
 void ga_vmm_fini(ga_vmm_t *v);
 
 #endif /* GA_PROVIDERS_VMM_H */
