@@ -45,6 +45,7 @@
  */
 #include "config.h"
 
+#include "array.h"
 #include "block/tcache.h"
 
 #include "errors.h"
@@ -71,21 +72,6 @@ static inline size_t round_down(size_t n, size_t a)
     return n & ~(a - 1);
 }
 
-/* ARR, N entries of ELEM bytes used of *CAP, with room for one more: ARR
- * itself when it has it, else grown to twice *CAP entries (FIRST when
- * empty); NULL when there is no memory, ARR then unchanged.  For the
- * manager's arrays of slabs, spare events and pools. */
-static void *room_for_one(void *arr, unsigned n, unsigned *cap, size_t elem, unsigned first)
-{
-    if (n < *cap)
-        return arr;
-    unsigned c = *cap ? *cap * 2 : first;
-    void *grown = realloc(arr, (size_t)c * elem);
-    if (grown)
-        *cap = c;
-    return grown;
-}
-
 /* ------------------------------------------------------------------ */
 /* Block records: slabs that live as long as the manager.              */
 
@@ -93,7 +79,7 @@ static void *room_for_one(void *arr, unsigned n, unsigned *cap, size_t elem, uns
  * SLAB_BLOCKS records); false when there is no memory. */
 static __attribute__((noinline)) bool spare_refill(ga_bm_t *bm)
 {
-    void **s = room_for_one(bm->slabs, bm->nslabs, &bm->cap_slabs, sizeof *s, 16);
+    void **s = ga_room_for_one(bm->slabs, bm->nslabs, &bm->cap_slabs, sizeof *s, 16);
     if (!s)
         return false;
     bm->slabs = s;
@@ -181,7 +167,7 @@ static gpuarena_status_t event_get(ga_bm_t *bm, ga_event_t *ev)
 static void event_put(ga_bm_t *bm, ga_event_t ev)
 {
     ga_event_t *e =
-        room_for_one(bm->spare_events, bm->nspare_events, &bm->cap_spare_events, sizeof *e, 16);
+        ga_room_for_one(bm->spare_events, bm->nspare_events, &bm->cap_spare_events, sizeof *e, 16);
     if (!e) {
         bm->prov->ops->event_destroy(bm->prov, ev);
         return;
@@ -235,7 +221,7 @@ static inline ga_pool_t *pool_find(ga_bm_t *bm, uint64_t id)
 /* A new pool for S; NULL when out of memory. */
 static __attribute__((noinline)) ga_pool_t *pool_make(ga_bm_t *bm, ga_stream_t s)
 {
-    ga_pool_t **n = room_for_one(bm->pools, bm->npools, &bm->cap_pools, sizeof *n, 8);
+    ga_pool_t **n = ga_room_for_one(bm->pools, bm->npools, &bm->cap_pools, sizeof *n, 8);
     if (!n)
         return NULL;
     bm->pools = n;

@@ -5,6 +5,7 @@
  */
 #include "providers/vmm.h"
 
+#include "array.h"
 #include "cuda/cuda.h"
 #include "errors.h"
 
@@ -95,14 +96,10 @@ static ga_vmm_resv_t *find(ga_vmm_t *v, uint64_t a, size_t size, ga_vmm_resv_t *
  * when there is no host memory for it (it is then lost for good). */
 static bool keep_unreleased(ga_vmm_t *v, uint64_t h)
 {
-    if (v->nunreleased == v->cap_unreleased) {
-        size_t cap = v->cap_unreleased ? 2 * v->cap_unreleased : 8;
-        uint64_t *n = realloc(v->unreleased, cap * sizeof *n);
-        if (!n)
-            return false;
-        v->unreleased = n;
-        v->cap_unreleased = cap;
-    }
+    uint64_t *n = ga_room_for_one(v->unreleased, v->nunreleased, &v->cap_unreleased, sizeof *n, 8);
+    if (!n)
+        return false;
+    v->unreleased = n;
     v->unreleased[v->nunreleased++] = h;
     return true;
 }
@@ -111,8 +108,8 @@ static bool keep_unreleased(ga_vmm_t *v, uint64_t h)
  * fail again stay for the next time.  Under the lock, in the context. */
 static void retry_releases(ga_vmm_t *v)
 {
-    size_t kept = 0;
-    for (size_t i = 0; i < v->nunreleased; i++)
+    unsigned kept = 0;
+    for (unsigned i = 0; i < v->nunreleased; i++)
         if (ga_cuda_vmm_release(v->unreleased[i]) != GPUARENA_SUCCESS)
             v->unreleased[kept++] = v->unreleased[i];
     v->nunreleased = kept;

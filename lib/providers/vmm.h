@@ -41,7 +41,7 @@ typedef struct ga_vmm {
      * again before every later decommit and release, so that one failure
      * does not keep a granule of memory for the life of the process. */
     uint64_t *unreleased;
-    size_t nunreleased, cap_unreleased;
+    unsigned nunreleased, cap_unreleased;
 } ga_vmm_t;
 
 /* A provider with growable segments through this file is laid out as
