@@ -33,8 +33,9 @@ gpuarena_status_t ga_arena_destroy(gpuarena_t *a);
 
 /* Resolve a stream handle to the block manager's view of it (inline: it
  * runs on every alloc and free).  GA_UNCHECKED where the provider named
- * it without a capture check (provider.h): the caller then uses the
- * manager's _unchecked calls, or asks stream_check itself. */
+ * it without a capture check (provider.h): the caller then passes
+ * unchecked to ga_bm_alloc_on or ga_bm_free_on, or asks stream_check
+ * itself. */
 gpuarena_status_t ga_arena_stream_slow(gpuarena_t *a, gpuarena_stream_t handle, ga_stream_t *s);
 static inline gpuarena_status_t ga_arena_stream(gpuarena_t *a, gpuarena_stream_t handle,
                                                 ga_stream_t *s)

@@ -137,17 +137,12 @@ static gpuarena_status_t drop_one(ga_vmm_t *v, ga_vmm_resv_t *r, size_t i)
     if (st != GPUARENA_SUCCESS) {
         char why[512];
         snprintf(why, sizeof why, "%s", gpuarena_last_error());
-        if (keep_unreleased(v, h))
-            ga_error(st,
-                     "%s: granule at %#llx is unmapped, but its %zu bytes stay allocated until "
-                     "a later release of them succeeds (at the next trim or release of memory): "
-                     "%s",
-                     v->who, (unsigned long long)va, g, why);
-        else
-            ga_error(st,
-                     "%s: granule at %#llx is unmapped, but its %zu bytes stay allocated until "
-                     "the process exits: %s",
-                     v->who, (unsigned long long)va, g, why);
+        const char *until = keep_unreleased(v, h) ? "a later release of them succeeds (at "
+                                                    "the next trim or release of memory)"
+                                                  : "the process exits";
+        ga_error(st,
+                 "%s: granule at %#llx is unmapped, but its %zu bytes stay allocated until %s: %s",
+                 v->who, (unsigned long long)va, g, until, why);
     }
     return st;
 }
