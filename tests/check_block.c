@@ -604,14 +604,37 @@ START_TEST(large_slot_serves_small_size)
 }
 END_TEST
 
+/* Make the thread cache of stream 1 cold: misses, of sizes it never
+ * held, until a window of them closes (the first allocation, before the
+ * cache is made, is not one).  Warm or cold, the cache keeps the block
+ * just freed (the manager's live count): cold, in the large slot, where
+ * the free after the miss that made it cold parks it.  That block's
+ * address. */
+static void *make_cold(fx_t *f)
+{
+    void *last = NULL;
+    ga_tcache_t *t = NULL;
+    for (unsigned i = 0; i <= TC_WINDOW && !(t && t->cold); i++) {
+        last = fx_alloc(f, (i + 9) * 512, 1);
+        fx_free(f, last, 1);
+        t = ga_tcache_find(f->bm, 1);
+        ck_assert_ptr_nonnull(t);
+        ck_assert_uint_ge(f->bm->c.live, 1); /* the block just freed is kept */
+    }
+    ck_assert(t->cold);
+    return last;
+}
+
 /* A thread cache whose probes nearly all miss goes cold: it is flushed
- * once, and frees on its stream go to the manager.  It warms again when
- * half of a window of its probes ask for sizes that were just freed
+ * once, its slots take no more blocks, and only its large slot holds a
+ * freed block until the thread's next locked operation.  It warms again
+ * when half of a window of its probes ask for sizes that were just freed
  * (tcache.c, "Cold caches").  A block held by a cache is live to the
  * manager: its count of live blocks tells whether a free kept it. */
 START_TEST(cache_goes_cold_and_warms_again)
 {
     fx_t *f = fx_new(false, 64 * KI, "thread_cache=true");
+    ga_tcache_t *t = NULL;
     void *p = fx_alloc(f, 4 * KI, 1);
     fx_free(f, p, 1);
     ck_assert_uint_eq(f->bm->c.live, 1); /* held by the cache */
@@ -621,23 +644,33 @@ START_TEST(cache_goes_cold_and_warms_again)
     fx_free(f, p, 1);
 
     /* Sizes the cache never held: every probe misses.  The window's
-     * last miss makes it cold and gives every block back. */
-    for (unsigned i = 0; i < TC_WINDOW; i++) {
-        void *q = fx_alloc(f, (i + 9) * 512, 1);
-        ck_assert_uint_ge(f->bm->c.live, (i + 1 < TC_WINDOW ? 2 : 1));
-        fx_free(f, q, 1);
-    }
-    ck_assert_uint_eq(f->bm->c.live, 0);
+     * last miss makes it cold and gives every block back; the free after
+     * it parks its block in the large slot. */
+    void *last = make_cold(f);
+    t = ga_tcache_find(f->bm, 1);
+    ck_assert_ptr_nonnull(t);
+    ck_assert(t->cold);
+    ck_assert_uint_eq(t->bytes, 0); /* the slots are empty */
+    ck_assert_ptr_nonnull(t->large);
+    ck_assert_ptr_eq((void *)t->large->addr, last);
+    ck_assert_uint_eq(f->bm->c.live, 1);
 
     /* Cold: the same size freed and allocated again goes through the
-     * manager, until the window of probes closes with every one of them
-     * a size just freed; from then the cache holds and serves it. */
+     * manager, the free parking the block and the allocation giving it
+     * back, until the window of probes closes with every one of them a
+     * size just freed; from then the cache's slots hold and serve it. */
     for (unsigned i = 0; i < TC_WINDOW; i++) {
         allocs = f->bm->c.allocs;
+        uint64_t frees = f->bm->c.frees;
         void *q = fx_alloc(f, 4 * KI, 1);
         ck_assert_uint_eq(f->bm->c.allocs, allocs + 1); /* from the manager */
+        ck_assert_uint_eq(f->bm->c.frees, frees + 1);   /* the parked block back */
+        ck_assert_ptr_null(t->large);
         fx_free(f, q, 1);
-        ck_assert_uint_eq(f->bm->c.live, (i + 1 < TC_WINDOW ? 0 : 1));
+        ck_assert_uint_eq(f->bm->c.live, 1);
+        ck_assert_uint_eq(t->cold, i + 1 < TC_WINDOW);
+        ck_assert_ptr_eq(t->large ? (void *)t->large->addr : NULL, i + 1 < TC_WINDOW ? q : NULL);
+        ck_assert_uint_eq(t->bytes, i + 1 < TC_WINDOW ? 0 : 4 * KI);
     }
     allocs = f->bm->c.allocs;
     void *q = fx_alloc(f, 4 * KI, 1);
@@ -649,8 +682,6 @@ START_TEST(cache_goes_cold_and_warms_again)
      * held no longer tells: a new segment asks the stream's pool for a
      * sweep, and its next free takes the lock.) */
     void *r[4 * TC_WINDOW];
-    ga_tcache_t *t = ga_tcache_find(f->bm, 1);
-    ck_assert_ptr_nonnull(t);
     for (unsigned i = 0; i < 4 * TC_WINDOW; i++) {
         fx_free(f, q, 1);
         q = fx_alloc(f, 4 * KI, 1);           /* a hit */
@@ -660,6 +691,50 @@ START_TEST(cache_goes_cold_and_warms_again)
     for (unsigned i = 0; i < 4 * TC_WINDOW; i++)
         fx_free(f, r[i], 1);
     fx_free(f, q, 1);
+    fx_done(f);
+}
+END_TEST
+
+/* A cold cache's large slot: one block of at most thread_cache_large,
+ * held from its free to the thread's next locked operation (an
+ * allocation that misses, or a free the cache does not take), which
+ * gives it back first; a larger block, or a second one, goes to the
+ * manager at once.  The user sees each free at once; trim gives the
+ * parked block back too. */
+START_TEST(cold_cache_parks_one_block)
+{
+    fx_t *f = fx_new(false, 64 * KI, "thread_cache=true,thread_cache_large=128K");
+    void *keep[3] = {fx_alloc(f, 40 * KI, 1), fx_alloc(f, 192 * KI, 1), fx_alloc(f, 8 * KI, 1)};
+    void *last = make_cold(f);
+    ga_tcache_t *t = ga_tcache_find(f->bm, 1);
+    ck_assert(t && t->cold && t->large && (void *)t->large->addr == last);
+    gpuarena_stats_t st = fx_stats(f);
+    ck_assert_uint_eq(st.live_blocks, 3); /* the parked one is freed to the user */
+
+    /* A second free while one is parked: both go to the manager. */
+    uint64_t frees = f->bm->c.frees, live = f->bm->c.live;
+    fx_free(f, keep[0], 1);
+    ck_assert_uint_eq(f->bm->c.frees, frees + 2);
+    ck_assert_uint_eq(f->bm->c.live, live - 2);
+    ck_assert_ptr_null(t->large);
+
+    /* Above thread_cache_large: to the manager, the slot left empty. */
+    frees = f->bm->c.frees;
+    fx_free(f, keep[1], 1);
+    ck_assert_uint_eq(f->bm->c.frees, frees + 1);
+    ck_assert_ptr_null(t->large);
+
+    /* Parked, then given back by trim. */
+    fx_free(f, keep[2], 1);
+    ck_assert_ptr_eq(t->large ? (void *)t->large->addr : NULL, keep[2]);
+    ck_assert_uint_eq(f->bm->c.live, 1);
+    st = fx_stats(f);
+    ck_assert_uint_eq(st.live_blocks, 0);
+    ck_assert_uint_eq(st.in_use, 0);
+    ck_assert_int_eq(ga_bm_trim(f->bm, 0), GPUARENA_SUCCESS);
+    ck_assert_ptr_null(t->large);
+    ck_assert_uint_eq(f->bm->c.live, 0);
+    ck_assert(t->cold); /* trim does not warm it */
     fx_done(f);
 }
 END_TEST
@@ -1872,6 +1947,7 @@ int main(void)
     tcase_add_test(reuse, slots_full_block_waits_in_large_slot);
     tcase_add_test(reuse, large_slot_serves_small_size);
     tcase_add_test(reuse, cache_goes_cold_and_warms_again);
+    tcase_add_test(reuse, cold_cache_parks_one_block);
     tcase_add_test(reuse, host_stream_public_api);
     tcase_add_test(reuse, record_stream_keeps_block_pending);
     tcase_add_test(reuse, record_stream_event_failure_is_safe);

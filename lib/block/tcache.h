@@ -327,10 +327,59 @@ static inline bool ga_tcache_alloc(ga_bm_t *bm, size_t rounded, size_t size, ga_
             ga_tcache_take(bm, GA_STREAM_ANY, rounded, size, s, ptr));
 }
 
+/* The rest of a free into T (entered, LOCKED as tc_owner_enter said), once
+ * B is in a slot or the large slot: the cache's corrections, and the
+ * cached peak that the free may have raised. */
+__attribute__((always_inline)) static inline void tc_kept(ga_bm_t *bm, ga_tcache_t *t,
+                                                          ga_block_t *b, ga_stream_t s, bool locked)
+{
+    atomic_store_explicit(&b->cached, 1, memory_order_relaxed);
+    tc_add(&t->req_delta, -(int64_t)b->requested);
+    tc_add(&t->inuse_delta, -(int64_t)b->size);
+    t->frees++;
+    t->stream.handle = s.handle;
+    int64_t mine_req, mine_use;
+    tc_mine(bm, t, &mine_req, &mine_use);
+    (void)mine_req;
+    tc_owner_leave(t, locked);
+    /* The cached bytes grew: their peak, as for the others in alloc. */
+    int64_t c = (int64_t)atomic_load_explicit(&bm->base_reserved, memory_order_relaxed) -
+                (atomic_load_explicit(&bm->base_inuse, memory_order_relaxed) + mine_use);
+    if (c > (int64_t)atomic_load_explicit(&bm->peak.cached, memory_order_relaxed)) {
+        ga_lock(&bm->lock);
+        ga_bm_update_peaks(bm);
+        ga_unlock(&bm->lock);
+    }
+}
+
+/* A free into cold cache T: its slots take nothing, but its large slot
+ * still takes one block, as a warm cache's does.  On a random mix of
+ * sizes (what makes a cache cold) the thread's next operation is
+ * usually an allocation that misses; it gives the block back under the
+ * lock it takes anyway, so the free takes none: about 8 % of a random
+ * free + alloc (bench_churn, 96 against 88 ns here). */
+static inline bool tc_free_cold(ga_bm_t *bm, ga_tcache_t *t, ga_block_t *b, ga_stream_t s)
+{
+    /* Its size is remembered, so that the probes can tell when a warm
+     * cache would hit again. */
+    t->ghost[tc_slot_of(b->size, bm->round_shift)] = b->size;
+    if (t->large || b->size > bm->set.thread_cache_large)
+        return false;
+    bool locked = tc_owner_enter(t);
+    if (t->bm != bm) {
+        tc_owner_leave(t, locked);
+        return false;
+    }
+    t->large = b;
+    ga_tc_parked = true;
+    tc_kept(bm, t, b, s, locked);
+    return true;
+}
+
 /* Keep live block B, freed on S, in this thread's cache of S (in a slot,
  * or in the large slot when it is above thread_cache_max or the slots
- * have no room); false when it does not go there (too large, recorded
- * uses, the cache full). */
+ * have no room, or the cache is cold); false when it does not go there
+ * (too large, recorded uses, the cache full). */
 static inline bool ga_tcache_free(ga_bm_t *bm, ga_block_t *b, ga_stream_t s)
 {
     size_t size = b->size;
@@ -339,12 +388,8 @@ static inline bool ga_tcache_free(ga_bm_t *bm, ga_block_t *b, ga_stream_t s)
     ga_tcache_t *t = ga_tcache_find(bm, s.id);
     if (!t && !(t = ga_tcache_create(bm, s)))
         return false;
-    if (t->cold) {
-        /* The block goes to the manager; its size is remembered, so that
-         * the probes can tell when a warm cache would hit again. */
-        t->ghost[tc_slot_of(size, bm->round_shift)] = size;
-        return false;
-    }
+    if (t->cold)
+        return tc_free_cold(bm, t, b, s);
     bool locked = tc_owner_enter(t);
     /* A slot, if the size is not above thread_cache_max and its slot has
      * room, computed as one value.  Whether the size is small is a branch:
@@ -375,23 +420,7 @@ static inline bool ga_tcache_free(ga_bm_t *bm, ga_block_t *b, ga_stream_t s)
         tc_owner_leave(t, locked);
         return false;
     }
-    atomic_store_explicit(&b->cached, 1, memory_order_relaxed);
-    tc_add(&t->req_delta, -(int64_t)b->requested);
-    tc_add(&t->inuse_delta, -(int64_t)size);
-    t->frees++;
-    t->stream.handle = s.handle;
-    int64_t mine_req, mine_use;
-    tc_mine(bm, t, &mine_req, &mine_use);
-    (void)mine_req;
-    tc_owner_leave(t, locked);
-    /* The cached bytes grew: their peak, as for the others in alloc. */
-    int64_t c = (int64_t)atomic_load_explicit(&bm->base_reserved, memory_order_relaxed) -
-                (atomic_load_explicit(&bm->base_inuse, memory_order_relaxed) + mine_use);
-    if (c > (int64_t)atomic_load_explicit(&bm->peak.cached, memory_order_relaxed)) {
-        ga_lock(&bm->lock);
-        ga_bm_update_peaks(bm);
-        ga_unlock(&bm->lock);
-    }
+    tc_kept(bm, t, b, s, locked);
     return true;
 }
 
