@@ -363,10 +363,11 @@ static inline bool tc_free_cold(ga_bm_t *bm, ga_tcache_t *t, ga_block_t *b, ga_s
     /* Its size is remembered, so that the probes can tell when a warm
      * cache would hit again. */
     t->ghost[tc_slot_of(b->size, bm->round_shift)] = b->size;
-    if (t->large || b->size > bm->set.thread_cache_large)
+    if (b->size > bm->set.thread_cache_large)
         return false;
+    /* The large slot is read inside: a remote flush may be emptying it. */
     bool locked = tc_owner_enter(t);
-    if (t->bm != bm) {
+    if (t->bm != bm || t->large) {
         tc_owner_leave(t, locked);
         return false;
     }
