@@ -19,8 +19,9 @@
  * when this program was written, 1129 and 2.5 on 2026-11-24 (GCC 12,
  * -O2), then 1186 and 1.8 once a cold thread cache parked the free in
  * its large slot (more instructions, fewer mispredicted branches: 96
- * against 88 ns a pair here).  Time it on one idle CPU (taskset -c N) and alternate the two
- * builds compared: the lent hosts have slow spells.
+ * against 88 ns a pair here).  Time it on one idle CPU (taskset -c N)
+ * and alternate the two builds compared: the lent hosts have slow
+ * spells.
  *
  * Usage: bench_churn [OPERATIONS [STREAM]]
  *   OPERATIONS  timed operations per run (default 524288); 5 runs, the

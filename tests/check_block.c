@@ -606,10 +606,10 @@ END_TEST
 
 /* Make the thread cache of stream 1 cold: misses, of sizes it never
  * held, until a window of them closes (the first allocation, before the
- * cache is made, is not one).  Warm or cold, the cache keeps the block
- * just freed (the manager's live count): cold, in the large slot, where
- * the free after the miss that made it cold parks it.  That block's
- * address. */
+ * cache is made, is not one).  The manager counts what the cache holds
+ * as live: warm, the cache holds blocks freed so far; cold, its large
+ * slot holds the one freed after the miss that made it cold.  That
+ * block's address. */
 static void *make_cold(fx_t *f)
 {
     void *last = NULL;
@@ -619,7 +619,7 @@ static void *make_cold(fx_t *f)
         fx_free(f, last, 1);
         t = ga_tcache_find(f->bm, 1);
         ck_assert_ptr_nonnull(t);
-        ck_assert_uint_ge(f->bm->c.live, 1); /* the block just freed is kept */
+        ck_assert_uint_ge(f->bm->c.live, 1); /* the cache holds a block */
     }
     ck_assert(t->cold);
     return last;
@@ -634,7 +634,6 @@ static void *make_cold(fx_t *f)
 START_TEST(cache_goes_cold_and_warms_again)
 {
     fx_t *f = fx_new(false, 64 * KI, "thread_cache=true");
-    ga_tcache_t *t = NULL;
     void *p = fx_alloc(f, 4 * KI, 1);
     fx_free(f, p, 1);
     ck_assert_uint_eq(f->bm->c.live, 1); /* held by the cache */
@@ -647,7 +646,7 @@ START_TEST(cache_goes_cold_and_warms_again)
      * last miss makes it cold and gives every block back; the free after
      * it parks its block in the large slot. */
     void *last = make_cold(f);
-    t = ga_tcache_find(f->bm, 1);
+    ga_tcache_t *t = ga_tcache_find(f->bm, 1);
     ck_assert_ptr_nonnull(t);
     ck_assert(t->cold);
     ck_assert_uint_eq(t->bytes, 0); /* the slots are empty */

@@ -353,11 +353,9 @@ __attribute__((always_inline)) static inline void tc_kept(ga_bm_t *bm, ga_tcache
 }
 
 /* A free into cold cache T: its slots take nothing, but its large slot
- * still takes one block, as a warm cache's does.  On a random mix of
- * sizes (what makes a cache cold) the thread's next operation is
- * usually an allocation that misses; it gives the block back under the
- * lock it takes anyway, so the free takes none: about 8 % of a random
- * free + alloc (bench_churn, 96 against 88 ns here). */
+ * still takes one block, as a warm cache's does; the allocation that
+ * misses next gives it back under the lock it takes anyway (tcache.c,
+ * "Cold caches"). */
 static inline bool tc_free_cold(ga_bm_t *bm, ga_tcache_t *t, ga_block_t *b, ga_stream_t s)
 {
     /* Its size is remembered, so that the probes can tell when a warm
