@@ -6,7 +6,9 @@
 
 #include "arena.h"
 
+#include "config/config.h"
 #include "errors.h"
+#include "fork.h"
 #include "providers/providers.h"
 #include "report.h"
 #ifdef GA_FAULT_INJECTION
@@ -39,6 +41,7 @@ gpuarena_status_t ga_arena_create(gpuarena_kind_t kind, int device, const ga_set
                                   gpuarena_t **out)
 {
     ga_report_init();
+    ga_fork_init();
     gpuarena_t *a = calloc(1, sizeof *a);
     if (!a)
         return ga_error(GPUARENA_ERR_HOST_MEMORY, "no memory for an arena");
@@ -101,6 +104,47 @@ gpuarena_status_t ga_arena_stream_slow(gpuarena_t *a, gpuarena_stream_t handle, 
     if (st == GPUARENA_SUCCESS)
         st = ops->stream_id(a->prov, handle, &s->id);
     return st;
+}
+
+void ga_arenas_fork_prepare(void)
+{
+    pthread_mutex_lock(&list_lock);
+    ga_bm_fork_begin();
+    for (gpuarena_t *a = arenas; a; a = a->next)
+        ga_bm_fork_prepare(a->bm);
+}
+
+void ga_arenas_fork_parent(void)
+{
+    for (gpuarena_t *a = arenas; a; a = a->next)
+        ga_bm_fork_parent(a->bm);
+    ga_bm_fork_end();
+    pthread_mutex_unlock(&list_lock);
+}
+
+/* The host and sim kinds carry over to the child: their memory is the
+ * process's own (a copy of the parent's pages).  The GPU kinds do not:
+ * CUDA does not work in a child forked after it was initialized, and
+ * pinned memory is not even mapped there (the driver marks it
+ * MADV_DONTFORK). */
+void ga_arenas_fork_child(void)
+{
+    for (gpuarena_t *a = arenas; a; a = a->next) {
+        bool usable = a->kind == GPUARENA_HOST || a->kind == GPUARENA_SIM;
+        a->forked = !usable;
+        ga_bm_fork_child(a->bm, usable);
+    }
+    ga_bm_fork_end();
+    pthread_mutex_unlock(&list_lock);
+}
+
+gpuarena_status_t ga_arena_forked(const gpuarena_t *a, const char *fn)
+{
+    return ga_error(GPUARENA_ERR_NOT_SUPPORTED,
+                    "%s: this %s arena was made before the process forked: CUDA cannot be used "
+                    "in a child made by fork() after it was initialized (only host and sim arenas "
+                    "carry over; gpuarena(7), section Fork)",
+                    fn, ga_kind_name(a->kind));
 }
 
 void ga_arena_foreach(void (*fn)(gpuarena_t *a, void *arg), void *arg)

@@ -22,6 +22,9 @@ struct gpuarena {
     ga_settings_t settings;
     ga_provider_t *prov;
     ga_bm_t *bm;
+    /* In a child made by fork(2): the arena's memory is the GPU's, which
+     * the child cannot use (fork.c); every call on it is refused. */
+    bool forked;
     struct gpuarena *next; /* list of all arenas, under the registry lock */
 };
 
@@ -52,12 +55,27 @@ static inline gpuarena_status_t ga_arena_stream(gpuarena_t *a, gpuarena_stream_t
     return ga_arena_stream_slow(a, handle, s);
 }
 
+/* fork(2) (fork.c): the list of arenas and every arena's block manager
+ * held across it; in the child, arenas of GPU memory are marked forked. */
+void ga_arenas_fork_prepare(void);
+void ga_arenas_fork_parent(void);
+void ga_arenas_fork_child(void);
+
+/* The status of a call on arena A in a child made by fork(2) that A
+ * cannot serve (A->forked), with a message naming FN. */
+gpuarena_status_t ga_arena_forked(const gpuarena_t *a, const char *fn);
+
 /* Walk every live arena under the registry lock. */
 void ga_arena_foreach(void (*fn)(gpuarena_t *a, void *arg), void *arg);
 
 /* The default arena of KIND (gpuarena_get) that has PTR as a live block,
  * or NULL (gpuarena.c). */
 gpuarena_t *ga_default_arena_of(gpuarena_kind_t kind, const void *ptr);
+
+/* fork(2) (fork.c): the registry of default arenas held across it
+ * (gpuarena.c). */
+void ga_defaults_fork_lock(void);
+void ga_defaults_fork_unlock(void);
 
 /* Devices with a default arena of each kind: ordinals 0 to 63. */
 #define GA_MAX_DEVICES 64

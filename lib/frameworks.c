@@ -89,7 +89,8 @@ void gpuarena_torch_set_memory_fraction(double fraction, int device)
                       "gpuarena_torch_set_memory_fraction: fraction %g is not from 0 to 1",
                       fraction);
     else if ((st = gpuarena_get(GPUARENA_DEVICE, device, &a)) == GPUARENA_SUCCESS)
-        st = ga_cuda_device_total_mem(device, &total);
+        st = a->forked ? ga_arena_forked(a, "gpuarena_torch_set_memory_fraction")
+                       : ga_cuda_device_total_mem(device, &total);
     if (st != GPUARENA_SUCCESS) {
         ga_raise_torch_error("gpuarena_torch_set_memory_fraction");
         return;

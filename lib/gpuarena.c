@@ -20,6 +20,16 @@
 static gpuarena_t *_Atomic defaults[GPUARENA_KIND_COUNT][GA_MAX_DEVICES];
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 
+void ga_defaults_fork_lock(void)
+{
+    pthread_mutex_lock(&registry_lock);
+}
+
+void ga_defaults_fork_unlock(void)
+{
+    pthread_mutex_unlock(&registry_lock);
+}
+
 const char *gpuarena_version(void)
 {
     return PACKAGE_VERSION;
@@ -97,6 +107,8 @@ gpuarena_status_t gpuarena_destroy(gpuarena_t *a)
     if (a->is_default)
         return ga_error(GPUARENA_ERR_INVALID_ARGUMENT,
                         "gpuarena_destroy: a default arena (gpuarena_get) lives until exit");
+    if (a->forked)
+        return ga_arena_forked(a, "gpuarena_destroy");
     if (ga_bm_live_blocks(a->bm) != 0)
         return ga_error(GPUARENA_ERR_BUSY, "gpuarena_destroy: %llu blocks are still live",
                         (unsigned long long)ga_bm_live_blocks(a->bm));
@@ -121,6 +133,10 @@ gpuarena_status_t gpuarena_alloc(gpuarena_t *a, size_t size, gpuarena_stream_t s
     if (!a || !ptr)
         return ga_error(GPUARENA_ERR_INVALID_ARGUMENT, "gpuarena_alloc: %s is NULL",
                         a ? "ptr" : "arena");
+    /* One test of a byte next to the fields read below: the thread cache
+     * of a GPU arena would otherwise still hand out blocks in a child. */
+    if (__builtin_expect(a->forked, 0))
+        return ga_arena_forked(a, "gpuarena_alloc");
     if (size == 0) {
         *ptr = NULL;
         if (ga_trace_on())
@@ -144,6 +160,8 @@ gpuarena_status_t gpuarena_free(gpuarena_t *a, void *ptr, gpuarena_stream_t stre
         return ga_error(GPUARENA_ERR_INVALID_ARGUMENT, "gpuarena_free: arena is NULL");
     if (!ptr)
         return GPUARENA_SUCCESS;
+    if (__builtin_expect(a->forked, 0))
+        return ga_arena_forked(a, "gpuarena_free");
     ga_stream_t s;
     gpuarena_status_t st = ga_arena_stream(a, stream, &s);
     if (st != GPUARENA_SUCCESS && st != GA_UNCHECKED)
@@ -158,6 +176,8 @@ gpuarena_status_t gpuarena_record_stream(gpuarena_t *a, void *ptr, gpuarena_stre
     if (!a || !ptr)
         return ga_error(GPUARENA_ERR_INVALID_ARGUMENT, "gpuarena_record_stream: %s is NULL",
                         a ? "ptr" : "arena");
+    if (a->forked)
+        return ga_arena_forked(a, "gpuarena_record_stream");
     if (stream == GPUARENA_STREAM_HOST)
         return ga_error(GPUARENA_ERR_INVALID_STREAM,
                         "gpuarena_record_stream: GPUARENA_STREAM_HOST is no stream to record");
@@ -179,6 +199,8 @@ gpuarena_status_t gpuarena_prefetch(gpuarena_t *a, void *ptr, size_t size, int d
     if (!a || !ptr)
         return ga_error(GPUARENA_ERR_INVALID_ARGUMENT, "gpuarena_prefetch: %s is NULL",
                         a ? "ptr" : "arena");
+    if (a->forked)
+        return ga_arena_forked(a, "gpuarena_prefetch");
     if (!a->prov->ops->prefetch)
         return ga_error(GPUARENA_ERR_NOT_SUPPORTED,
                         "gpuarena_prefetch: only managed arenas prefetch");
@@ -196,6 +218,8 @@ gpuarena_status_t gpuarena_trim(gpuarena_t *a, size_t keep_bytes)
 {
     if (!a)
         return ga_error(GPUARENA_ERR_INVALID_ARGUMENT, "gpuarena_trim: arena is NULL");
+    if (a->forked)
+        return ga_arena_forked(a, "gpuarena_trim");
     return ga_bm_trim(a->bm, keep_bytes);
 }
 
@@ -205,7 +229,8 @@ gpuarena_status_t gpuarena_stats(gpuarena_t *a, gpuarena_stats_t *st)
         return ga_error(GPUARENA_ERR_INVALID_ARGUMENT, "gpuarena_stats: %s is NULL",
                         a ? "stats" : "arena");
     ga_bm_stats(a->bm, st);
-    if (a->prov->ops->stats)
+    /* A provider's hook may ask the driver (pool = driver). */
+    if (a->prov->ops->stats && !a->forked)
         a->prov->ops->stats(a->prov, st);
     return GPUARENA_SUCCESS;
 }
@@ -215,7 +240,7 @@ gpuarena_status_t gpuarena_stats_reset_peaks(gpuarena_t *a)
     if (!a)
         return ga_error(GPUARENA_ERR_INVALID_ARGUMENT, "gpuarena_stats_reset_peaks: arena is NULL");
     ga_bm_reset_peaks(a->bm);
-    if (a->prov->ops->reset_peaks)
+    if (a->prov->ops->reset_peaks && !a->forked)
         a->prov->ops->reset_peaks(a->prov);
     return GPUARENA_SUCCESS;
 }

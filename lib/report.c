@@ -68,7 +68,7 @@ static void on_signal(int sig)
     (void)sig;
     int e = errno;
     char c = 1;
-    ssize_t n = write(pipe_fds[1], &c, 1);
+    ssize_t n = write(pipe_fds[1], &c, 1); /* -1 in a forked child: EBADF */
     (void)n;
     errno = e;
 }
@@ -129,6 +129,21 @@ static void init(void)
     const char *sig = ga_env("GPUARENA_STATS_SIGNAL");
     if (sig && strcmp(sig, "1") == 0)
         start_signal();
+}
+
+/* A child made by fork(2) prints nothing, as it records no trace
+ * (trace/recorder.c): its report would repeat the parent's figures, to
+ * the file named for the parent.  Its SIGUSR1 must not wake the parent's
+ * report thread through the pipe they share either. */
+void ga_report_fork_child(void)
+{
+    enabled = false;
+    int w = pipe_fds[1], r = pipe_fds[0];
+    pipe_fds[1] = pipe_fds[0] = -1;
+    if (w >= 0)
+        close(w);
+    if (r >= 0)
+        close(r);
 }
 
 void ga_report_init(void)

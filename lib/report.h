@@ -8,4 +8,7 @@
  * is made). */
 void ga_report_init(void);
 
+/* In a child made by fork(2) (fork.c): no report at exit or on SIGUSR1. */
+void ga_report_fork_child(void);
+
 #endif /* GA_REPORT_H */

@@ -24,6 +24,8 @@ gpuarena_status_t gpuarena_set(gpuarena_t *a, const char *options)
 {
     if (!a)
         return ga_error(GPUARENA_ERR_INVALID_ARGUMENT, "gpuarena_set: arena is NULL");
+    if (a->forked) /* a lower cap would give GPU memory back */
+        return ga_arena_forked(a, "gpuarena_set");
     /* Parsed over the creation settings: only the keys named are used. */
     ga_settings_t s = a->settings;
     bool named[GA_CONFIG_MAX_KEYS];

@@ -18,10 +18,14 @@
 
 #include <check.h>
 #include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #define MiB ((size_t)1 << 20)
 
@@ -659,6 +663,113 @@ START_TEST(arena_max_reserved)
 }
 END_TEST
 
+/* fork(2): a child of this process, which initialized CUDA, has its
+ * device and pinned arenas refuse every call with
+ * GPUARENA_ERR_NOT_SUPPORTED (the thread cache's block too), cannot make
+ * a new one, reads their statistics, and allocates from a host arena;
+ * nothing hangs.  The parent's arenas go on.  Whether the parent's pinned
+ * block is mapped in the child is printed (gpuarena(7) says it is not). */
+static sigjmp_buf probe_env;
+
+static void probe_fault(int sig)
+{
+    siglongjmp(probe_env, sig);
+}
+
+static bool readable(const volatile unsigned char *p)
+{
+    struct sigaction sa, old_segv, old_bus;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = probe_fault;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGSEGV, &sa, &old_segv);
+    sigaction(SIGBUS, &sa, &old_bus);
+    bool ok = false;
+    if (sigsetjmp(probe_env, 1) == 0) {
+        (void)p[0];
+        ok = true;
+    }
+    sigaction(SIGSEGV, &old_segv, NULL);
+    sigaction(SIGBUS, &old_bus, NULL);
+    return ok;
+}
+
+static int in_the_child(gpuarena_t *dev, gpuarena_t *pin, gpuarena_t *host, void *s,
+                        const unsigned char *pinned, const unsigned char *hosted)
+{
+    alarm(30);
+    void *p = NULL;
+    if (gpuarena_alloc(dev, 4096, NULL, &p) != GPUARENA_ERR_NOT_SUPPORTED || p)
+        return 1;
+    if (gpuarena_alloc(dev, 4096, s, &p) != GPUARENA_ERR_NOT_SUPPORTED || p)
+        return 2;
+    if (gpuarena_alloc(pin, 4096, GPUARENA_STREAM_HOST, &p) != GPUARENA_ERR_NOT_SUPPORTED)
+        return 3;
+    if (gpuarena_trim(dev, 0) != GPUARENA_ERR_NOT_SUPPORTED)
+        return 4;
+    gpuarena_t *n = NULL;
+    if (gpuarena_create(GPUARENA_DEVICE, 0, NULL, &n) != GPUARENA_ERR_NOT_SUPPORTED)
+        return 5;
+    gpuarena_stats_t st;
+    if (gpuarena_stats(dev, &st) != GPUARENA_SUCCESS || st.live_blocks != 1)
+        return 6;
+    if (hosted[0] != 0x5a || hosted[4095] != 0x5a)
+        return 7;
+    if (gpuarena_alloc(host, 8192, GPUARENA_STREAM_HOST, &p) != GPUARENA_SUCCESS)
+        return 8;
+    memset(p, 1, 8192);
+    if (gpuarena_free(host, p, GPUARENA_STREAM_HOST) != GPUARENA_SUCCESS)
+        return 9;
+    printf("check_device: fork: the parent's pinned block is %s in the child\n",
+           readable(pinned) ? "mapped" : "not mapped");
+    fflush(stdout);
+    return 0;
+}
+
+START_TEST(forked_child)
+{
+    gpuarena_t *dev, *pin, *host;
+    ck_assert_int_eq(gpuarena_create(GPUARENA_DEVICE, 0, NULL, &dev), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_create(GPUARENA_PINNED, 0, NULL, &pin), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_create(GPUARENA_HOST, 0, NULL, &host), GPUARENA_SUCCESS);
+    void *s;
+    ck_assert_int_eq(ga_cuda_stream_create(true, &s), GPUARENA_SUCCESS);
+    void *live, *cached, *pinned, *hosted;
+    ck_assert_int_eq(gpuarena_alloc(dev, MiB, s, &live), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_alloc(dev, 4096, NULL, &cached), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_free(dev, cached, NULL), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_alloc(pin, 4096, GPUARENA_STREAM_HOST, &pinned), GPUARENA_SUCCESS);
+    memset(pinned, 0x5a, 4096);
+    ck_assert_int_eq(gpuarena_alloc(host, 4096, GPUARENA_STREAM_HOST, &hosted), GPUARENA_SUCCESS);
+    memset(hosted, 0x5a, 4096);
+    fflush(NULL);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0)
+        _exit(in_the_child(dev, pin, host, s, pinned, hosted));
+    int status = 0;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+                  "the child failed step %d (status %#x)", WEXITSTATUS(status), status);
+    /* The parent's arenas go on. */
+    void *q;
+    ck_assert_int_eq(gpuarena_alloc(dev, 4096, NULL, &q), GPUARENA_SUCCESS);
+    ck_assert_ptr_eq(q, cached);
+    fill_and_check(q, 4096, 0x3c, s);
+    ck_assert_int_eq(gpuarena_free(dev, q, NULL), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_free(dev, live, s), GPUARENA_SUCCESS);
+    ck_assert_int_eq(((unsigned char *)pinned)[4095], 0x5a);
+    ck_assert_int_eq(gpuarena_free(pin, pinned, GPUARENA_STREAM_HOST), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_free(host, hosted, GPUARENA_STREAM_HOST), GPUARENA_SUCCESS);
+    ck_assert_int_eq(ga_cuda_stream_sync(s), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_check(dev), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_destroy(dev), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_destroy(pin), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_destroy(host), GPUARENA_SUCCESS);
+    ga_cuda_stream_destroy(s);
+}
+END_TEST
+
 int main(void)
 {
     if (!gpu_tests_begin("check_device"))
@@ -683,6 +794,7 @@ int main(void)
     tcase_add_test(api, arena_trim_returns_memory);
     tcase_add_test(api, arena_out_of_memory_then_trim);
     tcase_add_test(api, arena_max_reserved);
+    tcase_add_test(api, forked_child);
     tcase_set_timeout(api, 300);
     suite_add_tcase(s, api);
     return gpu_tests_run(s);

@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define MIB        ((size_t)1 << 20)
@@ -329,6 +330,101 @@ START_TEST(legacy_stream_asks_only_off_the_cache)
 }
 END_TEST
 
+/* What a child made by fork() finds (see device_arena_in_a_forked_child);
+ * the number of the step that failed, 0 when none did. */
+static int forked_child(gpuarena_t *a, gpuarena_t *dp, void *live, void *dlive,
+                        const gpuarena_stats_t *before)
+{
+    int maps = fake.maps();
+    long pool = fake.pool_blocks();
+    void *const untouched = (void *)0x1;
+    void *p = untouched;
+    if (gpuarena_alloc(a, 4096, NULL, &p) != GPUARENA_ERR_NOT_SUPPORTED || p != untouched)
+        return 1; /* the thread cache holds a block of that size */
+    if (!strstr(gpuarena_last_error(), "fork"))
+        return 2;
+    if (gpuarena_alloc(a, 4096, HOST, &p) != GPUARENA_ERR_NOT_SUPPORTED || p != untouched)
+        return 3;
+    if (gpuarena_free(a, live, NULL) != GPUARENA_ERR_NOT_SUPPORTED)
+        return 4;
+    if (gpuarena_record_stream(a, live, (void *)0x5000) != GPUARENA_ERR_NOT_SUPPORTED)
+        return 5;
+    if (gpuarena_trim(a, 0) != GPUARENA_ERR_NOT_SUPPORTED)
+        return 6;
+    if (gpuarena_set(a, "max_cached=0") != GPUARENA_ERR_NOT_SUPPORTED)
+        return 7;
+    if (gpuarena_destroy(a) != GPUARENA_ERR_NOT_SUPPORTED)
+        return 8;
+    if (gpuarena_alloc(dp, 4096, NULL, &p) != GPUARENA_ERR_NOT_SUPPORTED ||
+        gpuarena_free(dp, dlive, NULL) != GPUARENA_ERR_NOT_SUPPORTED)
+        return 9;
+    /* Statistics read what the parent had; the checker passes. */
+    gpuarena_stats_t st;
+    if (gpuarena_stats(a, &st) != GPUARENA_SUCCESS || st.live_blocks != before->live_blocks ||
+        st.reserved != before->reserved || st.in_use != before->in_use)
+        return 10;
+    if (gpuarena_check(a) != GPUARENA_SUCCESS)
+        return 11;
+    /* No new arena of GPU memory: the driver the parent initialized is
+     * not the child's. */
+    gpuarena_t *n = NULL;
+    if (gpuarena_create(GPUARENA_DEVICE, 0, NULL, &n) != GPUARENA_ERR_NOT_SUPPORTED || n ||
+        !strstr(gpuarena_last_error(), "fork"))
+        return 12;
+    if (gpuarena_get(GPUARENA_DEVICE, 0, &n) != GPUARENA_ERR_NOT_SUPPORTED)
+        return 13;
+    /* Nothing reached the driver. */
+    if (fake.maps() != maps || fake.pool_blocks() != pool)
+        return 14;
+    /* A sim arena serves. */
+    if (gpuarena_create(GPUARENA_SIM, 0, NULL, &n) != GPUARENA_SUCCESS ||
+        gpuarena_alloc(n, 4096, NULL, &p) != GPUARENA_SUCCESS ||
+        gpuarena_free(n, p, NULL) != GPUARENA_SUCCESS || gpuarena_destroy(n) != GPUARENA_SUCCESS)
+        return 15;
+    return 0;
+}
+
+/* fork(2): in the child, a device arena made before the fork refuses
+ * every call that would reach the driver or hand out its memory (even a
+ * block its thread cache holds) with GPUARENA_ERR_NOT_SUPPORTED and
+ * changes nothing; no device arena can be made there; statistics and the
+ * checker still read what the parent had; a sim arena serves.  The
+ * parent's arenas go on as before. */
+START_TEST(device_arena_in_a_forked_child)
+{
+    fake_open();
+    gpuarena_t *a = NULL, *dp = NULL;
+    ck_assert_int_eq(gpuarena_create(GPUARENA_DEVICE, 0, NULL, &a), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_create(GPUARENA_DEVICE, 0, "pool=driver", &dp), GPUARENA_SUCCESS);
+    void *live, *cached, *dlive, *p;
+    ck_assert_int_eq(gpuarena_alloc(a, MIB, NULL, &live), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_alloc(a, 4096, NULL, &cached), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_free(a, cached, NULL), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_alloc(dp, 4096, NULL, &dlive), GPUARENA_SUCCESS);
+    gpuarena_stats_t before;
+    ck_assert_int_eq(gpuarena_stats(a, &before), GPUARENA_SUCCESS);
+    fflush(NULL);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0)
+        _exit(forked_child(a, dp, live, dlive, &before));
+    int status = 0;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+                  "the child failed step %d (status %#x)", WEXITSTATUS(status), status);
+    /* The parent: the cached block, then everything back. */
+    ck_assert_int_eq(gpuarena_alloc(a, 4096, NULL, &p), GPUARENA_SUCCESS);
+    ck_assert_ptr_eq(p, cached);
+    ck_assert_int_eq(gpuarena_free(a, p, NULL), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_free(a, live, NULL), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_free(dp, dlive, NULL), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_check(a), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_destroy(dp), GPUARENA_SUCCESS);
+    ck_assert_int_eq(fake.maps(), 0);
+}
+END_TEST
+
 int main(int argc, char **argv)
 {
     (void)argc;
@@ -364,6 +460,7 @@ int main(int argc, char **argv)
     tcase_add_test(tc, driver_pool_frees_when_the_wait_fails);
     tcase_add_test(tc, driver_pool_under_max_reserved);
     tcase_add_test(tc, legacy_stream_asks_only_off_the_cache);
+    tcase_add_test(tc, device_arena_in_a_forked_child);
     suite_add_tcase(s, tc);
     return ga_check_run(s);
 }

@@ -13,6 +13,7 @@
 #include "gpuarena.h"
 #include "providers/provider.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -81,6 +82,19 @@ void ga_bm_reset_peaks(ga_bm_t *bm);
  * blocks, statistics equal what the blocks say.  GPUARENA_ERR_CORRUPT with
  * a message in gpuarena_last_error() when one fails. */
 gpuarena_status_t ga_bm_check(ga_bm_t *bm);
+
+/* fork(2) (lib/fork.c).  Before it, ga_bm_fork_begin (the registry of
+ * thread caches), then for each manager ga_bm_fork_prepare (its lock and
+ * every thread cache of it, each owner out of its fast path).  After it,
+ * in each process, ga_bm_fork_parent or ga_bm_fork_child for each
+ * manager, then ga_bm_fork_end.  In the child the caches of the threads
+ * that did not come along give their blocks back, unless the arena is
+ * not USABLE there (GPU memory): it is then left as the parent saw it. */
+void ga_bm_fork_begin(void);
+void ga_bm_fork_end(void);
+void ga_bm_fork_prepare(ga_bm_t *bm);
+void ga_bm_fork_parent(ga_bm_t *bm);
+void ga_bm_fork_child(ga_bm_t *bm, bool usable);
 
 /* Number of blocks live now (for leak checks of tests and tools). */
 uint64_t ga_bm_live_blocks(ga_bm_t *bm);

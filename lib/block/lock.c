@@ -20,6 +20,7 @@ _Thread_local ga_lock_cell_t *ga_lock_cell __attribute__((tls_model("initial-exe
  * read a cell after its thread is gone, so none is ever freed. */
 static pthread_mutex_t cells_lock = PTHREAD_MUTEX_INITIALIZER;
 static ga_lock_cell_t *spare_cells;
+static ga_lock_cell_t *all_cells; /* for the child of a fork */
 static pthread_key_t cell_key;
 static pthread_once_t cell_once = PTHREAD_ONCE_INIT;
 
@@ -52,8 +53,14 @@ static ga_lock_cell_t *cell_get(void)
     if (c)
         spare_cells = c->next;
     pthread_mutex_unlock(&cells_lock);
-    if (!c && !(c = calloc(1, sizeof *c)))
-        return NULL;
+    if (!c) {
+        if (!(c = calloc(1, sizeof *c)))
+            return NULL;
+        pthread_mutex_lock(&cells_lock);
+        c->all = all_cells;
+        all_cells = c;
+        pthread_mutex_unlock(&cells_lock);
+    }
     atomic_store_explicit(&c->active, NULL, memory_order_relaxed);
     if (pthread_setspecific(cell_key, c) != 0) {
         cell_release(c);
@@ -61,6 +68,29 @@ static ga_lock_cell_t *cell_get(void)
     }
     ga_lock_cell = c;
     return c;
+}
+
+void ga_cells_fork_lock(void)
+{
+    pthread_mutex_lock(&cells_lock);
+}
+
+void ga_cells_fork_parent(void)
+{
+    pthread_mutex_unlock(&cells_lock);
+}
+
+void ga_cells_fork_child(void)
+{
+    spare_cells = NULL;
+    for (ga_lock_cell_t *c = all_cells; c; c = c->all) {
+        if (c == ga_lock_cell)
+            continue;
+        atomic_store_explicit(&c->active, NULL, memory_order_relaxed);
+        c->next = spare_cells;
+        spare_cells = c;
+    }
+    pthread_mutex_unlock(&cells_lock);
 }
 
 /* Spins before sleeping: a locked allocation or free holds the lock for

@@ -52,6 +52,7 @@
 typedef struct ga_lock_cell {
     void *_Atomic active;      /* the biased lock this thread is inside, or NULL */
     struct ga_lock_cell *next; /* on the list of cells of exited threads */
+    struct ga_lock_cell *all;  /* on the list of every cell (lock.c) */
 } ga_lock_cell_t;
 
 typedef struct ga_lock {
@@ -75,6 +76,14 @@ void ga_unlock_word(ga_lock_t *l);
  * instructions with it. */
 bool ga_asymmetric_ready(void);
 void ga_asymmetric_barrier(void);
+/* fork(2) (lib/fork.c): the lists of cells are held across it, so that
+ * the child finds them whole; in the child, the cells of the threads that
+ * did not come along are spare (the fork handlers took every lock from
+ * whichever thread it was biased to, so no lock names them). */
+void ga_cells_fork_lock(void);
+void ga_cells_fork_parent(void);
+void ga_cells_fork_child(void);
+
 /* What ga_asymmetric_ready answered, for fast paths that cannot afford
  * its pthread_once: false until its first call. */
 extern _Atomic bool ga_asymmetric_ok;

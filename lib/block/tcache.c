@@ -320,3 +320,56 @@ void ga_tcache_detach_all(ga_bm_t *bm)
     ga_unlock(&bm->lock);
     pthread_mutex_unlock(&registry);
 }
+
+/* ------------------------------------------------------------------ */
+/* fork(2).                                                            */
+
+void ga_tcache_fork_lock(void)
+{
+    pthread_mutex_lock(&registry);
+}
+
+void ga_tcache_fork_unlock(void)
+{
+    pthread_mutex_unlock(&registry);
+}
+
+void ga_tcache_fork_prepare(ga_bm_t *bm)
+{
+    pthread_mutex_lock(&bm->tc_lock);
+    remote_lock_all(bm);
+}
+
+void ga_tcache_fork_parent(ga_bm_t *bm)
+{
+    remote_unlock_all(bm);
+    pthread_mutex_unlock(&bm->tc_lock);
+}
+
+static bool is_this_threads(const ga_tcache_t *t)
+{
+    for (const ga_tcache_t *o = ga_tc_list; o; o = o->t_next)
+        if (o == t)
+            return true;
+    return false;
+}
+
+/* Only the thread that forked lives on in the child.  The caches of the
+ * others have no owner there: left as they were, their blocks would stay
+ * out of the child's reach until a trim or an out-of-memory retry.  So
+ * they are retired as at a thread's exit, and their records freed:
+ * nothing in the child points to them any more (their owners' lists
+ * were in the owners' thread-local storage).  Every lock is held. */
+void ga_tcache_fork_child(ga_bm_t *bm, bool usable)
+{
+    for (ga_tcache_t *t = bm->tcaches, *n; usable && t; t = n) {
+        n = t->bm_next;
+        if (is_this_threads(t))
+            continue;
+        retire(t); /* unlinks it */
+        tc_unlock(t);
+        free(t);
+    }
+    remote_unlock_all(bm);
+    pthread_mutex_unlock(&bm->tc_lock);
+}

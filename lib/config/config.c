@@ -855,6 +855,16 @@ static gpuarena_status_t config_status;
 static char config_message[512];
 static char *config_path; /* the path given to ga_config_init, if any */
 
+void ga_config_fork_lock(void)
+{
+    pthread_mutex_lock(&config_lock);
+}
+
+void ga_config_fork_unlock(void)
+{
+    pthread_mutex_unlock(&config_lock);
+}
+
 static gpuarena_status_t sticky(void)
 {
     return ga_error(config_status, "%s", config_message);

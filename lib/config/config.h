@@ -198,6 +198,10 @@ gpuarena_status_t ga_config_apply(ga_settings_t *s, gpuarena_kind_t kind, const 
 gpuarena_status_t ga_config_apply_named(ga_settings_t *s, gpuarena_kind_t kind, const char *options,
                                         const char *origin, bool *named);
 
+/* fork(2) (lib/fork.c): the configuration's lock held across it. */
+void ga_config_fork_lock(void);
+void ga_config_fork_unlock(void);
+
 /* Forget the configuration read (tests only: not safe while other threads
  * use the library). */
 void ga_config_reset(void);

@@ -378,6 +378,20 @@ gpuarena_status_t ga_cuda_load(void)
     return GPUARENA_SUCCESS;
 }
 
+void ga_cuda_fork_child(void)
+{
+    /* Only a driver this process loaded and initialized is lost to the
+     * child; one never loaded can be loaded there as anywhere.  The
+     * once-control is done in that case, so its status is the answer
+     * from now on. */
+    if (load_status == GPUARENA_SUCCESS && lib) {
+        load_status = GPUARENA_ERR_NOT_SUPPORTED;
+        snprintf(load_message, sizeof load_message,
+                 "CUDA was initialized before this process was forked: it cannot be used in a "
+                 "child made by fork() (gpuarena(7), section Fork)");
+    }
+}
+
 int ga_cuda_driver_version(void)
 {
     pthread_once(&load_once, load);

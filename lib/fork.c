@@ -1,0 +1,87 @@
+/*
+ * fork.c - arenas across fork(2).
+ *
+ * fork() copies one thread, the caller, into the child; the others are
+ * gone there, and whatever they held at that moment stays held for ever:
+ * a lock, a thread cache an owner was inside, a manager's lists half
+ * changed.  A child that then allocated, trimmed, read statistics or just
+ * exited with GPUARENA_STATS set (the report at exit reads every arena)
+ * would hang.  So, as C libraries' own allocators do, gpuarena takes
+ * every one of its locks before the fork (pthread_atfork's prepare
+ * handler), in the order the rest of the library takes them, and lets
+ * them go in both processes after it:
+ *
+ *   the registry of default arenas (gpuarena.c), the configuration
+ *   (config/config.c), the list of arenas (arena.c), the registry of
+ *   thread caches, then each arena's block manager: its lock, taken from
+ *   whichever thread it was biased to, and each of its thread caches,
+ *   with every owner out of its fast path (block.c, block/tcache.c); last
+ *   the block room's list of lock cells (block/lock.c).
+ *
+ * In the child, the thread caches of the threads that did not come along
+ * give their blocks back to their arenas, which then serve the child as
+ * they served the parent: host and sim arenas carry over whole.  Arenas
+ * of GPU memory do not: CUDA cannot be used in a child forked after it
+ * was initialized, and pinned memory is not even mapped there.  Every
+ * call on such an arena in the child is refused (GPUARENA_ERR_NOT_SUPPORTED,
+ * ga_arena_forked), as is making a new one once the parent had loaded the
+ * driver (lib/cuda/cuda.c); statistics still read what the parent had.
+ * The trace recorder has handlers of its own (trace/recorder.c), and the
+ * child's SIGUSR1 no longer reaches the parent's report thread
+ * (report.c).
+ *
+ * The handlers cost nothing between forks: a fork pays for them, in
+ * proportion to the number of arenas and thread caches.
+ */
+#include "config.h"
+
+#include "fork.h"
+
+#include "arena.h"
+#include "block/lock.h"
+#include "config/config.h"
+#include "cuda/cuda.h"
+#include "report.h"
+
+#include <pthread.h>
+
+static void prepare(void)
+{
+    ga_defaults_fork_lock();
+    ga_config_fork_lock();
+    ga_arenas_fork_prepare();
+    ga_cells_fork_lock();
+}
+
+static void parent(void)
+{
+    ga_cells_fork_parent();
+    ga_arenas_fork_parent();
+    ga_config_fork_unlock();
+    ga_defaults_fork_unlock();
+}
+
+static void child(void)
+{
+    ga_cells_fork_child();
+    ga_arenas_fork_child();
+    ga_cuda_fork_child();
+    ga_report_fork_child();
+    ga_config_fork_unlock();
+    ga_defaults_fork_unlock();
+}
+
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+static void install(void)
+{
+    /* Registered from this library (its handlers go if it is unloaded);
+     * a failure (no memory) leaves fork as unsafe as it was, and is not
+     * worth failing the arena for. */
+    (void)pthread_atfork(prepare, parent, child);
+}
+
+void ga_fork_init(void)
+{
+    pthread_once(&once, install);
+}

@@ -1,0 +1,11 @@
+/*
+ * fork.h - arenas across fork(2) (fork.c).
+ */
+#ifndef GA_FORK_H
+#define GA_FORK_H
+
+/* Install the fork handlers, once per process: before the first arena is
+ * made, so that no fork can find one half built. */
+void ga_fork_init(void);
+
+#endif /* GA_FORK_H */
