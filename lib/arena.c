@@ -124,9 +124,9 @@ void ga_arenas_fork_parent(void)
 
 /* The host and sim kinds carry over to the child: their memory is the
  * process's own (a copy of the parent's pages).  The GPU kinds do not:
- * CUDA does not work in a child forked after it was initialized, and
- * pinned memory is not even mapped there (the driver marks it
- * MADV_DONTFORK). */
+ * CUDA does not work in a child forked after it was initialized, and the
+ * child's copy of pinned memory is plain memory, pinned no more (on an
+ * H100 with the CUDA 13 driver it was mapped in the child, a copy). */
 void ga_arenas_fork_child(void)
 {
     for (gpuarena_t *a = arenas; a; a = a->next) {

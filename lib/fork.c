@@ -22,10 +22,11 @@
  * give their blocks back to their arenas, which then serve the child as
  * they served the parent: host and sim arenas carry over whole.  Arenas
  * of GPU memory do not: CUDA cannot be used in a child forked after it
- * was initialized, and pinned memory is not even mapped there.  Every
- * call on such an arena in the child is refused (GPUARENA_ERR_NOT_SUPPORTED,
- * ga_arena_forked), as is making a new one once the parent had loaded the
- * driver (lib/cuda/cuda.c); statistics still read what the parent had.
+ * was initialized, and the child's copy of pinned memory is not pinned.
+ * Every call on such an arena in the child is refused
+ * (GPUARENA_ERR_NOT_SUPPORTED, ga_arena_forked), as is making a new one
+ * once the parent had loaded the driver (lib/cuda/cuda.c); statistics
+ * still read what the parent had.
  * The trace recorder has handlers of its own (trace/recorder.c), and the
  * child's SIGUSR1 no longer reaches the parent's report thread
  * (report.c).

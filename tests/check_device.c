@@ -668,7 +668,8 @@ END_TEST
  * GPUARENA_ERR_NOT_SUPPORTED (the thread cache's block too), cannot make
  * a new one, reads their statistics, and allocates from a host arena;
  * nothing hangs.  The parent's arenas go on.  Whether the parent's pinned
- * block is mapped in the child is printed (gpuarena(7) says it is not). */
+ * block is mapped in the child (a copy, pinned no more) is printed: the
+ * driver decides, and it is not what the test is about. */
 static sigjmp_buf probe_env;
 
 static void probe_fault(int sig)
