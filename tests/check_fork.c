@@ -406,11 +406,6 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("fork");
-    TCase *tc = tcase_create("fork");
-    tcase_set_timeout(tc, 600);
-    tcase_add_test(tc, churn);
-    tcase_add_test(tc, orphans);
-    suite_add_tcase(s, tc);
-    return ga_check_run(s);
+    const TTest *tests[] = {churn, orphans};
+    return ga_check_tests("fork", 600, tests, sizeof tests / sizeof tests[0]);
 }

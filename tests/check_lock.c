@@ -226,13 +226,8 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("lock");
-    TCase *tc = tcase_create("lock");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, single_thread_biases_and_unlocks);
-    tcase_add_test(tc, another_thread_breaks_the_bias);
-    tcase_add_test(tc, breaking_thread_waits_for_the_biased_one);
-    tcase_add_test(tc, exclusion_while_biased_and_broken);
-    suite_add_tcase(s, tc);
-    return ga_check_run(s);
+    const TTest *tests[] = {single_thread_biases_and_unlocks, another_thread_breaks_the_bias,
+                            breaking_thread_waits_for_the_biased_one,
+                            exclusion_while_biased_and_broken};
+    return ga_check_tests("lock", 120, tests, sizeof tests / sizeof tests[0]);
 }

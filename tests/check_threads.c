@@ -17,9 +17,8 @@
  * a monitor thread reads statistics (checking they add up), trims to
  * various sizes, changes the caps (gpuarena_set) and runs the invariant
  * checker.  At the end every block is freed, the checker passes, nothing
- * is requested or live, and after trim(0) nothing is reserved.  Built with -fsanitize=thread it must be
- * clean; GA_TEST_OPS / GA_STRESS_OPS scale it down for sanitizers and
- * valgrind.
+ * is requested or live, and after trim(0) nothing is reserved.  Built with -fsanitize=thread it
+ * must be clean; GA_TEST_OPS / GA_STRESS_OPS scale it down for sanitizers and valgrind.
  */
 #include "checkrun.h"
 #include "gpuarena.h"
@@ -312,13 +311,6 @@ int main(void)
            "(ops in all of each 8-thread stress run, on sim and on host; default\n"
            "10000000, issue 10's full size; under sanitizers or valgrind use e.g.\n"
            "GA_TEST_OPS=20000 GA_STRESS_OPS=80000)\n");
-    Suite *s = suite_create("threads");
-    TCase *tc = tcase_create("threads");
-    tcase_set_timeout(tc, 900);
-    tcase_add_test(tc, threads_sim);
-    tcase_add_test(tc, threads_host);
-    tcase_add_test(tc, stress_sim);
-    tcase_add_test(tc, stress_host);
-    suite_add_tcase(s, tc);
-    return ga_check_run(s);
+    const TTest *tests[] = {threads_sim, threads_host, stress_sim, stress_host};
+    return ga_check_tests("threads", 900, tests, sizeof tests / sizeof tests[0]);
 }

@@ -18,4 +18,18 @@ static inline int ga_check_run(Suite *s)
     return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }
 
+/* The common main(): the N tests of TESTS in one test case of suite NAME,
+ * each with TIMEOUT seconds, run as above. */
+static inline int ga_check_tests(const char *name, double timeout, const TTest *const *tests,
+                                 size_t n)
+{
+    Suite *s = suite_create(name);
+    TCase *tc = tcase_create(name);
+    tcase_set_timeout(tc, timeout);
+    for (size_t i = 0; i < n; i++)
+        tcase_add_test(tc, tests[i]);
+    suite_add_tcase(s, tc);
+    return ga_check_run(s);
+}
+
 #endif /* GA_TESTS_CHECKRUN_H */

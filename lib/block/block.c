@@ -1554,36 +1554,6 @@ void ga_bm_reset_peaks(ga_bm_t *bm)
     ga_unlock(&bm->lock);
 }
 
-void ga_bm_fork_begin(void)
-{
-    ga_tcache_fork_lock();
-}
-
-void ga_bm_fork_end(void)
-{
-    ga_tcache_fork_unlock();
-}
-
-void ga_bm_fork_prepare(ga_bm_t *bm)
-{
-    ga_lock(&bm->lock);
-    ga_tcache_fork_prepare(bm);
-}
-
-void ga_bm_fork_parent(ga_bm_t *bm)
-{
-    ga_tcache_fork_parent(bm);
-    ga_unlock(&bm->lock);
-}
-
-void ga_bm_fork_child(ga_bm_t *bm, bool usable)
-{
-    ga_tcache_fork_child(bm, usable);
-    if (usable)
-        enforce_cap(bm); /* the retired caches' blocks are cached now */
-    ga_unlock(&bm->lock);
-}
-
 uint64_t ga_bm_live_blocks(ga_bm_t *bm)
 {
     gpuarena_stats_t st;

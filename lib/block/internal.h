@@ -389,14 +389,5 @@ void ga_tcache_deltas(ga_bm_t *bm, int64_t *req, int64_t *inuse, uint64_t *alloc
                       uint64_t *hits);
 /* Detach every cache from BM before it is destroyed. */
 void ga_tcache_detach_all(ga_bm_t *bm);
-/* fork(2) (ga_bm_fork_prepare): the registry of caches, then each
- * manager's caches with every owner out of its fast path; in the child,
- * the caches of the threads that did not come along are retired when
- * USABLE (their blocks go back to BM), then everything is let go. */
-void ga_tcache_fork_lock(void);
-void ga_tcache_fork_unlock(void);
-void ga_tcache_fork_prepare(ga_bm_t *bm);
-void ga_tcache_fork_parent(ga_bm_t *bm);
-void ga_tcache_fork_child(ga_bm_t *bm, bool usable);
 
 #endif /* GA_BLOCK_INTERNAL_H */

@@ -322,28 +322,32 @@ void ga_tcache_detach_all(ga_bm_t *bm)
 }
 
 /* ------------------------------------------------------------------ */
-/* fork(2).                                                            */
+/* fork(2): the manager's side (block.h), here since nearly all of it is
+ * the caches'.  The locks in the library's order: the registry, then per
+ * manager its lock, its cache list and every cache. */
 
-void ga_tcache_fork_lock(void)
+void ga_bm_fork_begin(void)
 {
     pthread_mutex_lock(&registry);
 }
 
-void ga_tcache_fork_unlock(void)
+void ga_bm_fork_end(void)
 {
     pthread_mutex_unlock(&registry);
 }
 
-void ga_tcache_fork_prepare(ga_bm_t *bm)
+void ga_bm_fork_prepare(ga_bm_t *bm)
 {
+    ga_lock(&bm->lock);
     pthread_mutex_lock(&bm->tc_lock);
     remote_lock_all(bm);
 }
 
-void ga_tcache_fork_parent(ga_bm_t *bm)
+void ga_bm_fork_parent(ga_bm_t *bm)
 {
     remote_unlock_all(bm);
     pthread_mutex_unlock(&bm->tc_lock);
+    ga_unlock(&bm->lock);
 }
 
 static bool is_this_threads(const ga_tcache_t *t)
@@ -360,7 +364,7 @@ static bool is_this_threads(const ga_tcache_t *t)
  * they are retired as at a thread's exit, and their records freed:
  * nothing in the child points to them any more (their owners' lists
  * were in the owners' thread-local storage).  Every lock is held. */
-void ga_tcache_fork_child(ga_bm_t *bm, bool usable)
+void ga_bm_fork_child(ga_bm_t *bm, bool usable)
 {
     for (ga_tcache_t *t = bm->tcaches, *n; usable && t; t = n) {
         n = t->bm_next;
@@ -372,4 +376,7 @@ void ga_tcache_fork_child(ga_bm_t *bm, bool usable)
     }
     remote_unlock_all(bm);
     pthread_mutex_unlock(&bm->tc_lock);
+    if (usable)
+        ga_bm_enforce_cap(bm); /* the retired caches' blocks are cached now */
+    ga_unlock(&bm->lock);
 }
