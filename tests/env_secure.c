@@ -17,7 +17,7 @@ int main(void)
     printf("uid=%ld euid=%ld\n", (long)getuid(), (long)geteuid());
     fflush(stdout);
     gpuarena_t *a;
-    void *p;
+    void *p = NULL;
     if (gpuarena_get(GPUARENA_HOST, 0, &a) != GPUARENA_SUCCESS) {
         fprintf(stderr, "env_secure: %s\n", gpuarena_last_error());
         return 3;
