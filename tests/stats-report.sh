@@ -2,7 +2,7 @@
 # stats-report.sh - GPUARENA_STATS as a user meets it: a table on stderr at
 # exit, JSON in a file named with %p, and a report on SIGUSR1 with
 # GPUARENA_STATS_SIGNAL=1; a program's own SIGUSR1 handler is left alone;
-# the caps where they are set.
+# the caps where they are set; nothing from a child made by fork().
 set -u
 demo=./stats_demo
 [ -x "$demo" ] || { echo "no $demo"; exit 99; }
@@ -43,7 +43,14 @@ grep -q '^  caps: max_cached none, max_reserved 1.00 GiB$' "$tmp/caps" || fail "
 GPUARENA_OPTIONS=host.max_cached=2M GPUARENA_STATS="$tmp/caps.json" $demo || fail "demo failed"
 grep -q '"max_cached": 2097152, "max_reserved": null' "$tmp/caps.json" || fail "caps wrong in JSON"
 
-# 5. A bad value is ignored, not fatal.
+# 5. A child made by fork() prints nothing, at its exit or on SIGUSR1 (the
+# signal must not reach the parent's report thread either): one report.
+GPUARENA_STATS="$tmp/fork.txt" GPUARENA_STATS_SIGNAL=1 $demo fork || fail "demo failed"
+n=$(grep -c '^arena host\.0 ' "$tmp/fork.txt")
+[ "$n" = 1 ] || { cat "$tmp/fork.txt"; fail "expected the parent's report alone, got $n"; }
+grep -q 'allocs 16, frees 8, live blocks 8' "$tmp/fork.txt" || fail "the report is not the parent's at exit"
+
+# 6. A bad value is ignored, not fatal.
 GPUARENA_STATS='%q' $demo 2> "$tmp/bad" || fail "a bad GPUARENA_STATS broke the program"
 [ ! -s "$tmp/bad" ] || fail "the library printed on its own account"
-echo "PASS: GPUARENA_STATS table, JSON with %r/%p, SIGUSR1, caps, bad value"
+echo "PASS: GPUARENA_STATS table, JSON with %r/%p, SIGUSR1, caps, fork, bad value"

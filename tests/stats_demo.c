@@ -1,7 +1,9 @@
 /*
  * stats_demo.c - a program that uses a host arena and, with an argument
- * "signal", sends itself SIGUSR1 half-way: stats-report.sh runs it under
- * GPUARENA_STATS to see what a user sees.
+ * "signal", sends itself SIGUSR1 half-way; with "fork", makes a child
+ * half-way that uses the arena, sends itself SIGUSR1 and exits through
+ * exit(3): stats-report.sh runs it under GPUARENA_STATS to see what a
+ * user sees.
  */
 #include "gpuarena.h"
 
@@ -11,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -47,6 +50,27 @@ int main(int argc, char **argv)
             if (!file || (stat(file, &st1) == 0 && st1.st_size > st0.st_size && i > 10))
                 break;
         }
+    }
+    if (argc > 1 && strcmp(argv[1], "fork") == 0) {
+        fflush(NULL);
+        pid_t pid = fork();
+        if (pid < 0)
+            return 1;
+        if (pid == 0) {
+            void *q;
+            if (gpuarena_alloc(a, 1 << 20, NULL, &q) != GPUARENA_SUCCESS ||
+                gpuarena_free(a, q, NULL) != GPUARENA_SUCCESS)
+                exit(2);
+            raise(SIGUSR1);
+            struct timespec t = {0, 200 * 1000 * 1000}; /* time for a report thread */
+            nanosleep(&t, NULL);
+            exit(0); /* destructors run: the report at exit would */
+        }
+        int status = 0;
+        if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+            return 1;
+        struct timespec t = {0, 200 * 1000 * 1000};
+        nanosleep(&t, NULL);
     }
     for (int i = 0; i < 8; i++)
         if (gpuarena_free(a, p[i], NULL) != GPUARENA_SUCCESS)
