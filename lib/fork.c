@@ -16,7 +16,9 @@
  *   thread caches, then each arena's block manager: its lock, taken from
  *   whichever thread it was biased to, and each of its thread caches,
  *   with every owner out of its fast path (block.c, block/tcache.c); last
- *   the block room's list of lock cells (block/lock.c).
+ *   the leaves: the block room's list of lock cells (block/lock.c) and
+ *   the loading of the CUDA driver (cuda/cuda.c), which a fork must not
+ *   find half done.
  *
  * In the child, the thread caches of the threads that did not come along
  * give their blocks back to their arenas, which then serve the child as
@@ -52,10 +54,12 @@ static void prepare(void)
     ga_config_fork_lock();
     ga_arenas_fork_prepare();
     ga_cells_fork_lock();
+    ga_cuda_fork_prepare();
 }
 
 static void parent(void)
 {
+    ga_cuda_fork_parent();
     ga_cells_fork_parent();
     ga_arenas_fork_parent();
     ga_config_fork_unlock();
@@ -64,9 +68,9 @@ static void parent(void)
 
 static void child(void)
 {
+    ga_cuda_fork_child();
     ga_cells_fork_child();
     ga_arenas_fork_child();
-    ga_cuda_fork_child();
     ga_report_fork_child();
     ga_config_fork_unlock();
     ga_defaults_fork_unlock();

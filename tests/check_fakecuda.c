@@ -19,11 +19,14 @@
 
 #include <check.h>
 #include <dlfcn.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #define MIB        ((size_t)1 << 20)
@@ -425,6 +428,54 @@ START_TEST(device_arena_in_a_forked_child)
 }
 END_TEST
 
+static void *make_device_arena(void *arg)
+{
+    gpuarena_t **a = arg;
+    return (void *)(intptr_t)gpuarena_create(GPUARENA_DEVICE, 0, NULL, a);
+}
+
+/* fork(2) while another thread is inside the first load of the driver
+ * (its cuInit, slowed down to 300 ms): the fork waits for the load to be
+ * done, so the child finds it done, neither in progress (glibc would run
+ * it again in the child) nor to be made: making a device arena there is
+ * refused at once, and the child calls no cuInit of its own. */
+START_TEST(fork_during_the_driver_load)
+{
+    fake_open();
+    ck_assert_int_eq(fake.count("cuInit"), 0); /* nothing loaded it yet */
+    setenv("FAKECUDA_INIT_MS", "300", 1);
+    gpuarena_t *a = NULL;
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, make_device_arena, &a), 0);
+    while (fake.count("cuInit") == 0) {
+        struct timespec t = {0, 1000 * 1000};
+        nanosleep(&t, NULL);
+    }
+    fflush(NULL);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        alarm(20); /* a load left in progress would hang the create */
+        gpuarena_t *n = NULL;
+        long inits = fake.count("cuInit");
+        if (gpuarena_create(GPUARENA_DEVICE, 0, NULL, &n) != GPUARENA_ERR_NOT_SUPPORTED)
+            _exit(1);
+        _exit(fake.count("cuInit") == inits ? 0 : 2);
+    }
+    int status = 0;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    void *st = NULL;
+    ck_assert_int_eq(pthread_join(th, &st), 0);
+    unsetenv("FAKECUDA_INIT_MS");
+    ck_assert_msg(!WIFSIGNALED(status), "the child was killed by signal %d (%s)", WTERMSIG(status),
+                  WTERMSIG(status) == SIGALRM ? "hung" : "crashed");
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child's create %s",
+                  WEXITSTATUS(status) == 2 ? "called cuInit" : "was not refused");
+    ck_assert_int_eq((int)(intptr_t)st, GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_SUCCESS);
+}
+END_TEST
+
 int main(int argc, char **argv)
 {
     (void)argc;
@@ -461,6 +512,7 @@ int main(int argc, char **argv)
     tcase_add_test(tc, driver_pool_under_max_reserved);
     tcase_add_test(tc, legacy_stream_asks_only_off_the_cache);
     tcase_add_test(tc, device_arena_in_a_forked_child);
+    tcase_add_test(tc, fork_during_the_driver_load);
     suite_add_tcase(s, tc);
     return ga_check_run(s);
 }

@@ -29,6 +29,7 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -370,9 +371,40 @@ static void load(void)
     }
 }
 
+/* The once-control of the load, under a lock that fork(2) takes too
+ * (ga_cuda_fork_prepare).  A fork in the middle of the load would leave
+ * the child's copy of the once-control in progress: glibc then runs the
+ * load again in the child, which calls a driver that the parent had begun
+ * to initialize (another C library would hang there).  With the lock, the
+ * child finds the load done or not begun, and ga_cuda_fork_child can
+ * refuse.  Once the load is done the lock is not taken.  It is a leaf:
+ * load() takes no other of the library's, so the handlers take it last. */
+static pthread_mutex_t load_lock = PTHREAD_MUTEX_INITIALIZER;
+static atomic_bool load_done;
+
+static void load_once_held(void)
+{
+    if (atomic_load_explicit(&load_done, memory_order_acquire))
+        return;
+    pthread_mutex_lock(&load_lock);
+    pthread_once(&load_once, load);
+    atomic_store_explicit(&load_done, true, memory_order_release);
+    pthread_mutex_unlock(&load_lock);
+}
+
+void ga_cuda_fork_prepare(void)
+{
+    pthread_mutex_lock(&load_lock);
+}
+
+void ga_cuda_fork_parent(void)
+{
+    pthread_mutex_unlock(&load_lock);
+}
+
 gpuarena_status_t ga_cuda_load(void)
 {
-    pthread_once(&load_once, load);
+    load_once_held();
     if (load_status != GPUARENA_SUCCESS)
         return ga_error(load_status, "%s", load_message);
     return GPUARENA_SUCCESS;
@@ -390,17 +422,18 @@ void ga_cuda_fork_child(void)
                  "CUDA was initialized before this process was forked: it cannot be used in a "
                  "child made by fork() (gpuarena(7), section Fork)");
     }
+    pthread_mutex_unlock(&load_lock);
 }
 
 int ga_cuda_driver_version(void)
 {
-    pthread_once(&load_once, load);
+    load_once_held();
     return driver_version;
 }
 
 const char *ga_cuda_library_path(void)
 {
-    pthread_once(&load_once, load);
+    load_once_held();
     return lib_path;
 }
 

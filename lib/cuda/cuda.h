@@ -40,9 +40,12 @@
  * the same status and sets the same message. */
 gpuarena_status_t ga_cuda_load(void);
 
-/* In a child made by fork(2) (lib/fork.c): a driver that the parent
- * loaded and initialized cannot be used there, so ga_cuda_load now
- * returns GPUARENA_ERR_NOT_SUPPORTED with a message saying so. */
+/* fork(2) (lib/fork.c): the load is not in progress across it.  In the
+ * child, a driver that the parent loaded and initialized cannot be used,
+ * so ga_cuda_load then returns GPUARENA_ERR_NOT_SUPPORTED with a message
+ * saying so. */
+void ga_cuda_fork_prepare(void);
+void ga_cuda_fork_parent(void);
 void ga_cuda_fork_child(void);
 
 /* Driver version (1000 * major + 10 * minor), 0 when not loaded. */

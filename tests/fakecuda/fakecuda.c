@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* The test's controls and queries (exported; not in any header). */
 void fakecuda_fail(const char *call, int nth);
@@ -53,7 +54,7 @@ static __thread CUstreamCaptureMode capture_mode = CU_STREAM_CAPTURE_MODE_GLOBAL
  * stream is refused and counted as a disturbed capture.  Counts of the
  * calls on an allocation's hot path, for fakecuda_count. */
 static int blocking_capture;
-static long n_capturing, n_get_current, n_disturbed;
+static long n_capturing, n_get_current, n_disturbed, n_init;
 
 void fakecuda_blocking_capture(int on)
 {
@@ -68,6 +69,8 @@ long fakecuda_count(const char *what)
         return __atomic_load_n(&n_get_current, __ATOMIC_SEQ_CST);
     if (strcmp(what, "disturbed") == 0)
         return __atomic_load_n(&n_disturbed, __ATOMIC_SEQ_CST);
+    if (strcmp(what, "cuInit") == 0) /* calls begun */
+        return __atomic_load_n(&n_init, __ATOMIC_SEQ_CST);
     return -1;
 }
 
@@ -175,9 +178,18 @@ long fakecuda_pool_blocks(void)
 /* ---------------------------------------------------------------------- */
 /* Devices and contexts: one GPU, its primary context. */
 
+/* FAKECUDA_INIT_MS: cuInit takes that long, as a real driver's first
+ * call does (a fork during it: check_fakecuda). */
 static CUresult f_init(unsigned flags)
 {
     (void)flags;
+    __atomic_add_fetch(&n_init, 1, __ATOMIC_SEQ_CST);
+    const char *ms = getenv("FAKECUDA_INIT_MS");
+    if (ms) {
+        long v = atol(ms);
+        struct timespec t = {v / 1000, (v % 1000) * 1000000L};
+        nanosleep(&t, NULL);
+    }
     return CUDA_SUCCESS;
 }
 
