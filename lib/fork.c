@@ -15,7 +15,7 @@
  *   (config/config.c), the list of arenas (arena.c), the registry of
  *   thread caches, then each arena's block manager: its lock, taken from
  *   whichever thread it was biased to, and each of its thread caches,
- *   with every owner out of its fast path (block.c, block/tcache.c); last
+ *   with every owner out of its fast path (block/tcache.c); last
  *   the leaves: the block room's list of lock cells (block/lock.c) and
  *   the loading of the CUDA driver (cuda/cuda.c), which a fork must not
  *   find half done.
@@ -28,9 +28,9 @@
  * Every call on such an arena in the child is refused
  * (GPUARENA_ERR_NOT_SUPPORTED, ga_arena_forked), as is making a new one
  * once the parent had loaded the driver (lib/cuda/cuda.c); statistics
- * still read what the parent had.
- * The trace recorder has handlers of its own (trace/recorder.c), and the
- * child's SIGUSR1 no longer reaches the parent's report thread
+ * still read what the parent had.  The trace recorder has handlers of
+ * its own (trace/recorder.c); the child prints no GPUARENA_STATS report,
+ * and its SIGUSR1 no longer reaches the parent's report thread
  * (report.c).
  *
  * The handlers cost nothing between forks: a fork pays for them, in
