@@ -14,6 +14,7 @@
 #include "gpuarena.h"
 #include "providers/providers.h"
 
+#include "forkrun.h"
 #include "gputest.h"
 
 #include <check.h>
@@ -23,9 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <time.h>
-#include <unistd.h>
 
 #define MiB ((size_t)1 << 20)
 
@@ -695,14 +694,22 @@ static bool readable(const volatile unsigned char *p)
     return ok;
 }
 
-static int in_the_child(gpuarena_t *dev, gpuarena_t *pin, gpuarena_t *host, void *s,
-                        const unsigned char *pinned, const unsigned char *hosted)
+/* What forked_child hands its child. */
+typedef struct {
+    gpuarena_t *dev, *pin, *host;
+    void *s;
+    const unsigned char *pinned, *hosted;
+} in_child_t;
+
+static int in_the_child(void *arg)
 {
-    alarm(30);
+    const in_child_t *c = arg;
+    gpuarena_t *dev = c->dev, *pin = c->pin, *host = c->host;
+    const unsigned char *hosted = c->hosted;
     void *p = NULL;
     if (gpuarena_alloc(dev, 4096, NULL, &p) != GPUARENA_ERR_NOT_SUPPORTED || p)
         return 1;
-    if (gpuarena_alloc(dev, 4096, s, &p) != GPUARENA_ERR_NOT_SUPPORTED || p)
+    if (gpuarena_alloc(dev, 4096, c->s, &p) != GPUARENA_ERR_NOT_SUPPORTED || p)
         return 2;
     if (gpuarena_alloc(pin, 4096, GPUARENA_STREAM_HOST, &p) != GPUARENA_ERR_NOT_SUPPORTED)
         return 3;
@@ -722,7 +729,7 @@ static int in_the_child(gpuarena_t *dev, gpuarena_t *pin, gpuarena_t *host, void
     if (gpuarena_free(host, p, GPUARENA_STREAM_HOST) != GPUARENA_SUCCESS)
         return 9;
     printf("check_device: fork: the parent's pinned block is %s in the child\n",
-           readable(pinned) ? "mapped" : "not mapped");
+           readable(c->pinned) ? "mapped" : "not mapped");
     fflush(stdout);
     return 0;
 }
@@ -743,15 +750,8 @@ START_TEST(forked_child)
     memset(pinned, 0x5a, 4096);
     ck_assert_int_eq(gpuarena_alloc(host, 4096, GPUARENA_STREAM_HOST, &hosted), GPUARENA_SUCCESS);
     memset(hosted, 0x5a, 4096);
-    fflush(NULL);
-    pid_t pid = fork();
-    ck_assert_int_ge(pid, 0);
-    if (pid == 0)
-        _exit(in_the_child(dev, pin, host, s, pinned, hosted));
-    int status = 0;
-    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
-    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
-                  "the child failed step %d (status %#x)", WEXITSTATUS(status), status);
+    in_child_t c = {dev, pin, host, s, pinned, hosted};
+    ga_require_child_ok(ga_fork_run(in_the_child, &c, 30), "the child");
     /* The parent's arenas go on. */
     void *q;
     ck_assert_int_eq(gpuarena_alloc(dev, 4096, NULL, &q), GPUARENA_SUCCESS);

@@ -14,18 +14,17 @@
  */
 #include "checkrun.h"
 #include "config.h"
+#include "forkrun.h"
 
 #include "gpuarena.h"
 
 #include <check.h>
 #include <dlfcn.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -333,11 +332,20 @@ START_TEST(legacy_stream_asks_only_off_the_cache)
 }
 END_TEST
 
+/* What device_arena_in_a_forked_child hands its child. */
+typedef struct {
+    gpuarena_t *a, *dp;
+    void *live, *dlive;
+    gpuarena_stats_t before;
+} forked_t;
+
 /* What a child made by fork() finds (see device_arena_in_a_forked_child);
  * the number of the step that failed, 0 when none did. */
-static int forked_child(gpuarena_t *a, gpuarena_t *dp, void *live, void *dlive,
-                        const gpuarena_stats_t *before)
+static int forked_child(void *arg)
 {
+    forked_t *f = arg;
+    gpuarena_t *a = f->a, *dp = f->dp;
+    const gpuarena_stats_t *before = &f->before;
     int maps = fake.maps();
     long pool = fake.pool_blocks();
     void *const untouched = (void *)0x1;
@@ -348,9 +356,9 @@ static int forked_child(gpuarena_t *a, gpuarena_t *dp, void *live, void *dlive,
         return 2;
     if (gpuarena_alloc(a, 4096, HOST, &p) != GPUARENA_ERR_NOT_SUPPORTED || p != untouched)
         return 3;
-    if (gpuarena_free(a, live, NULL) != GPUARENA_ERR_NOT_SUPPORTED)
+    if (gpuarena_free(a, f->live, NULL) != GPUARENA_ERR_NOT_SUPPORTED)
         return 4;
-    if (gpuarena_record_stream(a, live, (void *)0x5000) != GPUARENA_ERR_NOT_SUPPORTED)
+    if (gpuarena_record_stream(a, f->live, (void *)0x5000) != GPUARENA_ERR_NOT_SUPPORTED)
         return 5;
     if (gpuarena_trim(a, 0) != GPUARENA_ERR_NOT_SUPPORTED)
         return 6;
@@ -359,7 +367,7 @@ static int forked_child(gpuarena_t *a, gpuarena_t *dp, void *live, void *dlive,
     if (gpuarena_destroy(a) != GPUARENA_ERR_NOT_SUPPORTED)
         return 8;
     if (gpuarena_alloc(dp, 4096, NULL, &p) != GPUARENA_ERR_NOT_SUPPORTED ||
-        gpuarena_free(dp, dlive, NULL) != GPUARENA_ERR_NOT_SUPPORTED)
+        gpuarena_free(dp, f->dlive, NULL) != GPUARENA_ERR_NOT_SUPPORTED)
         return 9;
     /* Statistics read what the parent had; the checker passes. */
     gpuarena_stats_t st;
@@ -396,37 +404,40 @@ static int forked_child(gpuarena_t *a, gpuarena_t *dp, void *live, void *dlive,
 START_TEST(device_arena_in_a_forked_child)
 {
     fake_open();
-    gpuarena_t *a = NULL, *dp = NULL;
-    ck_assert_int_eq(gpuarena_create(GPUARENA_DEVICE, 0, NULL, &a), GPUARENA_SUCCESS);
-    ck_assert_int_eq(gpuarena_create(GPUARENA_DEVICE, 0, "pool=driver", &dp), GPUARENA_SUCCESS);
-    void *live, *cached, *dlive, *p;
-    ck_assert_int_eq(gpuarena_alloc(a, MIB, NULL, &live), GPUARENA_SUCCESS);
-    ck_assert_int_eq(gpuarena_alloc(a, 4096, NULL, &cached), GPUARENA_SUCCESS);
-    ck_assert_int_eq(gpuarena_free(a, cached, NULL), GPUARENA_SUCCESS);
-    ck_assert_int_eq(gpuarena_alloc(dp, 4096, NULL, &dlive), GPUARENA_SUCCESS);
-    gpuarena_stats_t before;
-    ck_assert_int_eq(gpuarena_stats(a, &before), GPUARENA_SUCCESS);
-    fflush(NULL);
-    pid_t pid = fork();
-    ck_assert_int_ge(pid, 0);
-    if (pid == 0)
-        _exit(forked_child(a, dp, live, dlive, &before));
-    int status = 0;
-    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
-    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
-                  "the child failed step %d (status %#x)", WEXITSTATUS(status), status);
+    forked_t f = {0};
+    ck_assert_int_eq(gpuarena_create(GPUARENA_DEVICE, 0, NULL, &f.a), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_create(GPUARENA_DEVICE, 0, "pool=driver", &f.dp), GPUARENA_SUCCESS);
+    void *cached, *p;
+    ck_assert_int_eq(gpuarena_alloc(f.a, MIB, NULL, &f.live), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_alloc(f.a, 4096, NULL, &cached), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_free(f.a, cached, NULL), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_alloc(f.dp, 4096, NULL, &f.dlive), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_stats(f.a, &f.before), GPUARENA_SUCCESS);
+    ga_require_child_ok(ga_fork_run(forked_child, &f, 30), "the child");
     /* The parent: the cached block, then everything back. */
-    ck_assert_int_eq(gpuarena_alloc(a, 4096, NULL, &p), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_alloc(f.a, 4096, NULL, &p), GPUARENA_SUCCESS);
     ck_assert_ptr_eq(p, cached);
-    ck_assert_int_eq(gpuarena_free(a, p, NULL), GPUARENA_SUCCESS);
-    ck_assert_int_eq(gpuarena_free(a, live, NULL), GPUARENA_SUCCESS);
-    ck_assert_int_eq(gpuarena_free(dp, dlive, NULL), GPUARENA_SUCCESS);
-    ck_assert_int_eq(gpuarena_check(a), GPUARENA_SUCCESS);
-    ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_SUCCESS);
-    ck_assert_int_eq(gpuarena_destroy(dp), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_free(f.a, p, NULL), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_free(f.a, f.live, NULL), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_free(f.dp, f.dlive, NULL), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_check(f.a), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_destroy(f.a), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_destroy(f.dp), GPUARENA_SUCCESS);
     ck_assert_int_eq(fake.maps(), 0);
 }
 END_TEST
+
+/* The child of fork_during_the_driver_load: 1 when making a device arena
+ * is not refused, 2 when it called cuInit. */
+static int create_refused(void *arg)
+{
+    (void)arg;
+    gpuarena_t *n = NULL;
+    long inits = fake.count("cuInit");
+    if (gpuarena_create(GPUARENA_DEVICE, 0, NULL, &n) != GPUARENA_ERR_NOT_SUPPORTED)
+        return 1;
+    return fake.count("cuInit") == inits ? 0 : 2;
+}
 
 static void *make_device_arena(void *arg)
 {
@@ -451,26 +462,12 @@ START_TEST(fork_during_the_driver_load)
         struct timespec t = {0, 1000 * 1000};
         nanosleep(&t, NULL);
     }
-    fflush(NULL);
-    pid_t pid = fork();
-    ck_assert_int_ge(pid, 0);
-    if (pid == 0) {
-        alarm(20); /* a load left in progress would hang the create */
-        gpuarena_t *n = NULL;
-        long inits = fake.count("cuInit");
-        if (gpuarena_create(GPUARENA_DEVICE, 0, NULL, &n) != GPUARENA_ERR_NOT_SUPPORTED)
-            _exit(1);
-        _exit(fake.count("cuInit") == inits ? 0 : 2);
-    }
-    int status = 0;
-    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    /* The alarm: a load left in progress would hang the child's create. */
+    int status = ga_fork_run(create_refused, NULL, 20);
     void *st = NULL;
     ck_assert_int_eq(pthread_join(th, &st), 0);
     unsetenv("FAKECUDA_INIT_MS");
-    ck_assert_msg(!WIFSIGNALED(status), "the child was killed by signal %d (%s)", WTERMSIG(status),
-                  WTERMSIG(status) == SIGALRM ? "hung" : "crashed");
-    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child's create %s",
-                  WEXITSTATUS(status) == 2 ? "called cuInit" : "was not refused");
+    ga_require_child_ok(status, "the child's create (1: not refused, 2: it called cuInit)");
     ck_assert_int_eq((int)(intptr_t)st, GPUARENA_SUCCESS);
     ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_SUCCESS);
 }

@@ -22,18 +22,17 @@
 #include "block/internal.h"
 #include "block/tcache.h"
 #include "checkrun.h"
+#include "forkrun.h"
 #include "gpuarena.h"
 
 #include <check.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -195,38 +194,6 @@ static int forks_wanted(void)
     return n < 4 ? 4 : n > 40 ? 40 : (int)n;
 }
 
-/* Fork now; the child runs BODY(arg) under an alarm and exits with its
- * result; the parent waits and returns the child's wait status (-1: no
- * fork).  No assertion here: with CK_FORK=no (valgrind) a failed one
- * would leave the test while other threads still use its stack. */
-static int fork_run(int (*body)(void *), void *arg)
-{
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid < 0)
-        return -1;
-    if (pid == 0) {
-        alarm(30); /* a hung child is killed, and seen so below */
-        _exit(body(arg));
-    }
-    int status = 0;
-    return waitpid(pid, &status, 0) == pid ? status : -1;
-}
-
-static bool child_ok(int status)
-{
-    return status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == OK;
-}
-
-static void require_ok(int status, const char *what, int i)
-{
-    ck_assert_msg(status != -1, "%s: fork or wait failed", what);
-    ck_assert_msg(!WIFSIGNALED(status), "%s: child %d killed by signal %d (%s)", what, i,
-                  WTERMSIG(status), WTERMSIG(status) == SIGALRM ? "hung" : "crashed");
-    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == OK, "%s: child %d failed step %d",
-                  what, i, WEXITSTATUS(status));
-}
-
 typedef struct {
     gpuarena_t *host, *sim;
     uint64_t seed;
@@ -264,8 +231,8 @@ START_TEST(churn)
         struct timespec ts = {0, 2 * 1000 * 1000};
         nanosleep(&ts, NULL);
         churn_arg_t c = {host, sim, 0x1234567ull * (uint64_t)(i + 1)};
-        status = fork_run(churn_child, &c);
-        if (!child_ok(status))
+        status = ga_fork_run(churn_child, &c, 30);
+        if (!ga_child_ok(status))
             failed = i;
     }
     atomic_store(&stop, true);
@@ -276,8 +243,11 @@ START_TEST(churn)
                       gpuarena_strerror(w[i].err));
         ops += w[i].ops;
     }
-    if (failed >= 0)
-        require_ok(status, "churn", failed);
+    if (failed >= 0) {
+        char what[32];
+        snprintf(what, sizeof what, "churn: child %d", failed);
+        ga_require_child_ok(status, what);
+    }
     ck_assert_msg(ops > 0, "the workers made no operation");
     /* The parent's arenas are whole after the forks. */
     gpuarena_stats_t st;
@@ -388,7 +358,7 @@ START_TEST(orphans)
     count_caches(h.a, &all, &own);
     ck_assert_uint_eq(own, 1);
     ck_assert_uint_eq(all, 2);
-    int status = fork_run(orphans_child, h.a);
+    int status = ga_fork_run(orphans_child, h.a, 30);
     /* The parent's holder keeps its cache. */
     unsigned after;
     count_caches(h.a, &after, &own);
@@ -397,7 +367,7 @@ START_TEST(orphans)
     pthread_cond_broadcast(&h.cv);
     pthread_mutex_unlock(&h.m);
     ck_assert_int_eq(pthread_join(th, NULL), 0);
-    require_ok(status, "orphans", 0);
+    ga_require_child_ok(status, "orphans: the child");
     ck_assert_uint_eq(after, 2);
     ck_assert_int_eq(gpuarena_check(h.a), GPUARENA_SUCCESS);
     ck_assert_int_eq(gpuarena_destroy(h.a), GPUARENA_SUCCESS);
