@@ -16,8 +16,10 @@
 
 _Thread_local ga_lock_cell_t *ga_lock_cell __attribute__((tls_model("initial-exec")));
 
-/* Cells of exited threads, for the next threads: a breaker may still
- * read a cell after its thread is gone, so none is ever freed. */
+/* Spare cells, for the next threads: those of exited threads, and in a
+ * forked child those of the threads that did not come along.  A breaker
+ * may still read a cell after its thread is gone, so none is ever
+ * freed. */
 static pthread_mutex_t cells_lock = PTHREAD_MUTEX_INITIALIZER;
 static ga_lock_cell_t *spare_cells;
 static ga_lock_cell_t *all_cells; /* for the child of a fork */

@@ -51,7 +51,7 @@
 /* A thread's mark, kept from its first biasing on (lock.c). */
 typedef struct ga_lock_cell {
     void *_Atomic active;      /* the biased lock this thread is inside, or NULL */
-    struct ga_lock_cell *next; /* on the list of cells of exited threads */
+    struct ga_lock_cell *next; /* on the list of spare cells (lock.c) */
     struct ga_lock_cell *all;  /* on the list of every cell (lock.c) */
 } ga_lock_cell_t;
 
