@@ -26,9 +26,10 @@
  *       operation frees a random live block and allocates a new one (one
  *       free + one alloc), ns per operation; the same random sequence for
  *       every allocator, after a warm-up that fills the caches; median of
- *       ROUNDS runs.  Target: 100 ns or less.  Printed beside it: gpuarena
- *       on the same sequence with no stream (the block manager alone, no
- *       driver call).
+ *       ROUNDS runs.  Target: 100 ns or less.  Then the same row on the
+ *       legacy stream, where only a call that reaches the driver asks it
+ *       anything; and gpuarena on the same sequence with no stream (the
+ *       block manager alone, no driver call).
  *   (c) 16 threads, each on its own stream, doing cached alloc+free pairs
  *       for CONC_S seconds: million pairs per second, all threads
  *       together (4 KiB, inside the thread caches, and 1 MiB, outside).
@@ -42,7 +43,10 @@
  *       before it hands out or takes back memory on it.  The legacy stream
  *       cannot be captured: a cached pair on it asks the driver nothing
  *       (gpuarena(7)), so its figure in (a) is the no-stream pair plus
- *       the naming of the stream.
+ *       the naming of the stream.  cuStreamGetFlags, which asks nothing
+ *       about capture, is there to show what any call on a stream costs;
+ *       the last line is the floor of a created stream's pair: two
+ *       capture checks.
  *
  * Why many short runs, interleaved: the lent H200 hosts have slow spells
  * of 0.1-0.5 s in which everything on the CPU takes up to twice as long
@@ -439,8 +443,9 @@ static void row(const char *op, const double v[K_COUNT], double target, bool low
            cell[K_POOL], cell[K_PARENA], lower ? "<=" : ">=", target, ok ? "met" : "MISSED");
 }
 
-/* (d): ns per call of CALL, median of RUNS runs of N calls. */
-#define PER_CALL_NS(what, n, call)                                                                 \
+/* (d): ns per call of CALL, median of RUNS runs of N calls, printed and
+ * stored in OUT. */
+#define PER_CALL_NS(what, n, call, out)                                                            \
     do {                                                                                           \
         double v_[RUNS];                                                                           \
         for (int r_ = 0; r_ < RUNS; r_++) {                                                        \
@@ -449,7 +454,8 @@ static void row(const char *op, const double v[K_COUNT], double target, bool low
                 GB_CHECK(what, call);                                                              \
             v_[r_] = (gb_now() - t0_) / (double)(n)*1e9;                                           \
         }                                                                                          \
-        printf("  %-58s %8.1f\n", what, gb_median(v_, RUNS));                                      \
+        (out) = gb_median(v_, RUNS);                                                               \
+        printf("  %-58s %8.1f\n", what, (out));                                                    \
     } while (0)
 
 static gpuarena_status_t enter_leave(void)
@@ -469,6 +475,12 @@ static gpuarena_status_t record_query(void *ev, void *s)
     return st == GA_CUDA_NOT_READY ? GPUARENA_SUCCESS : st;
 }
 
+static gpuarena_status_t stream_flags(void *s)
+{
+    unsigned f;
+    return ga_cuda_stream_flags(s, &f);
+}
+
 static void driver_calls(const target_t *t)
 {
     target_t host = *t;
@@ -482,15 +494,23 @@ static void driver_calls(const target_t *t)
     GB_CHECK("waiting for the stream", ga_cuda_stream_sync(t->stream));
     printf("driver calls on the arena's path (ns per call; stream idle):\n");
     const long N = 200000;
-    PER_CALL_NS("cuStreamIsCapturing, a stream", N, ga_cuda_stream_check(t->stream));
-    PER_CALL_NS("cuStreamIsCapturing, the legacy stream", N, ga_cuda_stream_check(NULL));
-    PER_CALL_NS("cuCtxGetCurrent (context already current)", N, enter_leave());
-    PER_CALL_NS("cuStreamQuery, an idle stream", N, ga_cuda_stream_query(t->stream));
+    double capture, v1;
+    PER_CALL_NS("cuStreamIsCapturing, a stream", N, ga_cuda_stream_check(t->stream), capture);
+    PER_CALL_NS("cuStreamIsCapturing, the legacy stream", N, ga_cuda_stream_check(NULL), v1);
+    PER_CALL_NS("cuStreamGetFlags, a stream (for comparison)", N, stream_flags(t->stream), v1);
+    PER_CALL_NS("cuCtxGetCurrent (context already current)", N, enter_leave(), v1);
+    PER_CALL_NS("cuStreamQuery, an idle stream", N, ga_cuda_stream_query(t->stream), v1);
     void *ev = NULL;
     GB_CHECK("cuEventCreate", ga_cuda_event_create(&ev));
-    PER_CALL_NS("cuEventRecord + cuEventQuery", N / 4, record_query(ev, t->stream));
+    PER_CALL_NS("cuEventRecord + cuEventQuery", N / 4, record_query(ev, t->stream), v1);
     GB_CHECK("waiting for the stream", ga_cuda_stream_sync(t->stream));
     ga_cuda_event_destroy(ev);
+    /* The floor under (a) and (b) on a created stream: gpuarena asks
+     * whether it is being captured on every alloc and every free
+     * (gpuarena(7)), and no cheaper call answers that. */
+    printf("a created stream's pair (a) or operation (b) asks cuStreamIsCapturing twice: "
+           "%.1f ns\nbefore the allocator does anything (targets 60 and 100 ns)\n",
+           2 * capture);
 }
 
 static void release_caches(const target_t *t)
@@ -570,19 +590,29 @@ int main(void)
             if (k == K_ARENA)
                 GB_CHECK("gpuarena_stats", gpuarena_stats(t.arena, &s1));
         }
-        /* The same sequence with no stream: the block manager's share,
-         * without the capture check each call makes on a stream. */
-        target_t host = t;
-        host.stream = GPUARENA_STREAM_HOST;
-        long nh;
-        double vh = churn_ns(K_ARENA, &host, &c, &nh);
-        release_caches(&t);
         row("(b) 256 live, random 512 B-64 MiB (ns/op)", v, 100, true);
         printf("%-44s   (ops timed: %ld, %ld, %ld, %ld; gpuarena mapped %llu times, peak "
                "reserved %.2f GiB)\n",
                "", n[0], n[1], n[2], n[3],
                (unsigned long long)(s1.provider_maps - s0.provider_maps),
                (double)s1.reserved_peak / (double)GiB);
+        /* The same sequence on the legacy stream, as (a): no capture
+         * check where the caches or the pools serve. */
+        target_t legacy = t;
+        legacy.stream = NULL;
+        for (int k = 0; k < K_COUNT; k++) {
+            v[k] = churn_ns(k, &legacy, &c, &n[k]);
+            release_caches(&t);
+        }
+        row("(b) the same, legacy stream (ns/op)", v, 100, true);
+        printf("%-44s   (ops timed: %ld, %ld, %ld, %ld)\n", "", n[0], n[1], n[2], n[3]);
+        /* With no stream: the block manager's share, without the
+         * capture check each call makes on a created stream. */
+        target_t host = t;
+        host.stream = GPUARENA_STREAM_HOST;
+        long nh;
+        double vh = churn_ns(K_ARENA, &host, &c, &nh);
+        release_caches(&t);
         printf("%-44s   (gpuarena with no stream, GPUARENA_STREAM_HOST: %.1f ns/op over %ld ops)\n",
                "", vh, nh);
         free(c.seq.size);

@@ -1851,9 +1851,10 @@ static void same_counts(const gpuarena_stats_t *a, const gpuarena_stats_t *b)
 }
 
 /* A stream that the provider named without a capture check (the legacy
- * stream; GA_UNCHECKED): the thread cache's hits make no provider call at
- * all, a capture elsewhere or not; everything else asks stream_check
- * first, and a refusal changes nothing and names nothing. */
+ * stream; GA_UNCHECKED): the thread cache's hits, and allocations that a
+ * free block of the pools serves, make no provider call at all, a capture
+ * elsewhere or not; everything else asks stream_check first, and a
+ * refusal changes nothing and names nothing. */
 START_TEST(unchecked_stream_is_checked_off_the_cache)
 {
     fx_t *f = fx_new(true, 2 * MI, "thread_cache=true");
@@ -1879,9 +1880,17 @@ START_TEST(unchecked_stream_is_checked_off_the_cache)
     }
     ck_assert_uint_eq(f->tp.checks, 2);
     ck_assert_uint_eq(f->tp.calls, calls);
+    /* Not in the thread cache, but in the pools (the rest of the 4 KiB
+     * block's segment). */
+    ck_assert_int_eq(ga_bm_alloc_on(f->bm, 8 * KI, s, &r, true), GPUARENA_SUCCESS);
+    ck_assert_int_eq(ga_bm_free_on(f->bm, r, s, true), GPUARENA_SUCCESS);
+    ck_assert_uint_eq(f->tp.checks, 2);
+    ck_assert_uint_eq(f->tp.calls, calls);
 
+    /* New memory. */
     gpuarena_stats_t before = fx_stats(f);
-    ck_assert_int_eq(ga_bm_alloc_on(f->bm, 8 * KI, s, &r, true), GPUARENA_ERR_STREAM_CAPTURE);
+    r = NULL;
+    ck_assert_int_eq(ga_bm_alloc_on(f->bm, 64 * MI, s, &r, true), GPUARENA_ERR_STREAM_CAPTURE);
     ck_assert_ptr_null(r);
     ck_assert_int_eq(ga_bm_free_on(f->bm, big, s, true), GPUARENA_ERR_STREAM_CAPTURE);
     gpuarena_stats_t after = fx_stats(f);
@@ -1896,7 +1905,7 @@ START_TEST(unchecked_stream_is_checked_off_the_cache)
 
     /* The capture ends: the same calls go through. */
     f->tp.capturing = 0;
-    ck_assert_int_eq(ga_bm_alloc_on(f->bm, 8 * KI, s, &r, true), GPUARENA_SUCCESS);
+    ck_assert_int_eq(ga_bm_alloc_on(f->bm, 64 * MI, s, &r, true), GPUARENA_SUCCESS);
     ck_assert_int_eq(ga_bm_free_on(f->bm, big, s, true), GPUARENA_SUCCESS);
     ck_assert_int_eq(ga_bm_free_on(f->bm, r, s, true), GPUARENA_SUCCESS);
     ck_assert_uint_eq(fx_stats(f).live_blocks, 0);

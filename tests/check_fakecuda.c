@@ -250,12 +250,13 @@ static void same_counts(gpuarena_t *a, const gpuarena_stats_t *before)
 
 /* The legacy stream (NULL, CU_STREAM_LEGACY) cannot be captured, so a
  * pair that the thread cache serves on it asks the driver nothing: no
- * current context, no capture check.  While a blocking stream is being
- * captured (the legacy stream's check then answers CAPTURE_IMPLICIT), such
- * a pair still goes through; an operation that would reach the driver is
- * refused first, changes nothing, and puts nothing on the legacy stream.
- * Streams that can be captured (a created one, the per-thread stream) are
- * checked on every call. */
+ * current context, no capture check; nor does an allocation that a free
+ * block of the pools serves.  While a blocking stream is being captured
+ * (the legacy stream's check then answers CAPTURE_IMPLICIT), such calls
+ * still go through; an operation that would reach the driver is refused
+ * first, changes nothing, and puts nothing on the legacy stream.  Streams
+ * that can be captured (a created one, the per-thread stream) are checked
+ * on every call. */
 START_TEST(legacy_stream_asks_only_off_the_cache)
 {
     fake_open();
@@ -299,10 +300,17 @@ START_TEST(legacy_stream_asks_only_off_the_cache)
     ck_assert_int_eq(gpuarena_free(a, q, NULL), GPUARENA_SUCCESS);
     ck_assert_int_eq(gpuarena_alloc(a, 4096, (void *)0x2, &r), GPUARENA_SUCCESS);
     ck_assert_int_eq(gpuarena_free(a, r, (void *)0x2), GPUARENA_SUCCESS);
+    /* Not in the thread cache, but in the pools: the segment of the
+     * 4 KiB block has room. */
+    long checks = fake.count("cuStreamIsCapturing");
+    ck_assert_int_eq(gpuarena_alloc(a, 8192, NULL, &r), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_free(a, r, NULL), GPUARENA_SUCCESS);
+    ck_assert_int_eq(fake.count("cuStreamIsCapturing"), checks);
+    /* New memory: refused before it is mapped. */
     gpuarena_stats_t before;
     ck_assert_int_eq(gpuarena_stats(a, &before), GPUARENA_SUCCESS);
     r = NULL;
-    ck_assert_int_eq(gpuarena_alloc(a, 8192, NULL, &r), GPUARENA_ERR_STREAM_CAPTURE);
+    ck_assert_int_eq(gpuarena_alloc(a, 64 * MIB, NULL, &r), GPUARENA_ERR_STREAM_CAPTURE);
     ck_assert_ptr_null(r);
     ck_assert_int_eq(gpuarena_free(a, big, NULL), GPUARENA_ERR_STREAM_CAPTURE);
     ck_assert_int_eq(gpuarena_record_stream(a, big, NULL), GPUARENA_ERR_STREAM_CAPTURE);
@@ -312,7 +320,7 @@ START_TEST(legacy_stream_asks_only_off_the_cache)
     ck_assert_int_eq(gpuarena_check(a), GPUARENA_SUCCESS);
 
     /* The capture over, the refused calls go through. */
-    ck_assert_int_eq(gpuarena_alloc(a, 8192, NULL, &r), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_alloc(a, 64 * MIB, NULL, &r), GPUARENA_SUCCESS);
     ck_assert_int_eq(gpuarena_free(a, r, NULL), GPUARENA_SUCCESS);
     ck_assert_int_eq(gpuarena_free(a, big, NULL), GPUARENA_SUCCESS);
     ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_SUCCESS);

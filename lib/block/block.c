@@ -1102,10 +1102,20 @@ gpuarena_status_t ga_bm_out_of_memory(ga_bm_t *bm, size_t size, gpuarena_status_
 
 /* No block of the pools S may use at once fits RS bytes: another
  * stream's, once its sweep is waited on, or new memory; *OUT gets a block
- * in a pool and large enough (out of line: the hit path stays short). */
-static __attribute__((noinline)) gpuarena_status_t
-alloc_miss(ga_bm_t *bm, int cls, size_t rs, size_t size, ga_stream_t s, ga_block_t **out)
+ * in a pool and large enough (out of line: the hit path stays short).
+ * *UNCHECKED: S not yet asked whether it is being captured (the legacy
+ * stream, alloc_slow); asked here first, before anything changes, since
+ * what follows may reach the driver with S. */
+static __attribute__((noinline)) gpuarena_status_t alloc_miss(ga_bm_t *bm, int cls, size_t rs,
+                                                              size_t size, ga_stream_t s,
+                                                              bool *unchecked, ga_block_t **out)
 {
+    if (*unchecked) {
+        gpuarena_status_t st = stream_check(bm, s);
+        if (st != GPUARENA_SUCCESS)
+            return st;
+        *unchecked = false;
+    }
     ga_block_t *b = NULL;
     if (bm->events && bm->set.cross_stream != GA_CROSS_NEVER) {
         poll_events(bm, false);
@@ -1148,14 +1158,14 @@ alloc_miss(ga_bm_t *bm, int cls, size_t rs, size_t size, ga_stream_t s, ga_block
 }
 
 static gpuarena_status_t alloc_locked(ga_bm_t *bm, size_t rs, size_t size, ga_stream_t s,
-                                      void **ptr)
+                                      bool *unchecked, void **ptr)
 {
     int cls = rs <= bm->set.small_max ? CLASS_SMALL : CLASS_LARGE;
     ga_block_t *b = find_free(bm, cls, rs, s);
     if (b) {
         bm->c.hits++;
     } else {
-        gpuarena_status_t st = alloc_miss(bm, cls, rs, size, s, &b);
+        gpuarena_status_t st = alloc_miss(bm, cls, rs, size, s, unchecked, &b);
         if (st != GPUARENA_SUCCESS)
             return st;
     }
@@ -1183,17 +1193,24 @@ static gpuarena_status_t finish_alloc(ga_bm_t *bm, size_t size, ga_stream_t s, v
 }
 
 /* The locked path, out of line: the fast path above it then saves and
- * restores only the few registers it uses. */
+ * restores only the few registers it uses.
+ *
+ * UNCHECKED (the legacy stream; only on a plain manager, ga_bm_alloc_on):
+ * the capture check is left to alloc_miss, the first step that may reach
+ * the driver with S.  A block found in the pools reaches nothing, as a
+ * thread cache's hit does not: asking first cost a legacy-stream query
+ * (the dearest of the stream calls, bench_device's (d)) on every
+ * allocation that the thread cache could not serve. */
 static __attribute__((noinline)) gpuarena_status_t
 alloc_slow(ga_bm_t *bm, size_t rs, size_t size, ga_stream_t s, void **ptr, bool unchecked)
 {
-    gpuarena_status_t st = unchecked ? stream_check(bm, s) : GPUARENA_SUCCESS;
-    if (st != GPUARENA_SUCCESS)
-        return st;
     ga_lock(&bm->lock);
     bool dropped = bm->set.thread_cache && ga_tcache_drop_large(bm);
-    st = alloc_locked(bm, rs, size, s, ptr);
-    if (dropped) /* what the large slot gave back counts as cached now */
+    gpuarena_status_t st = alloc_locked(bm, rs, size, s, &unchecked, ptr);
+    /* What the large slot gave back counts as cached now.  Giving it
+     * back to the driver names no stream (and runs in relaxed capture
+     * mode, cuda.c): it needs no check of S. */
+    if (dropped)
         enforce_cap(bm);
     if (st == GPUARENA_SUCCESS)
         peaks_after(bm, true);

@@ -105,6 +105,7 @@
     X(cuMemcpyDtoD, 3020, 0)                                                                       \
     X(cuMemsetD8, 3020, 0)                                                                         \
     X(cuStreamQuery, 2000, 0)                                                                      \
+    X(cuStreamGetFlags, 5050, 0)                                                                   \
     X(cuMemsetD32Async, 3020, 0)                                                                   \
     X(cuMemcpyDtoDAsync, 3020, 0)                                                                  \
     X(cuEventElapsedTime, 12080, 0)                                                                \
@@ -1455,6 +1456,13 @@ gpuarena_status_t ga_cuda_stream_query(void *stream)
     if (r == CUDA_ERROR_NOT_READY)
         return GA_CUDA_NOT_READY;
     return stream_fail("cuStreamQuery", stream, r);
+}
+
+gpuarena_status_t ga_cuda_stream_flags(void *stream, unsigned *flags)
+{
+    NEED(cuStreamGetFlags);
+    CUresult r = cu.cuStreamGetFlags((CUstream)stream, flags);
+    return r == CUDA_SUCCESS ? GPUARENA_SUCCESS : stream_fail("cuStreamGetFlags", stream, r);
 }
 
 /* ---------------------------------------------------------------------- */

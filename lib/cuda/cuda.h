@@ -271,6 +271,9 @@ gpuarena_status_t ga_cuda_stream_query(void *stream);
 /* For tests, tools and benchmarks (CTX current where it matters). */
 gpuarena_status_t ga_cuda_stream_create(bool non_blocking, void **stream);
 gpuarena_status_t ga_cuda_stream_destroy(void *stream);
+/* cuStreamGetFlags: bench_device's measure of a stream call that asks
+ * nothing about capture. */
+gpuarena_status_t ga_cuda_stream_flags(void *stream, unsigned *flags);
 /* A new (non-primary) context on DEVICE, not left current. */
 gpuarena_status_t ga_cuda_ctx_create(int device, void **ctx);
 gpuarena_status_t ga_cuda_ctx_destroy(void *ctx);
