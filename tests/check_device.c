@@ -348,9 +348,9 @@ END_TEST
  * refused and changes nothing, cached sizes (thread caches, large slot)
  * included.  The legacy stream cannot be captured; while a blocking
  * stream is (the driver's implicit dependency), a pair that the thread
- * cache serves on it still goes through, touching nothing, and anything
- * that would reach the driver is refused and changes nothing.  Neither
- * capture breaks. */
+ * cache serves on it still goes through, touching nothing, and so does
+ * an allocation that the pools serve; anything that would reach the
+ * driver is refused and changes nothing.  Neither capture breaks. */
 START_TEST(arena_refuses_capturing_streams)
 {
     gpuarena_t *a;
@@ -396,9 +396,14 @@ START_TEST(arena_refuses_capturing_streams)
         ck_assert_int_eq(gpuarena_alloc(a, sizes[i], NULL, &r), GPUARENA_SUCCESS);
         ck_assert_ptr_eq(r, q); /* the thread cache's */
         ck_assert_int_eq(gpuarena_free(a, r, NULL), GPUARENA_SUCCESS);
+        /* A size no thread cache holds, that a free block of the pools
+         * serves (the rest of a segment): it goes through too. */
+        ck_assert_int_eq(gpuarena_alloc(a, 4096 * (i + 1), NULL, &r), GPUARENA_SUCCESS);
+        ck_assert_int_eq(gpuarena_free(a, r, NULL), GPUARENA_SUCCESS);
+        /* New memory would reach the driver. */
         ck_assert_int_eq(gpuarena_stats(a, &before), GPUARENA_SUCCESS);
         r = NULL;
-        ck_assert_int_eq(gpuarena_alloc(a, 3 * sizes[i], NULL, &r), GPUARENA_ERR_STREAM_CAPTURE);
+        ck_assert_int_eq(gpuarena_alloc(a, 1024 * MiB, NULL, &r), GPUARENA_ERR_STREAM_CAPTURE);
         ck_assert_ptr_null(r);
         ck_assert_int_eq(gpuarena_free(a, big, NULL), GPUARENA_ERR_STREAM_CAPTURE);
         ck_assert_int_eq(gpuarena_record_stream(a, p, NULL), GPUARENA_ERR_STREAM_CAPTURE);
