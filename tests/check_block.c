@@ -1903,12 +1903,27 @@ START_TEST(unchecked_stream_is_checked_off_the_cache)
     ck_assert_uint_eq(f->tp.checks, 4);
     fx_free(f, r, 2);
 
-    /* The capture ends: the same calls go through. */
+    /* The capture ends: the same calls go through.  The free of BIG
+     * makes the stream's pool (a first locked free on a stream may need
+     * the driver: it was refused above). */
     f->tp.capturing = 0;
     ck_assert_int_eq(ga_bm_alloc_on(f->bm, 64 * MI, s, &r, true), GPUARENA_SUCCESS);
     ck_assert_int_eq(ga_bm_free_on(f->bm, big, s, true), GPUARENA_SUCCESS);
+    ck_assert_uint_eq(f->tp.checks, 6);
+
+    /* With its pool made, a locked free on the stream reaches nothing
+     * either: it goes through during a capture, asking nothing. */
+    ck_assert_int_eq(ga_bm_alloc_on(f->bm, 128 * MI, s, &big, true), GPUARENA_SUCCESS);
+    f->tp.capturing = 1u << 1;
+    calls = f->tp.calls;
+    ck_assert_int_eq(ga_bm_free_on(f->bm, big, s, true), GPUARENA_SUCCESS);
+    ck_assert_uint_eq(f->tp.checks, 6);
+    ck_assert_uint_eq(f->tp.calls, calls);
+    f->tp.capturing = 0;
     ck_assert_int_eq(ga_bm_free_on(f->bm, r, s, true), GPUARENA_SUCCESS);
     ck_assert_uint_eq(fx_stats(f).live_blocks, 0);
+    ck_assert_uint_eq(f->tp.disturbed, 0);
+    ck_assert_int_eq(ga_bm_check(f->bm), GPUARENA_SUCCESS);
     fx_done(f);
 
     /* Host-visible memory asks whether the stream is idle on every free:

@@ -1405,15 +1405,30 @@ gpuarena_status_t ga_bm_free_on(ga_bm_t *bm, void *ptr, ga_stream_t s, bool unch
     return free_slow(bm, ptr, s, b, done, unchecked);
 }
 
+/* Whether the free of live block B on S may reach the driver with S (the
+ * manager's lock held, before anything changes): an event for its
+ * recorded uses or for host-visible memory, a sweep that S's pool owes
+ * another stream, or no pool yet (whose record may fail, and the free
+ * then waits for the device).  Event queries and unmaps name no stream. */
+static bool free_names_stream(ga_bm_t *bm, const ga_block_t *b, ga_stream_t s)
+{
+    if (b->uses || host_guard(bm))
+        return true;
+    if (s.id == GA_STREAM_ANY)
+        return false;
+    ga_pool_t *p = pool_find(bm, s.id);
+    return !p || (p->wanted && !p->sweep);
+}
+
 /* The locked path of ga_bm_free, out of line (see alloc_slow).  B is what
- * the lock-free lookup found at PTR, if anything. */
+ * the lock-free lookup found at PTR, if anything.  UNCHECKED (the legacy
+ * stream): S is asked whether it may be used only where the free would
+ * reach the driver with it (free_names_stream), as alloc_miss does. */
 static __attribute__((noinline)) gpuarena_status_t
 free_slow(ga_bm_t *bm, void *ptr, ga_stream_t s, ga_block_t *b, bool done, bool unchecked)
 {
     uintptr_t a = (uintptr_t)ptr;
-    gpuarena_status_t st = unchecked ? stream_check(bm, s) : GPUARENA_SUCCESS;
-    if (st != GPUARENA_SUCCESS)
-        return st;
+    gpuarena_status_t st = GPUARENA_SUCCESS;
     ga_lock(&bm->lock);
     /* Records live as long as the manager and change only under the lock:
      * one that is still the live block at A is the one to free; else the
@@ -1424,6 +1439,9 @@ free_slow(ga_bm_t *bm, void *ptr, ga_stream_t s, ga_block_t *b, bool done, bool 
         st = bad_pointer(bm, a, "gpuarena_free");
     } else if (atomic_load_explicit(&b->cached, memory_order_relaxed)) {
         st = ga_error(GPUARENA_ERR_DOUBLE_FREE, "gpuarena_free: %p was already freed", ptr);
+    } else if (unchecked && free_names_stream(bm, b, s) &&
+               (st = stream_check(bm, s)) != GPUARENA_SUCCESS) {
+        /* Refused before anything changed. */
     } else {
         /* Only a free that is done gives the large slot back: a refused
          * one changes nothing (gpuarena_free(3)). */
