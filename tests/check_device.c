@@ -366,8 +366,11 @@ START_TEST(arena_refuses_capturing_streams)
         ck_assert_int_eq(ga_cuda_capture_begin(legacy[i]), GPUARENA_ERR_STREAM_CAPTURE);
         ck_assert_ptr_nonnull(strstr(gpuarena_last_error(), "cuStreamBeginCapture"));
     }
-    /* Above thread_cache_large: its free always takes the locked path. */
+    /* Above thread_cache_large: its free always takes the locked path.
+     * Used on S too: its free records events, so the legacy stream is
+     * asked first (a free that needs none goes through: check_block). */
     ck_assert_int_eq(gpuarena_alloc(a, 256 * MiB, NULL, &big), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_record_stream(a, big, s), GPUARENA_SUCCESS);
     const size_t sizes[] = {512, 32 * MiB};
     for (int i = 0; i < 2; i++) {
         void *p, *q, *r = NULL;

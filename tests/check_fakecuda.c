@@ -289,9 +289,12 @@ START_TEST(legacy_stream_asks_only_off_the_cache)
         ck_assert_int_eq(fake.count("cuStreamIsCapturing"), checks + 200);
     }
 
-    /* A block too large for the thread cache, live across the capture. */
+    /* A block too large for the thread cache, live across the capture;
+     * used on another stream, so that its free records events and asks
+     * first (a free that needs none goes through: check_block). */
     void *big = NULL;
     ck_assert_int_eq(gpuarena_alloc(a, 256 * MIB, NULL, &big), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_record_stream(a, big, (void *)0x5000), GPUARENA_SUCCESS);
     ck_assert_int_eq(gpuarena_alloc(a, 4096, NULL, &p), GPUARENA_SUCCESS);
     ck_assert_int_eq(gpuarena_free(a, p, NULL), GPUARENA_SUCCESS);
     fake.blocking_capture(1);
