@@ -50,19 +50,19 @@ static ga_lock_cell_t *cell_get(void)
     if (ga_lock_cell)
         return ga_lock_cell;
     pthread_once(&cell_once, cell_key_make);
+    /* A new cell is made and linked under the lock that fork's handlers
+     * take: a fork in between would leave the child a cell on no list. */
     pthread_mutex_lock(&cells_lock);
     ga_lock_cell_t *c = spare_cells;
-    if (c)
+    if (c) {
         spare_cells = c->next;
-    pthread_mutex_unlock(&cells_lock);
-    if (!c) {
-        if (!(c = calloc(1, sizeof *c)))
-            return NULL;
-        pthread_mutex_lock(&cells_lock);
+    } else if ((c = calloc(1, sizeof *c))) {
         c->all = all_cells;
         all_cells = c;
-        pthread_mutex_unlock(&cells_lock);
     }
+    pthread_mutex_unlock(&cells_lock);
+    if (!c)
+        return NULL;
     atomic_store_explicit(&c->active, NULL, memory_order_relaxed);
     if (pthread_setspecific(cell_key, c) != 0) {
         cell_release(c);

@@ -225,15 +225,21 @@ ga_tcache_t *ga_tcache_create(ga_bm_t *bm, ga_stream_t s)
     /* Before the first cache exists: the owners' fast paths and the
      * remote side then read the same ga_asymmetric_ok. */
     (void)ga_asymmetric_ready();
+    /* Allocated under the registry lock, which fork's handlers take
+     * (fork.c): a fork between the allocation and the link would leave
+     * the child a record that no list reaches (valgrind saw one in
+     * check_fork's children). */
+    pthread_mutex_lock(&registry);
     ga_tcache_t *t = calloc(1, sizeof *t);
-    if (!t)
+    if (!t) {
+        pthread_mutex_unlock(&registry);
         return NULL;
+    }
     atomic_flag_clear(&t->lock);
     t->bm = bm;
     t->stream = s;
     t->count =
         bm->set.thread_cache_count < TC_MAX_COUNT ? bm->set.thread_cache_count : TC_MAX_COUNT;
-    pthread_mutex_lock(&registry);
     pthread_mutex_lock(&bm->tc_lock);
     t->bm_next = bm->tcaches;
     if (bm->tcaches)
