@@ -27,8 +27,9 @@
  * was initialized, and the child's copy of pinned memory is not pinned.
  * Every call on such an arena in the child is refused
  * (GPUARENA_ERR_NOT_SUPPORTED, ga_arena_forked), as is making a new one
- * once the parent had loaded the driver (lib/cuda/cuda.c); statistics
- * still read what the parent had.  The trace recorder has handlers of
+ * once the parent had loaded the driver (lib/cuda/cuda.c); the block
+ * manager's statistics still read what the parent had (the per-kind
+ * ones read 0: gpuarena_stats skips the provider's hook there).  The trace recorder has handlers of
  * its own (trace/recorder.c); the child prints no GPUARENA_STATS report,
  * and its SIGUSR1 no longer reaches the parent's report thread
  * (report.c).

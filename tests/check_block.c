@@ -420,6 +420,35 @@ START_TEST(host_stream_public_api)
 }
 END_TEST
 
+/* A locked free on an unchecked stream (the legacy one) whose pool is
+ * wanted while its last sweep is still out: if that sweep has completed
+ * by the free, the free records the next one on the stream, so it asks
+ * first (during a capture it is refused, and names nothing). */
+START_TEST(unchecked_free_asks_before_a_second_sweep)
+{
+    fx_t *f = fx_new(false, 64 * KI, SEG_OPTS ",cross_stream=wait");
+    void *keep, *q, *q2;
+    (void)freed_on_1_then_swept(f, &keep, &q, &q2); /* a sweep is out on 1 */
+    fx_free(f, keep, 1);                            /* newer than the sweep */
+    /* Stream 2 misses: stream 1's pool is wanted again, its sweep out. */
+    void *r = fx_alloc(f, 64 * KI, 2);
+    void *x = fx_alloc(f, 32 * KI, 1);
+    tp_complete(&f->tp, 1); /* the sweep completes */
+    f->tp.capturing = 1u << 1;
+    uint64_t events = fx_stats(f).events_recorded;
+    ck_assert_int_eq(ga_bm_free_on(f->bm, x, S(1), true), GPUARENA_ERR_STREAM_CAPTURE);
+    ck_assert_uint_eq(f->tp.disturbed, 0);
+    ck_assert_uint_eq(fx_stats(f).events_recorded, events);
+    f->tp.capturing = 0;
+    ck_assert_int_eq(ga_bm_free_on(f->bm, x, S(1), true), GPUARENA_SUCCESS);
+    ck_assert_uint_eq(fx_stats(f).events_recorded, events + 1);
+    void *all[] = {q, q2, r};
+    for (unsigned i = 0; i < 3; i++)
+        fx_free(f, all[i], 2);
+    fx_done(f);
+}
+END_TEST
+
 /* A stream asked for a sweep records it at its next free even when that
  * free would fit its thread cache (a cache never records events). */
 START_TEST(wanted_sweep_skips_thread_cache)
@@ -1965,6 +1994,7 @@ int main(void)
     tcase_add_test(reuse, reuse_other_stream_never_policy);
     tcase_add_test(reuse, host_stream_frees_need_no_event);
     tcase_add_test(reuse, wanted_sweep_skips_thread_cache);
+    tcase_add_test(reuse, unchecked_free_asks_before_a_second_sweep);
     tcase_add_test(reuse, large_slot_held_until_next_locked_op);
     tcase_add_test(reuse, large_slot_hint_spans_arenas);
     tcase_add_test(reuse, slots_full_block_waits_in_large_slot);

@@ -1408,8 +1408,10 @@ gpuarena_status_t ga_bm_free_on(ga_bm_t *bm, void *ptr, ga_stream_t s, bool unch
 /* Whether the free of live block B on S may reach the driver with S (the
  * manager's lock held, before anything changes): an event for its
  * recorded uses or for host-visible memory, a sweep that S's pool owes
- * another stream, or no pool yet (whose record may fail, and the free
- * then waits for the device).  Event queries and unmaps name no stream. */
+ * another stream (wanted: sweep_on_free records it once the sweep still
+ * out, if any, has completed), or no pool yet (whose record may fail, and
+ * the free then waits for the device).  Event queries and unmaps name no
+ * stream. */
 static bool free_names_stream(ga_bm_t *bm, const ga_block_t *b, ga_stream_t s)
 {
     if (b->uses || host_guard(bm))
@@ -1417,7 +1419,7 @@ static bool free_names_stream(ga_bm_t *bm, const ga_block_t *b, ga_stream_t s)
     if (s.id == GA_STREAM_ANY)
         return false;
     ga_pool_t *p = pool_find(bm, s.id);
-    return !p || (p->wanted && !p->sweep);
+    return !p || p->wanted;
 }
 
 /* The locked path of ga_bm_free, out of line (see alloc_slow).  B is what
