@@ -6,8 +6,8 @@
  *
  * What it measures is the block manager's share of (b): the sim arena has
  * the device arena's block manager, thread cache and stream pools, but no
- * driver, so the two capture checks and the stream lookup that a GPU
- * stream adds (about 30 ns on an H200) are not in it.  It sets no target;
+ * driver, so the capture check (of the allocation) and the stream lookup
+ * that a GPU stream adds are not in it.  It sets no target;
  * it is there to compare two builds of the manager on one machine, and to
  * run under a profiler, e.g.
  *

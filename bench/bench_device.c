@@ -40,13 +40,13 @@
  *       path cost one by one (ns per call, median of RUNS runs): they
  *       bound what a stream-ordered pair can cost, since gpuarena must ask
  *       the driver whether a created stream is being captured into a graph
- *       before it hands out or takes back memory on it.  The legacy stream
- *       cannot be captured: a cached pair on it asks the driver nothing
- *       (gpuarena(7)), so its figure in (a) is the no-stream pair plus
- *       the naming of the stream.  cuStreamGetFlags, which asks nothing
- *       about capture, is there to show what any call on a stream costs;
- *       the last line is the floor of a created stream's pair: two
- *       capture checks.
+ *       before it hands out memory on it (a free that puts nothing on the
+ *       stream is not asked: gpuarena(7)).  The legacy stream cannot be
+ *       captured: a cached pair on it asks the driver nothing, so its
+ *       figure in (a) is the no-stream pair plus the naming of the
+ *       stream.  cuStreamGetFlags, which asks nothing about capture, is
+ *       there to show what any call on a stream costs; the last line is
+ *       the floor of a created stream's pair: one capture check.
  *
  * Why many short runs, interleaved: the lent H200 hosts have slow spells
  * of 0.1-0.5 s in which everything on the CPU takes up to twice as long
@@ -506,11 +506,11 @@ static void driver_calls(const target_t *t)
     GB_CHECK("waiting for the stream", ga_cuda_stream_sync(t->stream));
     ga_cuda_event_destroy(ev);
     /* The floor under (a) and (b) on a created stream: gpuarena asks
-     * whether it is being captured on every alloc and every free
-     * (gpuarena(7)), and no cheaper call answers that. */
-    printf("a created stream's pair (a) or operation (b) asks cuStreamIsCapturing twice: "
+     * whether it is being captured on every allocation (gpuarena(7)), and
+     * no cheaper call answers that. */
+    printf("a created stream's pair (a) or operation (b) asks cuStreamIsCapturing once: "
            "%.1f ns\nbefore the allocator does anything (targets 60 and 100 ns)\n",
-           2 * capture);
+           capture);
 }
 
 static void release_caches(const target_t *t)

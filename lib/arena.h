@@ -38,9 +38,10 @@ gpuarena_status_t ga_arena_destroy(gpuarena_t *a);
  * runs on every alloc and free).  GA_UNCHECKED where the provider named
  * it without a capture check (provider.h): the caller then passes
  * unchecked to ga_bm_alloc_on or ga_bm_free_on, or asks stream_check
- * itself. */
+ * itself.  DEFER: the caller is gpuarena_free, which may leave the check
+ * to the block manager (stream_resolve in provider.h). */
 gpuarena_status_t ga_arena_stream_slow(gpuarena_t *a, gpuarena_stream_t handle, ga_stream_t *s);
-static inline gpuarena_status_t ga_arena_stream(gpuarena_t *a, gpuarena_stream_t handle,
+static inline gpuarena_status_t ga_arena_stream(gpuarena_t *a, gpuarena_stream_t handle, bool defer,
                                                 ga_stream_t *s)
 {
     s->handle = handle;
@@ -51,7 +52,7 @@ static inline gpuarena_status_t ga_arena_stream(gpuarena_t *a, gpuarena_stream_t
     }
     const ga_provider_ops_t *ops = a->prov->ops;
     if (ops->stream_resolve)
-        return ops->stream_resolve(a->prov, handle, &s->id);
+        return ops->stream_resolve(a->prov, handle, defer, &s->id);
     return ga_arena_stream_slow(a, handle, s);
 }
 

@@ -144,7 +144,7 @@ gpuarena_status_t gpuarena_alloc(gpuarena_t *a, size_t size, gpuarena_stream_t s
         return GPUARENA_SUCCESS;
     }
     ga_stream_t s;
-    gpuarena_status_t st = ga_arena_stream(a, stream, &s);
+    gpuarena_status_t st = ga_arena_stream(a, stream, false, &s);
     if (st != GPUARENA_SUCCESS && st != GA_UNCHECKED)
         return st;
     /* GA_UNCHECKED: the legacy stream (ga_gpuctx_stream_resolve). */
@@ -162,13 +162,20 @@ gpuarena_status_t gpuarena_free(gpuarena_t *a, void *ptr, gpuarena_stream_t stre
         return GPUARENA_SUCCESS;
     if (__builtin_expect(a->forked, 0))
         return ga_arena_forked(a, "gpuarena_free");
+    /* Deferred: the block manager asks whether the stream is being
+     * captured only if the free would reach the driver with it. */
     ga_stream_t s;
-    gpuarena_status_t st = ga_arena_stream(a, stream, &s);
+    gpuarena_status_t st = ga_arena_stream(a, stream, true, &s);
     if (st != GPUARENA_SUCCESS && st != GA_UNCHECKED)
         return st;
-    if (ga_trace_on()) /* before the free: PTR may be handed out again at once */
-        ga_trace_record_free(a, a->kind, a->device, ptr, stream);
-    return ga_bm_free_on(a->bm, ptr, s, st == GA_UNCHECKED);
+    if (!ga_trace_on())
+        return ga_bm_free_on(a->bm, ptr, s, st == GA_UNCHECKED);
+    /* Around the free: PTR may be handed out again at once, and the free
+     * may yet be refused (trace.h). */
+    uint64_t id = ga_trace_free_begin(a, a->kind, a->device, ptr);
+    st = ga_bm_free_on(a->bm, ptr, s, st == GA_UNCHECKED);
+    ga_trace_free_end(a, a->kind, a->device, ptr, id, stream, st == GPUARENA_SUCCESS);
+    return st;
 }
 
 gpuarena_status_t gpuarena_record_stream(gpuarena_t *a, void *ptr, gpuarena_stream_t stream)
@@ -182,7 +189,7 @@ gpuarena_status_t gpuarena_record_stream(gpuarena_t *a, void *ptr, gpuarena_stre
         return ga_error(GPUARENA_ERR_INVALID_STREAM,
                         "gpuarena_record_stream: GPUARENA_STREAM_HOST is no stream to record");
     ga_stream_t s;
-    gpuarena_status_t st = ga_arena_stream(a, stream, &s);
+    gpuarena_status_t st = ga_arena_stream(a, stream, false, &s);
     if (st == GA_UNCHECKED) /* the block's free records an event on it */
         st = a->prov->ops->stream_check(a->prov, stream);
     if (st != GPUARENA_SUCCESS)

@@ -344,9 +344,11 @@ START_TEST(arena_alloc_free_on_streams)
 }
 END_TEST
 
-/* Through the arena: an allocation or free on a capturing stream is
- * refused and changes nothing, cached sizes (thread caches, large slot)
- * included.  The legacy stream cannot be captured; while a blocking
+/* Through the arena: an allocation on a capturing stream is refused and
+ * changes nothing, cached sizes (thread caches, large slot) included, and
+ * so is a free that would record an event on it; a free into the thread
+ * cache is made, and the block goes to the stream's next allocation after
+ * the capture.  The legacy stream cannot be captured; while a blocking
  * stream is (the driver's implicit dependency), a pair that the thread
  * cache serves on it still goes through, touching nothing, and so does
  * an allocation that the pools serve; anything that would reach the
@@ -374,24 +376,30 @@ START_TEST(arena_refuses_capturing_streams)
     const size_t sizes[] = {512, 32 * MiB};
     for (int i = 0; i < 2; i++) {
         void *p, *q, *r = NULL;
-        /* A pair first, so that the size is cached for S. */
+        /* A pair first, so that the size is cached for S (in a slot, or
+         * in the large slot for 32 MiB). */
         ck_assert_int_eq(gpuarena_alloc(a, sizes[i], s, &p), GPUARENA_SUCCESS);
         ck_assert_int_eq(gpuarena_free(a, p, s), GPUARENA_SUCCESS);
         ck_assert_int_eq(gpuarena_alloc(a, sizes[i], s, &p), GPUARENA_SUCCESS);
-        ck_assert_int_eq(gpuarena_alloc(a, sizes[i], s, &q), GPUARENA_SUCCESS);
-        ck_assert_int_eq(gpuarena_free(a, q, s), GPUARENA_SUCCESS);
         gpuarena_stats_t before, after;
         ck_assert_int_eq(gpuarena_stats(a, &before), GPUARENA_SUCCESS);
         ck_assert_int_eq(ga_cuda_capture_begin(s), GPUARENA_SUCCESS);
+        /* Refused: an allocation, and a free that records events. */
         ck_assert_int_eq(gpuarena_alloc(a, sizes[i], s, &r), GPUARENA_ERR_STREAM_CAPTURE);
         ck_assert_ptr_null(r);
-        ck_assert_int_eq(gpuarena_free(a, p, s), GPUARENA_ERR_STREAM_CAPTURE);
+        ck_assert_int_eq(gpuarena_free(a, big, s), GPUARENA_ERR_STREAM_CAPTURE);
+        /* A free into the thread cache puts nothing on S: it is made, and
+         * the capture goes on. */
+        ck_assert_int_eq(gpuarena_free(a, p, s), GPUARENA_SUCCESS);
         ck_assert_int_eq(ga_cuda_capture_end(s), GPUARENA_SUCCESS);
         ck_assert_int_eq(gpuarena_stats(a, &after), GPUARENA_SUCCESS);
-        ck_assert_uint_eq(after.live_blocks, before.live_blocks);
+        ck_assert_uint_eq(after.live_blocks, before.live_blocks - 1);
         ck_assert_uint_eq(after.allocs, before.allocs);
-        ck_assert_uint_eq(after.frees, before.frees);
-        ck_assert_uint_eq(after.requested, before.requested);
+        ck_assert_uint_eq(after.frees, before.frees + 1);
+        ck_assert_uint_eq(after.requested, before.requested - sizes[i]);
+        /* The capture over, S's next allocation takes the block. */
+        ck_assert_int_eq(gpuarena_alloc(a, sizes[i], s, &r), GPUARENA_SUCCESS);
+        ck_assert_ptr_eq(r, p);
 
         ck_assert_int_eq(gpuarena_alloc(a, sizes[i], NULL, &q), GPUARENA_SUCCESS);
         ck_assert_int_eq(gpuarena_free(a, q, NULL), GPUARENA_SUCCESS);

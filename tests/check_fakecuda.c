@@ -41,6 +41,7 @@ static struct {
     int (*handles)(void);
     long (*pool_blocks)(void);
     void (*blocking_capture)(int on);
+    void (*capture)(void *stream);
     long (*count)(const char *what);
 } fake;
 
@@ -62,6 +63,7 @@ static void fake_open(void)
     GET(handles, "fakecuda_handles");
     GET(pool_blocks, "fakecuda_pool_blocks");
     GET(blocking_capture, "fakecuda_blocking_capture");
+    GET(capture, "fakecuda_capture");
     GET(count, "fakecuda_count");
 #undef GET
 }
@@ -256,7 +258,8 @@ static void same_counts(gpuarena_t *a, const gpuarena_stats_t *before)
  * still go through; an operation that would reach the driver is refused
  * first, changes nothing, and puts nothing on the legacy stream.  Streams
  * that can be captured (a created one, the per-thread stream) are checked
- * on every call. */
+ * on every allocation; a free that the thread cache takes asks nothing
+ * (free_on_a_captured_stream). */
 START_TEST(legacy_stream_asks_only_off_the_cache)
 {
     fake_open();
@@ -286,7 +289,7 @@ START_TEST(legacy_stream_asks_only_off_the_cache)
             ck_assert_int_eq(gpuarena_alloc(a, 4096, checked[k], &q), GPUARENA_SUCCESS);
             ck_assert_int_eq(gpuarena_free(a, q, checked[k]), GPUARENA_SUCCESS);
         }
-        ck_assert_int_eq(fake.count("cuStreamIsCapturing"), checks + 200);
+        ck_assert_int_eq(fake.count("cuStreamIsCapturing"), checks + 100);
     }
 
     /* A block too large for the thread cache, live across the capture;
@@ -406,6 +409,93 @@ static int forked_child(void *arg)
     return 0;
 }
 
+/* A free on a created stream that is being captured asks the driver
+ * nothing where it puts nothing on the stream: into the thread cache, or
+ * into the stream's pool.  It is not refused: the block waits there, and
+ * only an allocation, which is always checked, takes it back, after the
+ * capture.  A free that would record an event on the stream (recorded
+ * uses) is refused first and changes nothing; nothing disturbs the
+ * capture.  The first free on a stream that this thread has not named
+ * yet is checked as an allocation is. */
+struct on_stream {
+    gpuarena_t *a;
+    void *stream, *p;
+    gpuarena_status_t st;
+};
+
+static void *alloc_4k_on(void *arg)
+{
+    struct on_stream *o = arg;
+    o->st = gpuarena_alloc(o->a, 4096, o->stream, &o->p);
+    return NULL;
+}
+
+START_TEST(free_on_a_captured_stream)
+{
+    fake_open();
+    gpuarena_t *a = NULL;
+    ck_assert_int_eq(gpuarena_create(GPUARENA_DEVICE, 0, NULL, &a), GPUARENA_SUCCESS);
+    void *const c = (void *)0x5000, *const d = (void *)0x6000, *const e = (void *)0x7000;
+    void *p = NULL, *q = NULL, *used = NULL, *big[2] = {NULL, NULL};
+    ck_assert_int_eq(gpuarena_alloc(a, 4096, c, &p), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_free(a, p, c), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_alloc(a, 4096, c, &p), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_alloc(a, 4096, c, &used), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_record_stream(a, used, d), GPUARENA_SUCCESS);
+    /* Blocks above thread_cache_large: their frees take the lock.  One
+     * freed before the capture gives the stream its pool. */
+    for (int i = 0; i < 2; i++)
+        ck_assert_int_eq(gpuarena_alloc(a, 256 * MIB, c, &big[i]), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_free(a, big[0], c), GPUARENA_SUCCESS);
+    /* Q is allocated on E by another thread: this one has not named E. */
+    struct on_stream o = {a, e, NULL, GPUARENA_ERR_DRIVER};
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, alloc_4k_on, &o), 0);
+    ck_assert_int_eq(pthread_join(t, NULL), 0);
+    ck_assert_int_eq(o.st, GPUARENA_SUCCESS);
+    q = o.p;
+
+    fake.capture(c);
+    long checks = fake.count("cuStreamIsCapturing");
+    ck_assert_int_eq(gpuarena_free(a, p, c), GPUARENA_SUCCESS);      /* thread cache */
+    ck_assert_int_eq(gpuarena_free(a, big[1], c), GPUARENA_SUCCESS); /* the pool */
+    ck_assert_int_eq(fake.count("cuStreamIsCapturing"), checks);
+    gpuarena_stats_t before;
+    ck_assert_int_eq(gpuarena_stats(a, &before), GPUARENA_SUCCESS);
+    void *r = NULL;
+    ck_assert_int_eq(gpuarena_alloc(a, 4096, c, &r), GPUARENA_ERR_STREAM_CAPTURE);
+    ck_assert_ptr_null(r);
+    ck_assert_int_eq(gpuarena_alloc(a, 256 * MIB, c, &r), GPUARENA_ERR_STREAM_CAPTURE);
+    ck_assert_int_eq(gpuarena_free(a, used, c), GPUARENA_ERR_STREAM_CAPTURE);
+    same_counts(a, &before);
+    ck_assert_int_eq(fake.count("cuStreamIsCapturing"), checks + 3);
+    ck_assert_int_eq(fake.count("disturbed"), 0);
+    ck_assert_int_eq(gpuarena_check(a), GPUARENA_SUCCESS);
+    fake.capture(NULL);
+
+    /* A stream this thread has not named yet is asked on its first free,
+     * while it is captured: refused, before anything changes. */
+    fake.capture(e);
+    ck_assert_int_eq(gpuarena_free(a, q, e), GPUARENA_ERR_STREAM_CAPTURE);
+    same_counts(a, &before);
+    fake.capture(NULL);
+    ck_assert_int_eq(fake.count("disturbed"), 0);
+
+    /* After the capture, allocations on the stream take the blocks freed
+     * during it. */
+    ck_assert_int_eq(gpuarena_alloc(a, 4096, c, &r), GPUARENA_SUCCESS);
+    ck_assert_ptr_eq(r, p);
+    ck_assert_int_eq(gpuarena_free(a, r, c), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_free(a, used, c), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_free(a, q, e), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_check(a), GPUARENA_SUCCESS);
+    gpuarena_stats_t end;
+    ck_assert_int_eq(gpuarena_stats(a, &end), GPUARENA_SUCCESS);
+    ck_assert_uint_eq(end.live_blocks, 0);
+    ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_SUCCESS);
+}
+END_TEST
+
 /* fork(2): in the child, a device arena made before the fork refuses
  * every call that would reach the driver or hand out its memory (even a
  * block its thread cache holds) with GPUARENA_ERR_NOT_SUPPORTED and
@@ -519,6 +609,7 @@ int main(int argc, char **argv)
     tcase_add_test(tc, driver_pool_frees_when_the_wait_fails);
     tcase_add_test(tc, driver_pool_under_max_reserved);
     tcase_add_test(tc, legacy_stream_asks_only_off_the_cache);
+    tcase_add_test(tc, free_on_a_captured_stream);
     tcase_add_test(tc, device_arena_in_a_forked_child);
     tcase_add_test(tc, fork_during_the_driver_load);
     suite_add_tcase(s, tc);

@@ -408,6 +408,50 @@ START_TEST(recorder_round_trip)
 }
 END_TEST
 
+/* A free in two steps (gpuarena_free): one that the arena refused leaves
+ * the block live, known to the recorder by its id; one that is made while
+ * another thread is handed the same pointer again writes its "f" line
+ * after that thread's "a" line, each with its own id. */
+START_TEST(recorder_refused_and_racing_frees)
+{
+    char path[] = "/tmp/check_trace_XXXXXX";
+    temp_file(path);
+    ck_assert_int_eq(ga_trace_open(path), GPUARENA_SUCCESS);
+    int a1;
+    char *p = (char *)0x10000;
+    void *s1 = (void *)0x7777, *s2 = (void *)0x8888;
+    ga_trace_record_alloc(&a1, GPUARENA_DEVICE, 0, p, 100, s1);
+    uint64_t id = ga_trace_free_begin(&a1, GPUARENA_DEVICE, 0, p);
+    ck_assert_uint_ne(id, 0);
+    ck_assert_uint_eq(ga_trace_free_begin(&a1, GPUARENA_DEVICE, 0, p), 0); /* out meanwhile */
+    ga_trace_free_end(&a1, GPUARENA_DEVICE, 0, p, id, s1, false);          /* refused */
+    ga_trace_record_stream(&a1, GPUARENA_DEVICE, 0, p, s2);                /* live again */
+    uint64_t again = ga_trace_free_begin(&a1, GPUARENA_DEVICE, 0, p);
+    ck_assert_uint_eq(again, id);
+    ga_trace_record_alloc(&a1, GPUARENA_DEVICE, 0, p, 200, s2); /* another thread's */
+    ga_trace_free_end(&a1, GPUARENA_DEVICE, 0, p, again, s1, true);
+    ga_trace_record_free(&a1, GPUARENA_DEVICE, 0, p, s2);
+    ga_trace_free_end(&a1, GPUARENA_DEVICE, 0, p, 0, s2, true); /* unknown: nothing */
+    ga_trace_stop();
+
+    ga_trace_t *t = load_and_remove(path);
+    ck_assert_uint_eq(t->narenas, 1);
+    const ga_trace_arena_t *d = &t->arenas[0];
+    ck_assert_uint_eq(d->nevents, 5);
+    ck_assert_uint_eq(d->nids, 2);
+    ck_assert_uint_eq(d->nfrees, 2);
+    ck_assert_uint_eq(d->events[1].op, GA_TRACE_RECORD);
+    ck_assert_uint_eq(d->events[1].id, 0);
+    ck_assert_uint_eq(d->events[2].size, 200);
+    ck_assert_uint_eq(d->events[3].op, GA_TRACE_FREE);
+    ck_assert_uint_eq(d->events[3].id, 0);
+    ck_assert_uint_eq(d->events[4].op, GA_TRACE_FREE);
+    ck_assert_uint_eq(d->events[4].id, 1);
+    ck_assert_uint_eq(d->peak_requested, 300);
+    ga_trace_free(t);
+}
+END_TEST
+
 /* The whole of the file at PATH, NUL-terminated (a test's trace is small). */
 static char *slurp(const char *path)
 {
@@ -567,6 +611,7 @@ int main(void)
     TCase *tr = tcase_create("recorder");
     tcase_add_test(tr, expand_path);
     tcase_add_test(tr, recorder_round_trip);
+    tcase_add_test(tr, recorder_refused_and_racing_frees);
     tcase_add_test(tr, recorder_no_stream);
     tcase_add_test(tr, recorder_many);
     tcase_add_test(tr, recorder_threads);

@@ -1424,8 +1424,12 @@ static bool free_names_stream(ga_bm_t *bm, const ga_block_t *b, ga_stream_t s)
 
 /* The locked path of ga_bm_free, out of line (see alloc_slow).  B is what
  * the lock-free lookup found at PTR, if anything.  UNCHECKED (the legacy
- * stream): S is asked whether it may be used only where the free would
- * reach the driver with it (free_names_stream), as alloc_miss does. */
+ * stream, or any stream whose free the provider left unchecked): S is
+ * asked whether it may be used only where the free would reach the driver
+ * with it (free_names_stream), as alloc_miss does.  A free into a pool
+ * during a capture of S is then made, as one into the thread cache is:
+ * it puts nothing on S, and only a checked allocation takes the block
+ * back. */
 static __attribute__((noinline)) gpuarena_status_t
 free_slow(ga_bm_t *bm, void *ptr, ga_stream_t s, ga_block_t *b, bool done, bool unchecked)
 {

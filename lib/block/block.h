@@ -39,10 +39,11 @@ gpuarena_status_t ga_bm_create(ga_provider_t *prov, const ga_settings_t *s, ga_b
 gpuarena_status_t ga_bm_destroy(ga_bm_t *bm);
 
 /* Allocate and free on S.  UNCHECKED: the provider named S without asking
- * whether it is being captured, since it cannot be (GA_UNCHECKED,
- * provider.h); a thread cache's hit then makes no provider call at all,
- * and any other path asks the provider's stream_check first (a refusal
- * changes nothing). */
+ * whether it is being captured (GA_UNCHECKED, provider.h): the legacy
+ * stream, which cannot be, or any stream for a free; a thread cache's hit
+ * then makes no provider call at all, and any other path that may reach
+ * the provider with S asks its stream_check first (a refusal changes
+ * nothing). */
 gpuarena_status_t ga_bm_alloc_on(ga_bm_t *bm, size_t size, ga_stream_t s, void **ptr,
                                  bool unchecked);
 gpuarena_status_t ga_bm_free_on(ga_bm_t *bm, void *ptr, ga_stream_t s, bool unchecked);

@@ -302,13 +302,14 @@ static gpuarena_status_t w_stream_check(ga_provider_t *p, gpuarena_stream_t s)
     return st == GPUARENA_SUCCESS ? IN(p)->ops->stream_check(IN(p), s) : st;
 }
 
-static gpuarena_status_t w_stream_resolve(ga_provider_t *p, gpuarena_stream_t s, uint64_t *id)
+static gpuarena_status_t w_stream_resolve(ga_provider_t *p, gpuarena_stream_t s, bool defer,
+                                          uint64_t *id)
 {
     /* Two calls in one: either may be the one that fails. */
     gpuarena_status_t st = fault(p, GA_FAULT_STREAM, DRV);
     if (st == GPUARENA_SUCCESS)
         st = fault(p, GA_FAULT_STREAM, DRV);
-    return st == GPUARENA_SUCCESS ? IN(p)->ops->stream_resolve(IN(p), s, id) : st;
+    return st == GPUARENA_SUCCESS ? IN(p)->ops->stream_resolve(IN(p), s, defer, id) : st;
 }
 
 static gpuarena_status_t w_event_create(ga_provider_t *p, ga_event_t *ev)

@@ -106,17 +106,32 @@ gpuarena_status_t ga_gpuctx_stream_check(ga_provider_t *p, gpuarena_stream_t s)
  * cached pair on it (bench_device's (d)), and what it finds, a blocking
  * stream of the context being captured, matters only to a call that
  * reaches the driver with the legacy stream: the block manager asks
- * stream_check before any such. */
-gpuarena_status_t ga_gpuctx_stream_resolve(ga_provider_t *p, gpuarena_stream_t s, uint64_t *id)
+ * stream_check before any such.
+ *
+ * DEFER (a free): a stream whose id this thread knows is named with no
+ * driver call, GA_UNCHECKED, for the same reason.  A free reaches the
+ * driver with its stream only for an event (recorded uses, a sweep that
+ * its pool owes) or a pool not made yet, and the block manager asks
+ * first (free_names_stream); a free into the thread cache or a pool puts
+ * nothing on the stream, so a capture of it is not disturbed, and the
+ * block waits there for an allocation, which is always checked: it is
+ * reused by work queued after the capture, as PyTorch's own allocator
+ * reuses a block freed during a capture.  One check a cached pair
+ * instead of two: a check costs about as much as the rest of the pair. */
+gpuarena_status_t ga_gpuctx_stream_resolve(ga_provider_t *p, gpuarena_stream_t s, bool defer,
+                                           uint64_t *id)
 {
-    if (names_context(s))
-        return ga_cuda_stream_resolve(ga_gpuctx_of(p)->ctx, s, id);
-    if (s != GA_CUDA_STREAM_PER_THREAD) {
-        *id = ga_gpuctx_of(p)->legacy_id;
-        return GA_UNCHECKED;
+    ga_gpuctx_t *g = ga_gpuctx_of(p);
+    if (s != NULL && s != GA_CUDA_STREAM_LEGACY) {
+        if (defer && ga_cuda_stream_id_cached(g->ctx, s, id))
+            return GA_UNCHECKED;
+        if (s != GA_CUDA_STREAM_PER_THREAD)
+            return ga_cuda_stream_resolve(g->ctx, s, id);
+        gpuarena_status_t st = ga_gpuctx_stream_check(p, s);
+        return st == GPUARENA_SUCCESS ? ga_gpuctx_stream_id(p, s, id) : st;
     }
-    gpuarena_status_t st = ga_gpuctx_stream_check(p, s);
-    return st == GPUARENA_SUCCESS ? ga_gpuctx_stream_id(p, s, id) : st;
+    *id = g->legacy_id;
+    return GA_UNCHECKED;
 }
 
 gpuarena_status_t ga_gpuctx_event_create(ga_provider_t *p, ga_event_t *ev)

@@ -66,7 +66,8 @@ static inline gpuarena_status_t ga_gpuctx_host_wait(gpuarena_stream_t s, gpuaren
 /* Provider operations. */
 gpuarena_status_t ga_gpuctx_stream_id(ga_provider_t *p, gpuarena_stream_t s, uint64_t *id);
 gpuarena_status_t ga_gpuctx_stream_check(ga_provider_t *p, gpuarena_stream_t s);
-gpuarena_status_t ga_gpuctx_stream_resolve(ga_provider_t *p, gpuarena_stream_t s, uint64_t *id);
+gpuarena_status_t ga_gpuctx_stream_resolve(ga_provider_t *p, gpuarena_stream_t s, bool defer,
+                                           uint64_t *id);
 gpuarena_status_t ga_gpuctx_event_create(ga_provider_t *p, ga_event_t *ev);
 void ga_gpuctx_event_destroy(ga_provider_t *p, ga_event_t ev);
 gpuarena_status_t ga_gpuctx_event_record(ga_provider_t *p, ga_event_t ev, gpuarena_stream_t s);

@@ -33,8 +33,9 @@ typedef void *ga_event_t;
 #define GA_NOT_READY ((gpuarena_status_t)-1)
 
 /* Returned by stream_resolve for a stream that it named without asking
- * whether it is being captured, because it cannot be (CUDA's legacy
- * stream): the id is set, and the caller asks stream_check before any
+ * whether it is being captured: because it cannot be (CUDA's legacy
+ * stream), or because the caller, a free, said it would ask itself
+ * (DEFER).  The id is set, and the caller asks stream_check before any
  * call that reaches the provider with the stream (block.h, unchecked). */
 #define GA_UNCHECKED ((gpuarena_status_t)-2)
 
@@ -68,8 +69,11 @@ typedef struct ga_provider_ops {
     /* Optional: stream_check then stream_id in one call (the hot path of
      * every alloc and free on a stream); without it, the two are called.
      * GA_UNCHECKED (above) when it made no check; stream_check is then
-     * required. */
-    gpuarena_status_t (*stream_resolve)(ga_provider_t *p, gpuarena_stream_t s, uint64_t *id);
+     * required.  DEFER (a free): the check may be left to the caller,
+     * which makes it only if the free reaches the provider with S; a
+     * stream whose id is known then costs no provider call at all. */
+    gpuarena_status_t (*stream_resolve)(ga_provider_t *p, gpuarena_stream_t s, bool defer,
+                                        uint64_t *id);
 
     /* Events (optional: without them, frees complete at once, as for host
      * memory that no GPU touches). */

@@ -335,44 +335,56 @@ void ga_trace_record_alloc(const void *arena, gpuarena_kind_t kind, int device, 
     pthread_mutex_unlock(&R.lock);
 }
 
-static void id_event(const void *arena, gpuarena_kind_t kind, int device, const void *ptr,
-                     gpuarena_stream_t stream, bool is_free)
+/* The record of ARENA if it handed out anything, else NULL: no "k" line
+ * is written for a pointer it never handed out.  R.lock held. */
+static rec_arena_t *find_arena(const void *arena, gpuarena_kind_t kind, int device)
 {
-    /* gpuarena_record_stream refuses GPUARENA_STREAM_HOST, so only a direct
-     * caller gets here with it; "r ID -" is not a valid line. */
-    if (!ptr || (!is_free && stream == GPUARENA_STREAM_HOST))
+    for (size_t i = 0; i < R.narenas; i++)
+        if (R.arenas[i].key == arena && R.arenas[i].kind == kind && R.arenas[i].device == device)
+            return &R.arenas[i];
+    return NULL;
+}
+
+/* An "f" or "r" line for block ID.  R.lock held. */
+static void id_line(char op, uint64_t id, gpuarena_stream_t stream)
+{
+    char *p = line_start();
+    *p++ = op;
+    *p++ = ' ';
+    p = put_u64(p, id);
+    *p++ = ' ';
+    p = put_stream(p, stream);
+    line_end(p);
+}
+
+uint64_t ga_trace_free_begin(const void *arena, gpuarena_kind_t kind, int device, const void *ptr)
+{
+    uint64_t id = 0;
+    if (!ptr)
+        return 0;
+    pthread_mutex_lock(&R.lock);
+    rec_arena_t *a = R.fd >= 0 ? find_arena(arena, kind, device) : NULL;
+    if (!a || !ga_map_del(&a->live, (uintptr_t)ptr, &id))
+        id = 0;
+    pthread_mutex_unlock(&R.lock);
+    return id;
+}
+
+void ga_trace_free_end(const void *arena, gpuarena_kind_t kind, int device, const void *ptr,
+                       uint64_t id, gpuarena_stream_t stream, bool done)
+{
+    if (!id)
         return;
     pthread_mutex_lock(&R.lock);
-    if (R.fd >= 0) {
-        /* Find the arena without writing a "k" line for a pointer it never
-         * handed out. */
-        rec_arena_t *a = NULL;
-        for (size_t i = 0; i < R.narenas; i++)
-            if (R.arenas[i].key == arena && R.arenas[i].kind == kind &&
-                R.arenas[i].device == device)
-                a = &R.arenas[i];
-        uint64_t id = 0;
-        bool known = false;
-        if (a) {
-            if (is_free) {
-                known = ga_map_del(&a->live, (uintptr_t)ptr, &id);
-            } else {
-                uint64_t *v = ga_map_get(&a->live, (uintptr_t)ptr);
-                if (v) {
-                    id = *v;
-                    known = true;
-                }
-            }
-        }
-        if (known && arena_of(arena, kind, device)) {
-            char *p = line_start();
-            *p++ = is_free ? 'f' : 'r';
-            *p++ = ' ';
-            p = put_u64(p, id);
-            *p++ = ' ';
-            p = put_stream(p, stream);
-            line_end(p);
-        }
+    if (R.fd >= 0 && done) {
+        if (arena_of(arena, kind, device))
+            id_line('f', id, stream);
+    } else if (R.fd >= 0) {
+        /* Refused: PTR is still live, so no other thread can have been
+         * handed it meanwhile; it is known again by its id. */
+        rec_arena_t *a = find_arena(arena, kind, device);
+        if (a)
+            (void)ga_map_put(&a->live, (uintptr_t)ptr, id);
     }
     pthread_mutex_unlock(&R.lock);
 }
@@ -380,11 +392,24 @@ static void id_event(const void *arena, gpuarena_kind_t kind, int device, const 
 void ga_trace_record_free(const void *arena, gpuarena_kind_t kind, int device, const void *ptr,
                           gpuarena_stream_t stream)
 {
-    id_event(arena, kind, device, ptr, stream, true);
+    uint64_t id = ga_trace_free_begin(arena, kind, device, ptr);
+    ga_trace_free_end(arena, kind, device, ptr, id, stream, true);
 }
 
 void ga_trace_record_stream(const void *arena, gpuarena_kind_t kind, int device, const void *ptr,
                             gpuarena_stream_t stream)
 {
-    id_event(arena, kind, device, ptr, stream, false);
+    /* gpuarena_record_stream refuses GPUARENA_STREAM_HOST, so only a direct
+     * caller gets here with it; "r ID -" is not a valid line. */
+    if (!ptr || stream == GPUARENA_STREAM_HOST)
+        return;
+    pthread_mutex_lock(&R.lock);
+    rec_arena_t *a = R.fd >= 0 ? find_arena(arena, kind, device) : NULL;
+    uint64_t *v = a ? ga_map_get(&a->live, (uintptr_t)ptr) : NULL;
+    if (v) {
+        uint64_t id = *v;
+        if (arena_of(arena, kind, device))
+            id_line('r', id, stream);
+    }
+    pthread_mutex_unlock(&R.lock);
 }

@@ -111,16 +111,25 @@ static inline bool ga_trace_on(void)
 /* The hooks of gpuarena.c.  ARENA identifies the arena (its address); KIND
  * and DEVICE are written on its "k" line.
  *   alloc:  after a successful allocation, size 0 (PTR NULL) included;
- *   free:   BEFORE the block manager frees PTR (once the arguments are
- *           checked), so that no other thread can be handed PTR again
- *           before the free is written; a PTR the recorder never saw
- *           allocated (NULL, invalid, double free) writes nothing;
+ *   free:   in two steps around the block manager's free of PTR.
+ *           ga_trace_free_begin, BEFORE it, takes PTR out of the
+ *           recorder's live blocks, so that another thread that is handed
+ *           PTR again at once records a new block; it returns PTR's id,
+ *           0 for a PTR the recorder never saw allocated (NULL, invalid,
+ *           double free), which writes nothing.  ga_trace_free_end, AFTER
+ *           it, writes the "f" line if the free was DONE, and otherwise
+ *           (refused: a stream being captured) makes PTR live again, as
+ *           the arena left it.  ga_trace_record_free is both in one, for
+ *           a free that is known to be made;
  *   record: after a successful gpuarena_record_stream, which refuses
  *           GPUARENA_STREAM_HOST (given it, nothing is written).
  * GPUARENA_STREAM_HOST is written as "-" (no stream), other handles as
  * stream numbers. */
 void ga_trace_record_alloc(const void *arena, gpuarena_kind_t kind, int device, const void *ptr,
                            size_t size, gpuarena_stream_t stream);
+uint64_t ga_trace_free_begin(const void *arena, gpuarena_kind_t kind, int device, const void *ptr);
+void ga_trace_free_end(const void *arena, gpuarena_kind_t kind, int device, const void *ptr,
+                       uint64_t id, gpuarena_stream_t stream, bool done);
 void ga_trace_record_free(const void *arena, gpuarena_kind_t kind, int device, const void *ptr,
                           gpuarena_stream_t stream);
 void ga_trace_record_stream(const void *arena, gpuarena_kind_t kind, int device, const void *ptr,

@@ -13,6 +13,7 @@
  */
 #include <cuda.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +28,7 @@ int fakecuda_maps(void);
 int fakecuda_handles(void);
 long fakecuda_pool_blocks(void);
 void fakecuda_blocking_capture(int on);
+void fakecuda_capture(CUstream s);
 long fakecuda_count(const char *what);
 CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version, cuuint64_t flags,
                              CUdriverProcAddressQueryResult *status);
@@ -61,6 +63,17 @@ void fakecuda_blocking_capture(int on)
     __atomic_store_n(&blocking_capture, on, __ATOMIC_SEQ_CST);
 }
 
+/* A created stream "being captured" (fakecuda_capture; NULL for none):
+ * its cuStreamIsCapturing answers ACTIVE, and a call that puts work or an
+ * event on it, or cuCtxSynchronize, is refused and counted as a
+ * disturbed capture. */
+static CUstream captured;
+
+void fakecuda_capture(CUstream s)
+{
+    __atomic_store_n(&captured, s, __ATOMIC_SEQ_CST);
+}
+
 long fakecuda_count(const char *what)
 {
     if (strcmp(what, "cuStreamIsCapturing") == 0)
@@ -83,7 +96,10 @@ static int is_legacy(CUstream s)
  * blocking stream is captured. */
 static int disturbs(CUstream s)
 {
-    if (!is_legacy(s) || !__atomic_load_n(&blocking_capture, __ATOMIC_SEQ_CST))
+    CUstream c = __atomic_load_n(&captured, __ATOMIC_SEQ_CST);
+    bool hit = is_legacy(s) ? __atomic_load_n(&blocking_capture, __ATOMIC_SEQ_CST) != 0
+                            : c != NULL && s == c;
+    if (!hit)
         return 0;
     __atomic_add_fetch(&n_disturbed, 1, __ATOMIC_SEQ_CST);
     return 1;
@@ -325,7 +341,9 @@ static CUresult f_capturing(CUstream s, CUstreamCaptureStatus *st)
     __atomic_add_fetch(&n_capturing, 1, __ATOMIC_SEQ_CST);
     if (is_legacy(s) && __atomic_load_n(&blocking_capture, __ATOMIC_SEQ_CST))
         return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
-    *st = CU_STREAM_CAPTURE_STATUS_NONE;
+    CUstream c = __atomic_load_n(&captured, __ATOMIC_SEQ_CST);
+    *st = !is_legacy(s) && c != NULL && s == c ? CU_STREAM_CAPTURE_STATUS_ACTIVE
+                                               : CU_STREAM_CAPTURE_STATUS_NONE;
     return CUDA_SUCCESS;
 }
 
@@ -343,6 +361,12 @@ static CUresult f_stream_query(CUstream s)
 
 static CUresult f_ctx_sync(void)
 {
+    /* No capture mode allows it while a stream is being captured. */
+    if (__atomic_load_n(&captured, __ATOMIC_SEQ_CST) ||
+        __atomic_load_n(&blocking_capture, __ATOMIC_SEQ_CST)) {
+        __atomic_add_fetch(&n_disturbed, 1, __ATOMIC_SEQ_CST);
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    }
     return CUDA_SUCCESS;
 }
 
