@@ -449,6 +449,35 @@ START_TEST(unchecked_free_asks_before_a_second_sweep)
 }
 END_TEST
 
+/* The free of a block with recorded streams records an event on each:
+ * while one of them is being captured, the event would go into its graph,
+ * so the free is refused first, changes nothing and names nothing, on a
+ * checked stream and an unchecked one alike. */
+START_TEST(free_refused_while_a_recorded_stream_captures)
+{
+    fx_t *f = fx_new(false, 64 * KI, SEG_OPTS);
+    void *p = fx_alloc(f, 32 * KI, 1);
+    ck_assert_int_eq(ga_bm_record_stream(f->bm, p, S(2)), GPUARENA_SUCCESS);
+    ck_assert_int_eq(ga_bm_record_stream(f->bm, p, S(3)), GPUARENA_SUCCESS);
+    tp_enqueue(&f->tp, 3);
+    f->tp.capturing = 1u << 3;
+    gpuarena_stats_t before = fx_stats(f);
+    for (int unchecked = 0; unchecked < 2; unchecked++)
+        ck_assert_int_eq(ga_bm_free_on(f->bm, p, S(1), unchecked), GPUARENA_ERR_STREAM_CAPTURE);
+    gpuarena_stats_t after = fx_stats(f);
+    ck_assert_uint_eq(after.frees, before.frees);
+    ck_assert_uint_eq(after.live_blocks, before.live_blocks);
+    ck_assert_uint_eq(after.events_recorded, before.events_recorded);
+    ck_assert_uint_eq(f->tp.disturbed, 0);
+    /* The capture over, the free records an event on each recorded
+     * stream but its own (3). */
+    f->tp.capturing = 0;
+    ck_assert_int_eq(ga_bm_free_on(f->bm, p, S(3), false), GPUARENA_SUCCESS);
+    ck_assert_uint_eq(fx_stats(f).events_recorded, before.events_recorded + 1);
+    fx_done(f);
+}
+END_TEST
+
 /* A stream asked for a sweep records it at its next free even when that
  * free would fit its thread cache (a cache never records events). */
 START_TEST(wanted_sweep_skips_thread_cache)
@@ -1995,6 +2024,7 @@ int main(void)
     tcase_add_test(reuse, host_stream_frees_need_no_event);
     tcase_add_test(reuse, wanted_sweep_skips_thread_cache);
     tcase_add_test(reuse, unchecked_free_asks_before_a_second_sweep);
+    tcase_add_test(reuse, free_refused_while_a_recorded_stream_captures);
     tcase_add_test(reuse, large_slot_held_until_next_locked_op);
     tcase_add_test(reuse, large_slot_hint_spans_arenas);
     tcase_add_test(reuse, slots_full_block_waits_in_large_slot);

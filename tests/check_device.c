@@ -388,6 +388,8 @@ START_TEST(arena_refuses_capturing_streams)
         ck_assert_int_eq(gpuarena_alloc(a, sizes[i], s, &r), GPUARENA_ERR_STREAM_CAPTURE);
         ck_assert_ptr_null(r);
         ck_assert_int_eq(gpuarena_free(a, big, s), GPUARENA_ERR_STREAM_CAPTURE);
+        /* Nor on another stream: its event on S would go into the graph. */
+        ck_assert_int_eq(gpuarena_free(a, big, NULL), GPUARENA_ERR_STREAM_CAPTURE);
         /* A free into the thread cache puts nothing on S: it is made, and
          * the capture goes on. */
         ck_assert_int_eq(gpuarena_free(a, p, s), GPUARENA_SUCCESS);

@@ -222,6 +222,12 @@ START_TEST(record_stream_waits_before_the_free)
     tp_enqueue(&f->tp, 2);
     tp_enqueue(&f->tp, 3);
     uint64_t pos2 = f->tp.enqueued[2], pos3 = f->tp.enqueued[3];
+    /* A recorded stream being captured: its event would go into the
+     * graph; refused, before anything changes. */
+    f->tp.capturing = 1u << 3;
+    UNCHANGED(f, ga_bm_free(f->bm, p, S(1)), GPUARENA_ERR_STREAM_CAPTURE);
+    ck_assert_uint_eq(f->tp.disturbed, 0);
+    f->tp.capturing = 0;
     fx_free(f, p, 1);
     /* When the provider's free was enqueued on stream 1, stream 1 waited
      * for all work of streams 2 and 3 so far. */

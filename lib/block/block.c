@@ -908,6 +908,23 @@ static gpuarena_status_t stream_check(ga_bm_t *bm, ga_stream_t s)
     return bm->prov->ops->stream_check(bm->prov, s.handle);
 }
 
+/* One driver call per recorded stream, on a free that records an event
+ * on each of them anyway (an event record costs far more). */
+gpuarena_status_t ga_bm_uses_check(ga_bm_t *bm, const ga_block_t *b, ga_stream_t s)
+{
+    const ga_uses_t *u = b->uses;
+    if (!u || !bm->prov->ops->stream_check)
+        return GPUARENA_SUCCESS;
+    for (unsigned i = 0; i < u->count; i++) {
+        if (u->s[i].id == s.id)
+            continue;
+        gpuarena_status_t st = stream_check(bm, u->s[i]);
+        if (st != GPUARENA_SUCCESS)
+            return st;
+    }
+    return GPUARENA_SUCCESS;
+}
+
 /* ------------------------------------------------------------------ */
 /* Allocation.                                                         */
 
@@ -1448,6 +1465,8 @@ free_slow(ga_bm_t *bm, void *ptr, ga_stream_t s, ga_block_t *b, bool done, bool 
     } else if (unchecked && free_names_stream(bm, b, s) &&
                (st = stream_check(bm, s)) != GPUARENA_SUCCESS) {
         /* Refused before anything changed. */
+    } else if (b->uses && bm->events && (st = ga_bm_uses_check(bm, b, s)) != GPUARENA_SUCCESS) {
+        /* Likewise: a recorded stream is being captured. */
     } else {
         /* Only a free that is done gives the large slot back: a refused
          * one changes nothing (gpuarena_free(3)). */

@@ -256,7 +256,9 @@ gpuarena_status_t ga_direct_free(ga_bm_t *bm, void *ptr, ga_stream_t s)
         ga_unlock(&bm->lock);
         return st;
     }
-    st = wait_for_uses(bm, b, s);
+    st = ga_bm_uses_check(bm, b, s);
+    if (st == GPUARENA_SUCCESS)
+        st = wait_for_uses(bm, b, s);
     if (st == GPUARENA_SUCCESS)
         st = p->ops->free_async(p, ptr, b->size, s.handle);
     if (st != GPUARENA_SUCCESS) {

@@ -359,6 +359,13 @@ void ga_bm_block_delete(ga_bm_t *bm, ga_block_t *b);
  * out-of-memory message when ST is GPUARENA_ERR_OUT_OF_MEMORY. */
 gpuarena_status_t ga_bm_out_of_memory(ga_bm_t *bm, size_t size, gpuarena_status_t st);
 
+/* Whether the free on S of live block B, which has recorded streams, may
+ * record events on them: GPUARENA_ERR_STREAM_CAPTURE when one of them
+ * (S apart) is being captured, since the event would go into that graph
+ * instead of marking the end of the stream's work (block.c).  Asked under
+ * the lock before anything changes. */
+gpuarena_status_t ga_bm_uses_check(ga_bm_t *bm, const ga_block_t *b, ga_stream_t s);
+
 /* direct.c: the manager over a direct provider.  alloc, free, trim and
  * check take the manager's lock; bad_pointer and the rest run under it. */
 gpuarena_status_t ga_direct_init(ga_bm_t *bm);
