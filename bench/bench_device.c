@@ -29,7 +29,9 @@
  *       ROUNDS runs.  Target: 100 ns or less.  Then the same row on the
  *       legacy stream, where only a call that reaches the driver asks it
  *       anything; and gpuarena on the same sequence with no stream (the
- *       block manager alone, no driver call).
+ *       block manager alone, no driver call).  The runs of all nine are
+ *       interleaved, as (a)'s are, each with an arena or pool of its own
+ *       that holds its 256 blocks (about 24 GiB in all).
  *   (c) 16 threads, each on its own stream, doing cached alloc+free pairs
  *       for CONC_S seconds: million pairs per second, all threads
  *       together (4 KiB, inside the thread caches, and 1 MiB, outside).
@@ -249,40 +251,27 @@ static void cached_pairs(const column_t *c, int n, size_t size, double *v, long 
 
 /* ---- (b) random churn over 256 live blocks ---------------------------- */
 
-typedef struct churn {
-    churn_seq_t seq;
-    uint64_t live[LIVE];
-} churn_t;
-
-static void churn_init(churn_t *c)
-{
-    if (!churn_seq_init(&c->seq)) {
-        fprintf(stderr, "%s: no host memory for the random sequence\n", gb_prog);
-        exit(GB_EXIT_ERROR);
-    }
-}
-
-/* Operations FROM..TO-1 of the sequence (wrapping), stopping after BUDGET
- * seconds; returns seconds, *DONE operations. */
-ALWAYS_INLINE double churn_loop(const int kind, const target_t *t, churn_t *c, long from, long to,
-                                double budget, long *done)
+/* Operations FROM..TO-1 of SEQ (wrapping) on the blocks LIVE, stopping
+ * after BUDGET seconds; returns seconds, *DONE operations. */
+ALWAYS_INLINE double churn_loop(const int kind, const target_t *t, const churn_seq_t *seq,
+                                uint64_t *live, long from, long to, double budget, long *done)
 {
     double t0 = gb_now();
     long i;
     for (i = from; i < to; i++) {
         long k = i % OPS;
-        uint64_t *slot = &c->live[c->seq.victim[k]];
+        uint64_t *slot = &live[seq->victim[k]];
         gpuarena_status_t st = t_free(kind, t, *slot);
         if (UNLIKELY(st != GPUARENA_SUCCESS))
             gb_die(IS_ARENA(kind)    ? "gpuarena_free"
                    : kind == K_CUMEM ? "cuMemFree"
                                      : "cuMemFreeAsync",
                    st);
-        st = t_alloc(kind, t, c->seq.size[k], slot);
+        st = t_alloc(kind, t, seq->size[k], slot);
         if (UNLIKELY(st != GPUARENA_SUCCESS)) {
             char b[32];
             fprintf(stderr, "%s: %s: allocating %s with 255 blocks live\n", gb_prog, names[kind],
-                    gb_size(c->seq.size[k], b));
+                    gb_size(seq->size[k], b));
             gb_die(IS_ARENA(kind)    ? "gpuarena_alloc"
                    : kind == K_CUMEM ? "cuMemAlloc"
                                      : "cuMemAllocFromPoolAsync",
@@ -297,66 +286,81 @@ ALWAYS_INLINE double churn_loop(const int kind, const target_t *t, churn_t *c, l
     return gb_now() - t0;
 }
 
-static __attribute__((noinline)) double churn_arena(const target_t *t, churn_t *c, long f, long to,
-                                                    double b, long *d)
+#define CHURN_ARGS const target_t *t, const churn_seq_t *q, uint64_t *l, long f, long to, double b
+static __attribute__((noinline)) double churn_arena(CHURN_ARGS, long *d)
 {
-    return churn_loop(K_ARENA, t, c, f, to, b, d);
+    return churn_loop(K_ARENA, t, q, l, f, to, b, d);
 }
-static __attribute__((noinline)) double churn_cumem(const target_t *t, churn_t *c, long f, long to,
-                                                    double b, long *d)
+static __attribute__((noinline)) double churn_cumem(CHURN_ARGS, long *d)
 {
-    return churn_loop(K_CUMEM, t, c, f, to, b, d);
+    return churn_loop(K_CUMEM, t, q, l, f, to, b, d);
 }
-static __attribute__((noinline)) double churn_pool(const target_t *t, churn_t *c, long f, long to,
-                                                   double b, long *d)
+static __attribute__((noinline)) double churn_pool(CHURN_ARGS, long *d)
 {
-    return churn_loop(K_POOL, t, c, f, to, b, d);
+    return churn_loop(K_POOL, t, q, l, f, to, b, d);
 }
-static __attribute__((noinline)) double churn_parena(const target_t *t, churn_t *c, long f, long to,
-                                                     double b, long *d)
+static __attribute__((noinline)) double churn_parena(CHURN_ARGS, long *d)
 {
-    return churn_loop(K_PARENA, t, c, f, to, b, d);
+    return churn_loop(K_PARENA, t, q, l, f, to, b, d);
 }
 
-static double churn(int kind, const target_t *t, churn_t *c, long f, long to, double b, long *d)
+static double churn(int kind, CHURN_ARGS, long *d)
 {
     switch (kind) {
     case K_ARENA:
-        return churn_arena(t, c, f, to, b, d);
+        return churn_arena(t, q, l, f, to, b, d);
     case K_CUMEM:
-        return churn_cumem(t, c, f, to, b, d);
+        return churn_cumem(t, q, l, f, to, b, d);
     case K_PARENA:
-        return churn_parena(t, c, f, to, b, d);
+        return churn_parena(t, q, l, f, to, b, d);
     default:
-        return churn_pool(t, c, f, to, b, d);
+        return churn_pool(t, q, l, f, to, b, d);
     }
 }
+#undef CHURN_ARGS
 
-/* Median ns per operation; the live blocks are allocated before and freed
- * after, untimed. */
-static double churn_ns(int kind, const target_t *t, churn_t *c, long *count)
+/* One column of (b): an allocator on a stream, with blocks of its own
+ * (allocators never share their live blocks: each holds LIVE of them, as
+ * the benchmark says), and its place in the sequence. */
+typedef struct churn_col {
+    int kind;
+    const target_t *t;
+    uint64_t live[LIVE];
+    long at, count;
+    double runs[ROUNDS];
+} churn_col_t;
+
+/* (b) for the N columns C at once: each allocates its first blocks and
+ * warms up (fills its caches), then ROUNDS rounds of one run of each
+ * column in turn, as (a) does, so that a slow spell of the host falls on
+ * every column alike; the blocks are freed after, untimed.  V[i]: the
+ * median ns per operation of column i. */
+static void churn_cols(churn_col_t *c, int n, const churn_seq_t *seq, double *v)
 {
-    for (int i = 0; i < LIVE; i++) {
-        gpuarena_status_t st = t_alloc(kind, t, c->seq.init[i], &c->live[i]);
-        if (st != GPUARENA_SUCCESS)
-            gb_die("allocating the first 256 blocks", st);
+    for (int i = 0; i < n; i++) {
+        for (int k = 0; k < LIVE; k++)
+            GB_CHECK("allocating the first 256 blocks",
+                     t_alloc(c[i].kind, c[i].t, seq->init[k], &c[i].live[k]));
+        long d;
+        churn(c[i].kind, c[i].t, seq, c[i].live, 0, c[i].kind == K_CUMEM ? 64 : WARM, 5.0, &d);
+        c[i].at = d;
+        c[i].count = 0;
     }
-    long d, at = 0;
-    /* Warm-up: fill the caches (the slow allocator only a little). */
-    churn(kind, t, c, 0, kind == K_CUMEM ? 64 : WARM, 5.0, &d);
-    at = d;
-    double v[ROUNDS];
-    *count = 0;
     for (int r = 0; r < ROUNDS; r++) {
-        long n = kind == K_ARENA ? OPS / 4 : OPS / 8;
-        double s = churn(kind, t, c, at, at + n, RUN_S * 2, &d);
-        at += d;
-        v[r] = s / (double)d * 1e9;
-        *count += d;
+        for (int i = 0; i < n; i++) {
+            long d, ops = c[i].kind == K_ARENA ? OPS / 4 : OPS / 8;
+            double sec =
+                churn(c[i].kind, c[i].t, seq, c[i].live, c[i].at, c[i].at + ops, RUN_S * 2, &d);
+            c[i].at += d;
+            c[i].runs[r] = sec / (double)d * 1e9;
+            c[i].count += d;
+        }
     }
-    for (int i = 0; i < LIVE; i++)
-        GB_CHECK("freeing the live blocks", t_free(kind, t, c->live[i]));
-    return gb_median(v, ROUNDS);
+    for (int i = 0; i < n; i++) {
+        for (int k = 0; k < LIVE; k++)
+            GB_CHECK("freeing the live blocks", t_free(c[i].kind, c[i].t, c[i].live[k]));
+        v[i] = gb_median(c[i].runs, ROUNDS);
+    }
 }
 
 /* ---- (c) 16 threads on 16 streams ------------------------------------- */
@@ -532,7 +536,7 @@ int main(void)
     GB_CHECK("creating a stream", ga_cuda_stream_create(true, &t.stream));
     printf(
         "one stream (non-blocking) for (a) and (b); %d streams for (c); (a) and (b) median of %d "
-        "runs, (a) interleaved\n",
+        "runs, interleaved\n",
         THREADS, ROUNDS);
     printf(
         "(a) pair = alloc + free of one size, cached; (b) op = free a random live block + "
@@ -571,52 +575,76 @@ int main(void)
     driver_calls(&t);
     release_caches(&t);
 
-    /* (b) */
-    size_t need = 3 * GiB;
+    /* (b): the created stream's row, the legacy stream's, and gpuarena
+     * with no stream, all interleaved.  Each column has its own arena or
+     * pool, so that each holds 256 live blocks. */
+    size_t need = 24 * GiB;
     size_t free_now = gb_device_free();
     if (free_now < need) {
         printf("(b) skipped: %.1f GiB of device memory free, it needs %.1f GiB\n",
                (double)free_now / (double)GiB, (double)need / (double)GiB);
     } else {
-        static churn_t c;
-        churn_init(&c);
-        double v[K_COUNT];
-        long n[K_COUNT];
-        gpuarena_stats_t s0, s1;
-        GB_CHECK("gpuarena_stats", gpuarena_stats(t.arena, &s0));
-        for (int k = 0; k < K_COUNT; k++) {
-            v[k] = churn_ns(k, &t, &c, &n[k]);
-            release_caches(&t);
-            if (k == K_ARENA)
-                GB_CHECK("gpuarena_stats", gpuarena_stats(t.arena, &s1));
+        static churn_seq_t seq;
+        if (!churn_seq_init(&seq)) {
+            fprintf(stderr, "%s: no host memory for the random sequence\n", gb_prog);
+            exit(GB_EXIT_ERROR);
         }
+        /* Fresh ones for the created stream too: the (a) rows used the
+         * first ones. */
+        target_t ct = {0}, lt = {0}, ht = {0};
+        target_t *const fresh[2] = {&ct, &lt};
+        for (int i = 0; i < 2; i++) {
+            GB_CHECK("creating the device arena",
+                     gpuarena_create(GPUARENA_DEVICE, 0, NULL, &fresh[i]->arena));
+            GB_CHECK("creating a pool (cuMemPoolCreate)",
+                     ga_cuda_pool_create(0, UINT64_MAX, &fresh[i]->pool));
+            GB_CHECK("creating a device arena with pool=driver",
+                     gpuarena_create(GPUARENA_DEVICE, 0, "pool=driver,release_threshold=max",
+                                     &fresh[i]->parena));
+        }
+        GB_CHECK("creating the device arena", gpuarena_create(GPUARENA_DEVICE, 0, NULL, &ht.arena));
+        ct.stream = t.stream;
+        lt.stream = NULL;
+        ht.stream = GPUARENA_STREAM_HOST;
+        enum { NB = 2 * K_COUNT + 1 };
+        static churn_col_t c[NB];
+        for (int k = 0; k < K_COUNT; k++) {
+            c[k] = (churn_col_t){.kind = k, .t = &ct};
+            c[K_COUNT + k] = (churn_col_t){.kind = k, .t = &lt};
+        }
+        c[2 * K_COUNT] = (churn_col_t){.kind = K_ARENA, .t = &ht};
+        gpuarena_stats_t s0, s1;
+        GB_CHECK("gpuarena_stats", gpuarena_stats(ct.arena, &s0));
+        double v[NB];
+        churn_cols(c, NB, &seq, v);
+        GB_CHECK("gpuarena_stats", gpuarena_stats(ct.arena, &s1));
         row("(b) 256 live, random 512 B-64 MiB (ns/op)", v, 100, true);
-        printf("%-44s   (ops timed: %ld, %ld, %ld, %ld; gpuarena mapped %llu times, peak "
-               "reserved %.2f GiB)\n",
-               "", n[0], n[1], n[2], n[3],
-               (unsigned long long)(s1.provider_maps - s0.provider_maps),
+        printf("%-44s   (ops timed: %ld, %ld, %ld, %ld; gpuarena runs %.1f-%.1f, mapped %llu "
+               "times, peak reserved %.2f GiB)\n",
+               "", c[0].count, c[1].count, c[2].count, c[3].count, c[0].runs[0],
+               c[0].runs[ROUNDS - 1], (unsigned long long)(s1.provider_maps - s0.provider_maps),
                (double)s1.reserved_peak / (double)GiB);
         /* The same sequence on the legacy stream, as (a): no capture
          * check where the caches or the pools serve. */
-        target_t legacy = t;
-        legacy.stream = NULL;
-        for (int k = 0; k < K_COUNT; k++) {
-            v[k] = churn_ns(k, &legacy, &c, &n[k]);
-            release_caches(&t);
+        row("(b) the same, legacy stream (ns/op)", v + K_COUNT, 100, true);
+        printf("%-44s   (ops timed: %ld, %ld, %ld, %ld; gpuarena runs %.1f-%.1f)\n", "",
+               c[K_COUNT].count, c[K_COUNT + 1].count, c[K_COUNT + 2].count, c[K_COUNT + 3].count,
+               c[K_COUNT].runs[0], c[K_COUNT].runs[ROUNDS - 1]);
+        /* With no stream: the block manager's share, without the capture
+         * check of each allocation on a created stream. */
+        printf("%-44s   (gpuarena with no stream, GPUARENA_STREAM_HOST: %.1f ns/op over %ld ops, "
+               "runs %.1f-%.1f)\n",
+               "", v[2 * K_COUNT], c[2 * K_COUNT].count, c[2 * K_COUNT].runs[0],
+               c[2 * K_COUNT].runs[ROUNDS - 1]);
+        for (int i = 0; i < 2; i++) {
+            release_caches(fresh[i]);
+            GB_CHECK("destroying the arena", gpuarena_destroy(fresh[i]->arena));
+            GB_CHECK("destroying the arena (pool=driver)", gpuarena_destroy(fresh[i]->parena));
+            GB_CHECK("destroying the pool", ga_cuda_pool_destroy(fresh[i]->pool));
         }
-        row("(b) the same, legacy stream (ns/op)", v, 100, true);
-        printf("%-44s   (ops timed: %ld, %ld, %ld, %ld)\n", "", n[0], n[1], n[2], n[3]);
-        /* With no stream: the block manager's share, without the
-         * capture check each call makes on a created stream. */
-        target_t host = t;
-        host.stream = GPUARENA_STREAM_HOST;
-        long nh;
-        double vh = churn_ns(K_ARENA, &host, &c, &nh);
-        release_caches(&t);
-        printf("%-44s   (gpuarena with no stream, GPUARENA_STREAM_HOST: %.1f ns/op over %ld ops)\n",
-               "", vh, nh);
-        free(c.seq.size);
-        free(c.seq.victim);
+        GB_CHECK("destroying the arena", gpuarena_destroy(ht.arena));
+        free(seq.size);
+        free(seq.victim);
     }
 
     /* (c) */
