@@ -137,19 +137,27 @@ static void reset_state(void)
     R.len = 0;
 }
 
+/* The record of ARENA, or NULL while the recorder has none (the arena
+ * handed out nothing yet): unlike arena_of, it makes none and writes no
+ * "k" line.  R.lock held. */
+static rec_arena_t *find_arena(const void *arena, gpuarena_kind_t kind, int device)
+{
+    for (size_t i = 0; i < R.narenas; i++)
+        if (R.arenas[i].key == arena && R.arenas[i].kind == kind && R.arenas[i].device == device)
+            return &R.arenas[i];
+    return NULL;
+}
+
 /* The arena entry of KEY; NULL when out of memory.  Writes its "k" line
  * when the previous line was of another arena. */
 static rec_arena_t *arena_of(const void *key, gpuarena_kind_t kind, int device)
 {
-    size_t i;
     if (R.last < R.narenas && R.arenas[R.last].key == key && R.arenas[R.last].kind == kind &&
         R.arenas[R.last].device == device)
         return &R.arenas[R.last];
-    for (i = 0; i < R.narenas; i++)
-        if (R.arenas[i].key == key && R.arenas[i].kind == kind && R.arenas[i].device == device)
-            break;
-    if (i == R.narenas) {
-        rec_arena_t *a = realloc(R.arenas, (R.narenas + 1) * sizeof *a);
+    rec_arena_t *a = find_arena(key, kind, device);
+    if (!a) {
+        a = realloc(R.arenas, (R.narenas + 1) * sizeof *a);
         if (!a)
             return NULL;
         R.arenas = a;
@@ -157,14 +165,13 @@ static rec_arena_t *arena_of(const void *key, gpuarena_kind_t kind, int device)
         for (size_t j = 0; j < R.narenas; j++)
             if (a[j].kind == kind && a[j].device == device)
                 instance++;
-        a[i].key = key;
-        a[i].kind = kind;
-        a[i].device = device;
-        a[i].instance = instance;
-        ga_map_init(&a[i].live);
-        R.narenas++;
+        a += R.narenas++;
+        a->key = key;
+        a->kind = kind;
+        a->device = device;
+        a->instance = instance;
+        ga_map_init(&a->live);
     }
-    rec_arena_t *a = &R.arenas[i];
     char *p = line_start();
     p = put_str(p, "k ");
     p = put_str(p, (unsigned)kind < GPUARENA_KIND_COUNT ? kind_names[kind] : "device");
@@ -173,7 +180,7 @@ static rec_arena_t *arena_of(const void *key, gpuarena_kind_t kind, int device)
     *p++ = ' ';
     p = put_u64(p, a->instance);
     line_end(p);
-    R.last = i;
+    R.last = (size_t)(a - R.arenas);
     return a;
 }
 
@@ -335,16 +342,6 @@ void ga_trace_record_alloc(const void *arena, gpuarena_kind_t kind, int device, 
     pthread_mutex_unlock(&R.lock);
 }
 
-/* The record of ARENA if it handed out anything, else NULL: no "k" line
- * is written for a pointer it never handed out.  R.lock held. */
-static rec_arena_t *find_arena(const void *arena, gpuarena_kind_t kind, int device)
-{
-    for (size_t i = 0; i < R.narenas; i++)
-        if (R.arenas[i].key == arena && R.arenas[i].kind == kind && R.arenas[i].device == device)
-            return &R.arenas[i];
-    return NULL;
-}
-
 /* An "f" or "r" line for block ID.  R.lock held. */
 static void id_line(char op, uint64_t id, gpuarena_stream_t stream)
 {
@@ -376,15 +373,16 @@ void ga_trace_free_end(const void *arena, gpuarena_kind_t kind, int device, cons
     if (!id)
         return;
     pthread_mutex_lock(&R.lock);
-    if (R.fd >= 0 && done) {
+    rec_arena_t *a;
+    if (R.fd < 0) {
+        /* Stopped meanwhile: nothing to write or remember. */
+    } else if (done) {
         if (arena_of(arena, kind, device))
             id_line('f', id, stream);
-    } else if (R.fd >= 0) {
+    } else if ((a = find_arena(arena, kind, device))) {
         /* Refused: PTR is still live, so no other thread can have been
          * handed it meanwhile; it is known again by its id. */
-        rec_arena_t *a = find_arena(arena, kind, device);
-        if (a)
-            (void)ga_map_put(&a->live, (uintptr_t)ptr, id);
+        (void)ga_map_put(&a->live, (uintptr_t)ptr, id);
     }
     pthread_mutex_unlock(&R.lock);
 }

@@ -74,6 +74,12 @@ void fakecuda_capture(CUstream s)
     __atomic_store_n(&captured, s, __ATOMIC_SEQ_CST);
 }
 
+static bool is_captured(CUstream s)
+{
+    CUstream c = __atomic_load_n(&captured, __ATOMIC_SEQ_CST);
+    return c != NULL && s == c;
+}
+
 long fakecuda_count(const char *what)
 {
     if (strcmp(what, "cuStreamIsCapturing") == 0)
@@ -96,9 +102,8 @@ static int is_legacy(CUstream s)
  * blocking stream is captured. */
 static int disturbs(CUstream s)
 {
-    CUstream c = __atomic_load_n(&captured, __ATOMIC_SEQ_CST);
-    bool hit = is_legacy(s) ? __atomic_load_n(&blocking_capture, __ATOMIC_SEQ_CST) != 0
-                            : c != NULL && s == c;
+    bool hit =
+        is_legacy(s) ? __atomic_load_n(&blocking_capture, __ATOMIC_SEQ_CST) != 0 : is_captured(s);
     if (!hit)
         return 0;
     __atomic_add_fetch(&n_disturbed, 1, __ATOMIC_SEQ_CST);
@@ -341,9 +346,8 @@ static CUresult f_capturing(CUstream s, CUstreamCaptureStatus *st)
     __atomic_add_fetch(&n_capturing, 1, __ATOMIC_SEQ_CST);
     if (is_legacy(s) && __atomic_load_n(&blocking_capture, __ATOMIC_SEQ_CST))
         return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
-    CUstream c = __atomic_load_n(&captured, __ATOMIC_SEQ_CST);
-    *st = !is_legacy(s) && c != NULL && s == c ? CU_STREAM_CAPTURE_STATUS_ACTIVE
-                                               : CU_STREAM_CAPTURE_STATUS_NONE;
+    *st = !is_legacy(s) && is_captured(s) ? CU_STREAM_CAPTURE_STATUS_ACTIVE
+                                          : CU_STREAM_CAPTURE_STATUS_NONE;
     return CUDA_SUCCESS;
 }
 
