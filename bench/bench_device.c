@@ -525,15 +525,32 @@ static void release_caches(const target_t *t)
     GB_CHECK("gpuarena_trim (pool=driver)", gpuarena_trim(t->parena, 0));
 }
 
+/* A new arena, pool and driver-pool arena for T, used on STREAM. */
+static void target_open(target_t *t, void *stream)
+{
+    GB_CHECK("creating the device arena", gpuarena_create(GPUARENA_DEVICE, 0, NULL, &t->arena));
+    GB_CHECK("creating a pool (cuMemPoolCreate)", ga_cuda_pool_create(0, UINT64_MAX, &t->pool));
+    GB_CHECK("creating a device arena with pool=driver",
+             gpuarena_create(GPUARENA_DEVICE, 0, "pool=driver,release_threshold=max", &t->parena));
+    t->stream = stream;
+}
+
+/* Their memory back, and all three gone (not the stream). */
+static void target_close(target_t *t)
+{
+    release_caches(t);
+    GB_CHECK("destroying the pool", ga_cuda_pool_destroy(t->pool));
+    GB_CHECK("destroying the arena", gpuarena_destroy(t->arena));
+    GB_CHECK("destroying the arena (pool=driver)", gpuarena_destroy(t->parena));
+}
+
 int main(void)
 {
     ctx = gb_open("bench_device");
     target_t t = {0};
-    GB_CHECK("creating the device arena", gpuarena_create(GPUARENA_DEVICE, 0, NULL, &t.arena));
-    GB_CHECK("creating a pool (cuMemPoolCreate)", ga_cuda_pool_create(0, UINT64_MAX, &t.pool));
-    GB_CHECK("creating a device arena with pool=driver",
-             gpuarena_create(GPUARENA_DEVICE, 0, "pool=driver,release_threshold=max", &t.parena));
-    GB_CHECK("creating a stream", ga_cuda_stream_create(true, &t.stream));
+    void *stream;
+    GB_CHECK("creating a stream", ga_cuda_stream_create(true, &stream));
+    target_open(&t, stream);
     printf(
         "one stream (non-blocking) for (a) and (b); %d streams for (c); (a) and (b) median of %d "
         "runs, interleaved\n",
@@ -592,19 +609,9 @@ int main(void)
         /* Fresh ones for the created stream too: the (a) rows used the
          * first ones. */
         target_t ct = {0}, lt = {0}, ht = {0};
-        target_t *const fresh[2] = {&ct, &lt};
-        for (int i = 0; i < 2; i++) {
-            GB_CHECK("creating the device arena",
-                     gpuarena_create(GPUARENA_DEVICE, 0, NULL, &fresh[i]->arena));
-            GB_CHECK("creating a pool (cuMemPoolCreate)",
-                     ga_cuda_pool_create(0, UINT64_MAX, &fresh[i]->pool));
-            GB_CHECK("creating a device arena with pool=driver",
-                     gpuarena_create(GPUARENA_DEVICE, 0, "pool=driver,release_threshold=max",
-                                     &fresh[i]->parena));
-        }
+        target_open(&ct, t.stream);
+        target_open(&lt, NULL);
         GB_CHECK("creating the device arena", gpuarena_create(GPUARENA_DEVICE, 0, NULL, &ht.arena));
-        ct.stream = t.stream;
-        lt.stream = NULL;
         ht.stream = GPUARENA_STREAM_HOST;
         enum { NB = 2 * K_COUNT + 1 };
         static churn_col_t c[NB];
@@ -636,12 +643,8 @@ int main(void)
                "runs %.1f-%.1f)\n",
                "", v[2 * K_COUNT], c[2 * K_COUNT].count, c[2 * K_COUNT].runs[0],
                c[2 * K_COUNT].runs[ROUNDS - 1]);
-        for (int i = 0; i < 2; i++) {
-            release_caches(fresh[i]);
-            GB_CHECK("destroying the arena", gpuarena_destroy(fresh[i]->arena));
-            GB_CHECK("destroying the arena (pool=driver)", gpuarena_destroy(fresh[i]->parena));
-            GB_CHECK("destroying the pool", ga_cuda_pool_destroy(fresh[i]->pool));
-        }
+        target_close(&ct);
+        target_close(&lt);
         GB_CHECK("destroying the arena", gpuarena_destroy(ht.arena));
         free(seq.size);
         free(seq.victim);
@@ -675,10 +678,7 @@ int main(void)
            (unsigned long long)st.events_recorded, (double)st.reserved_peak / (double)GiB);
     printf("anchors on an H200 (DESIGN.md): cudaMallocAsync 700 ns / 1937 ns / 0.15 M ops/s; "
            "PyTorch 350-600 ns / 814 ns / 0.30 M ops/s\n");
-    release_caches(&t);
+    target_close(&t);
     GB_CHECK("destroying the stream", ga_cuda_stream_destroy(t.stream));
-    GB_CHECK("destroying the pool", ga_cuda_pool_destroy(t.pool));
-    GB_CHECK("destroying the arena", gpuarena_destroy(t.arena));
-    GB_CHECK("destroying the arena (pool=driver)", gpuarena_destroy(t.parena));
     return gb_finish();
 }
