@@ -29,10 +29,10 @@
  * (GPUARENA_ERR_NOT_SUPPORTED, ga_arena_forked), as is making a new one
  * once the parent had loaded the driver (lib/cuda/cuda.c); the block
  * manager's statistics still read what the parent had (the per-kind
- * ones read 0: gpuarena_stats skips the provider's hook there).  The trace recorder has handlers of
- * its own (trace/recorder.c); the child prints no GPUARENA_STATS report,
- * and its SIGUSR1 no longer reaches the parent's report thread
- * (report.c).
+ * ones read 0: gpuarena_stats skips the provider's hook there).  The
+ * trace recorder has handlers of its own (trace/recorder.c); the child
+ * prints no GPUARENA_STATS report, and its SIGUSR1 no longer reaches the
+ * parent's report thread (report.c).
  *
  * The handlers cost nothing between forks: a fork pays for them, in
  * proportion to the number of arenas and thread caches.

@@ -17,8 +17,9 @@
  * a monitor thread reads statistics (checking they add up), trims to
  * various sizes, changes the caps (gpuarena_set) and runs the invariant
  * checker.  At the end every block is freed, the checker passes, nothing
- * is requested or live, and after trim(0) nothing is reserved.  Built with -fsanitize=thread it
- * must be clean; GA_TEST_OPS / GA_STRESS_OPS scale it down for sanitizers and valgrind.
+ * is requested or live, and after trim(0) nothing is reserved.  Built
+ * with -fsanitize=thread it must be clean; GA_TEST_OPS / GA_STRESS_OPS
+ * scale it down for sanitizers and valgrind.
  */
 #include "checkrun.h"
 #include "gpuarena.h"

@@ -359,6 +359,14 @@ static ga_trace_t *load_and_remove(const char *path)
     return t;
 }
 
+/* A free that the arena made, as gpuarena_free records it: both steps. */
+static void record_free(const void *arena, gpuarena_kind_t kind, int device, const void *ptr,
+                        gpuarena_stream_t stream)
+{
+    uint64_t id = ga_trace_free_begin(arena, kind, device, ptr);
+    ga_trace_free_end(arena, kind, device, ptr, id, stream, true);
+}
+
 /* The recorder's file reads back with the reader: ids, sizes, streams,
  * arenas, NULL for size 0, unknown pointers ignored. */
 START_TEST(recorder_round_trip)
@@ -374,11 +382,11 @@ START_TEST(recorder_round_trip)
     ga_trace_record_alloc(&a1, GPUARENA_DEVICE, 0, NULL, 0, s1);
     ga_trace_record_alloc(&a2, GPUARENA_PINNED, 1, p, 64, s2); /* same pointer, other arena */
     ga_trace_record_stream(&a1, GPUARENA_DEVICE, 0, p, s2);
-    ga_trace_record_free(&a1, GPUARENA_DEVICE, 0, q, NULL); /* never allocated: nothing */
-    ga_trace_record_free(&a1, GPUARENA_DEVICE, 0, p, s1);
-    ga_trace_record_free(&a1, GPUARENA_DEVICE, 0, p, s1);              /* double free: nothing */
+    record_free(&a1, GPUARENA_DEVICE, 0, q, NULL); /* never allocated: nothing */
+    record_free(&a1, GPUARENA_DEVICE, 0, p, s1);
+    record_free(&a1, GPUARENA_DEVICE, 0, p, s1);                       /* double free: nothing */
     ga_trace_record_alloc(&a1, GPUARENA_DEVICE, 0, p, 300, (void *)1); /* legacy: stream 0 */
-    ga_trace_record_free(&a2, GPUARENA_PINNED, 1, p, s2);
+    record_free(&a2, GPUARENA_PINNED, 1, p, s2);
     ga_trace_stop();
     ck_assert(!ga_trace_on());
     ga_trace_record_alloc(&a1, GPUARENA_DEVICE, 0, q, 1, NULL); /* after stop: nothing */
@@ -430,7 +438,7 @@ START_TEST(recorder_refused_and_racing_frees)
     ck_assert_uint_eq(again, id);
     ga_trace_record_alloc(&a1, GPUARENA_DEVICE, 0, p, 200, s2); /* another thread's */
     ga_trace_free_end(&a1, GPUARENA_DEVICE, 0, p, again, s1, true);
-    ga_trace_record_free(&a1, GPUARENA_DEVICE, 0, p, s2);
+    record_free(&a1, GPUARENA_DEVICE, 0, p, s2);
     ga_trace_free_end(&a1, GPUARENA_DEVICE, 0, p, 0, s2, true); /* unknown: nothing */
     ga_trace_stop();
 
@@ -543,7 +551,7 @@ START_TEST(recorder_many)
     for (uintptr_t i = 1; i <= 20000; i++) {
         ga_trace_record_alloc(&a, GPUARENA_SIM, 0, (void *)(i * 512), i, (void *)(i % 3 + 2));
         if (i % 2 == 0)
-            ga_trace_record_free(&a, GPUARENA_SIM, 0, (void *)((i - 1) * 512), NULL);
+            record_free(&a, GPUARENA_SIM, 0, (void *)((i - 1) * 512), NULL);
     }
     ga_trace_stop();
     ga_trace_t *t = load_and_remove(path);
@@ -568,7 +576,7 @@ static void *record_many(void *arg)
         ga_trace_record_alloc(&thread_arena, GPUARENA_HOST, 0, p, i, (void *)(base + 7));
         if (i % 3 == 0)
             ga_trace_record_stream(&thread_arena, GPUARENA_HOST, 0, p, NULL);
-        ga_trace_record_free(&thread_arena, GPUARENA_HOST, 0, p, (void *)(base + 7));
+        record_free(&thread_arena, GPUARENA_HOST, 0, p, (void *)(base + 7));
     }
     return NULL;
 }

@@ -387,13 +387,6 @@ void ga_trace_free_end(const void *arena, gpuarena_kind_t kind, int device, cons
     pthread_mutex_unlock(&R.lock);
 }
 
-void ga_trace_record_free(const void *arena, gpuarena_kind_t kind, int device, const void *ptr,
-                          gpuarena_stream_t stream)
-{
-    uint64_t id = ga_trace_free_begin(arena, kind, device, ptr);
-    ga_trace_free_end(arena, kind, device, ptr, id, stream, true);
-}
-
 void ga_trace_record_stream(const void *arena, gpuarena_kind_t kind, int device, const void *ptr,
                             gpuarena_stream_t stream)
 {

@@ -119,8 +119,7 @@ static inline bool ga_trace_on(void)
  *           double free), which writes nothing.  ga_trace_free_end, AFTER
  *           it, writes the "f" line if the free was DONE, and otherwise
  *           (refused: a stream being captured) makes PTR live again, as
- *           the arena left it.  ga_trace_record_free is both in one, for
- *           a free that is known to be made;
+ *           the arena left it;
  *   record: after a successful gpuarena_record_stream, which refuses
  *           GPUARENA_STREAM_HOST (given it, nothing is written).
  * GPUARENA_STREAM_HOST is written as "-" (no stream), other handles as
@@ -130,8 +129,6 @@ void ga_trace_record_alloc(const void *arena, gpuarena_kind_t kind, int device, 
 uint64_t ga_trace_free_begin(const void *arena, gpuarena_kind_t kind, int device, const void *ptr);
 void ga_trace_free_end(const void *arena, gpuarena_kind_t kind, int device, const void *ptr,
                        uint64_t id, gpuarena_stream_t stream, bool done);
-void ga_trace_record_free(const void *arena, gpuarena_kind_t kind, int device, const void *ptr,
-                          gpuarena_stream_t stream);
 void ga_trace_record_stream(const void *arena, gpuarena_kind_t kind, int device, const void *ptr,
                             gpuarena_stream_t stream);
 
