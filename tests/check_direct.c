@@ -485,19 +485,12 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("direct");
-    TCase *tc = tcase_create("direct");
-    tcase_add_test(tc, every_request_goes_to_the_provider);
-    tcase_add_test(tc, bad_pointers_change_nothing);
-    tcase_add_test(tc, record_stream_waits_before_the_free);
-    tcase_add_test(tc, record_stream_failure_waits_on_the_host);
-    tcase_add_test(tc, failed_provider_free_leaves_the_block_live);
-    tcase_add_test(tc, trim_and_max_cached_release_the_pool);
-    tcase_add_test(tc, out_of_memory_releases_and_retries_once);
-    tcase_add_test(tc, checker_sees_a_broken_count);
-    tcase_add_test(tc, every_provider_call_fails_in_turn);
-    tcase_add_test(tc, destroy_with_live_blocks);
-    tcase_add_test(tc, unchecked_stream_is_checked_first);
-    suite_add_tcase(s, tc);
-    return ga_check_run(s);
+    const TTest *tests[] = {
+        every_request_goes_to_the_provider,         bad_pointers_change_nothing,
+        record_stream_waits_before_the_free,        record_stream_failure_waits_on_the_host,
+        failed_provider_free_leaves_the_block_live, trim_and_max_cached_release_the_pool,
+        out_of_memory_releases_and_retries_once,    checker_sees_a_broken_count,
+        every_provider_call_fails_in_turn,          destroy_with_live_blocks,
+        unchecked_stream_is_checked_first};
+    return ga_check_tests("direct", 0, tests, sizeof tests / sizeof tests[0]);
 }

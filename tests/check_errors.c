@@ -40,11 +40,6 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("errors");
-    TCase *tc = tcase_create("core");
-    tcase_add_test(tc, every_status_has_a_text);
-    tcase_add_test(tc, version_matches_header);
-    tcase_add_test(tc, bad_kind_and_device);
-    suite_add_tcase(s, tc);
-    return ga_check_run(s);
+    const TTest *tests[] = {every_status_has_a_text, version_matches_header, bad_kind_and_device};
+    return ga_check_tests("errors", 0, tests, sizeof tests / sizeof tests[0]);
 }

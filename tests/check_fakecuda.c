@@ -346,69 +346,6 @@ START_TEST(legacy_stream_asks_only_off_the_cache)
 }
 END_TEST
 
-/* What device_arena_in_a_forked_child hands its child. */
-typedef struct {
-    gpuarena_t *a, *dp;
-    void *live, *dlive;
-    gpuarena_stats_t before;
-} forked_t;
-
-/* What a child made by fork() finds (see device_arena_in_a_forked_child);
- * the number of the step that failed, 0 when none did. */
-static int forked_child(void *arg)
-{
-    forked_t *f = arg;
-    gpuarena_t *a = f->a, *dp = f->dp;
-    const gpuarena_stats_t *before = &f->before;
-    int maps = fake.maps();
-    long pool = fake.pool_blocks();
-    void *const untouched = (void *)0x1;
-    void *p = untouched;
-    if (gpuarena_alloc(a, 4096, NULL, &p) != GPUARENA_ERR_NOT_SUPPORTED || p != untouched)
-        return 1; /* the thread cache holds a block of that size */
-    if (!strstr(gpuarena_last_error(), "fork"))
-        return 2;
-    if (gpuarena_alloc(a, 4096, HOST, &p) != GPUARENA_ERR_NOT_SUPPORTED || p != untouched)
-        return 3;
-    if (gpuarena_free(a, f->live, NULL) != GPUARENA_ERR_NOT_SUPPORTED)
-        return 4;
-    if (gpuarena_record_stream(a, f->live, (void *)0x5000) != GPUARENA_ERR_NOT_SUPPORTED)
-        return 5;
-    if (gpuarena_trim(a, 0) != GPUARENA_ERR_NOT_SUPPORTED)
-        return 6;
-    if (gpuarena_set(a, "max_cached=0") != GPUARENA_ERR_NOT_SUPPORTED)
-        return 7;
-    if (gpuarena_destroy(a) != GPUARENA_ERR_NOT_SUPPORTED)
-        return 8;
-    if (gpuarena_alloc(dp, 4096, NULL, &p) != GPUARENA_ERR_NOT_SUPPORTED ||
-        gpuarena_free(dp, f->dlive, NULL) != GPUARENA_ERR_NOT_SUPPORTED)
-        return 9;
-    /* Statistics read what the parent had; the checker passes. */
-    gpuarena_stats_t st;
-    if (gpuarena_stats(a, &st) != GPUARENA_SUCCESS || st.live_blocks != before->live_blocks ||
-        st.reserved != before->reserved || st.in_use != before->in_use)
-        return 10;
-    if (gpuarena_check(a) != GPUARENA_SUCCESS)
-        return 11;
-    /* No new arena of GPU memory: the driver the parent initialized is
-     * not the child's. */
-    gpuarena_t *n = NULL;
-    if (gpuarena_create(GPUARENA_DEVICE, 0, NULL, &n) != GPUARENA_ERR_NOT_SUPPORTED || n ||
-        !strstr(gpuarena_last_error(), "fork"))
-        return 12;
-    if (gpuarena_get(GPUARENA_DEVICE, 0, &n) != GPUARENA_ERR_NOT_SUPPORTED)
-        return 13;
-    /* Nothing reached the driver. */
-    if (fake.maps() != maps || fake.pool_blocks() != pool)
-        return 14;
-    /* A sim arena serves. */
-    if (gpuarena_create(GPUARENA_SIM, 0, NULL, &n) != GPUARENA_SUCCESS ||
-        gpuarena_alloc(n, 4096, NULL, &p) != GPUARENA_SUCCESS ||
-        gpuarena_free(n, p, NULL) != GPUARENA_SUCCESS || gpuarena_destroy(n) != GPUARENA_SUCCESS)
-        return 15;
-    return 0;
-}
-
 /* A free on a created stream that is being captured asks the driver
  * nothing where it puts nothing on the stream: into the thread cache, or
  * into the stream's pool.  It is not refused: the block waits there, and
@@ -495,6 +432,69 @@ START_TEST(free_on_a_captured_stream)
     ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_SUCCESS);
 }
 END_TEST
+
+/* What device_arena_in_a_forked_child hands its child. */
+typedef struct {
+    gpuarena_t *a, *dp;
+    void *live, *dlive;
+    gpuarena_stats_t before;
+} forked_t;
+
+/* What a child made by fork() finds (see device_arena_in_a_forked_child);
+ * the number of the step that failed, 0 when none did. */
+static int forked_child(void *arg)
+{
+    forked_t *f = arg;
+    gpuarena_t *a = f->a, *dp = f->dp;
+    const gpuarena_stats_t *before = &f->before;
+    int maps = fake.maps();
+    long pool = fake.pool_blocks();
+    void *const untouched = (void *)0x1;
+    void *p = untouched;
+    if (gpuarena_alloc(a, 4096, NULL, &p) != GPUARENA_ERR_NOT_SUPPORTED || p != untouched)
+        return 1; /* the thread cache holds a block of that size */
+    if (!strstr(gpuarena_last_error(), "fork"))
+        return 2;
+    if (gpuarena_alloc(a, 4096, HOST, &p) != GPUARENA_ERR_NOT_SUPPORTED || p != untouched)
+        return 3;
+    if (gpuarena_free(a, f->live, NULL) != GPUARENA_ERR_NOT_SUPPORTED)
+        return 4;
+    if (gpuarena_record_stream(a, f->live, (void *)0x5000) != GPUARENA_ERR_NOT_SUPPORTED)
+        return 5;
+    if (gpuarena_trim(a, 0) != GPUARENA_ERR_NOT_SUPPORTED)
+        return 6;
+    if (gpuarena_set(a, "max_cached=0") != GPUARENA_ERR_NOT_SUPPORTED)
+        return 7;
+    if (gpuarena_destroy(a) != GPUARENA_ERR_NOT_SUPPORTED)
+        return 8;
+    if (gpuarena_alloc(dp, 4096, NULL, &p) != GPUARENA_ERR_NOT_SUPPORTED ||
+        gpuarena_free(dp, f->dlive, NULL) != GPUARENA_ERR_NOT_SUPPORTED)
+        return 9;
+    /* Statistics read what the parent had; the checker passes. */
+    gpuarena_stats_t st;
+    if (gpuarena_stats(a, &st) != GPUARENA_SUCCESS || st.live_blocks != before->live_blocks ||
+        st.reserved != before->reserved || st.in_use != before->in_use)
+        return 10;
+    if (gpuarena_check(a) != GPUARENA_SUCCESS)
+        return 11;
+    /* No new arena of GPU memory: the driver the parent initialized is
+     * not the child's. */
+    gpuarena_t *n = NULL;
+    if (gpuarena_create(GPUARENA_DEVICE, 0, NULL, &n) != GPUARENA_ERR_NOT_SUPPORTED || n ||
+        !strstr(gpuarena_last_error(), "fork"))
+        return 12;
+    if (gpuarena_get(GPUARENA_DEVICE, 0, &n) != GPUARENA_ERR_NOT_SUPPORTED)
+        return 13;
+    /* Nothing reached the driver. */
+    if (fake.maps() != maps || fake.pool_blocks() != pool)
+        return 14;
+    /* A sim arena serves. */
+    if (gpuarena_create(GPUARENA_SIM, 0, NULL, &n) != GPUARENA_SUCCESS ||
+        gpuarena_alloc(n, 4096, NULL, &p) != GPUARENA_SUCCESS ||
+        gpuarena_free(n, p, NULL) != GPUARENA_SUCCESS || gpuarena_destroy(n) != GPUARENA_SUCCESS)
+        return 15;
+    return 0;
+}
 
 /* fork(2): in the child, a device arena made before the fork refuses
  * every call that would reach the driver or hand out its memory (even a
@@ -600,18 +600,11 @@ int main(int argc, char **argv)
         perror("check_fakecuda: execv");
         return EXIT_FAILURE;
     }
-    Suite *s = suite_create("fakecuda");
-    TCase *tc = tcase_create("driver failures");
-    tcase_add_test(tc, decommit_stops_where_unmap_fails);
-    tcase_add_test(tc, decommit_retries_a_failed_unmap);
-    tcase_add_test(tc, release_failure_still_unmaps);
-    tcase_add_test(tc, failed_commit_undo_does_not_wedge);
-    tcase_add_test(tc, driver_pool_frees_when_the_wait_fails);
-    tcase_add_test(tc, driver_pool_under_max_reserved);
-    tcase_add_test(tc, legacy_stream_asks_only_off_the_cache);
-    tcase_add_test(tc, free_on_a_captured_stream);
-    tcase_add_test(tc, device_arena_in_a_forked_child);
-    tcase_add_test(tc, fork_during_the_driver_load);
-    suite_add_tcase(s, tc);
-    return ga_check_run(s);
+    const TTest *tests[] = {
+        decommit_stops_where_unmap_fails,      decommit_retries_a_failed_unmap,
+        release_failure_still_unmaps,          failed_commit_undo_does_not_wedge,
+        driver_pool_frees_when_the_wait_fails, driver_pool_under_max_reserved,
+        legacy_stream_asks_only_off_the_cache, free_on_a_captured_stream,
+        device_arena_in_a_forked_child,        fork_during_the_driver_load};
+    return ga_check_tests("fakecuda", 0, tests, sizeof tests / sizeof tests[0]);
 }

@@ -19,13 +19,15 @@ static inline int ga_check_run(Suite *s)
 }
 
 /* The common main(): the N tests of TESTS in one test case of suite NAME,
- * each with TIMEOUT seconds, run as above. */
+ * each with TIMEOUT seconds (0: Check's default, CK_DEFAULT_TIMEOUT), run
+ * as above. */
 static inline int ga_check_tests(const char *name, double timeout, const TTest *const *tests,
                                  size_t n)
 {
     Suite *s = suite_create(name);
     TCase *tc = tcase_create(name);
-    tcase_set_timeout(tc, timeout);
+    if (timeout > 0)
+        tcase_set_timeout(tc, timeout);
     for (size_t i = 0; i < n; i++)
         tcase_add_test(tc, tests[i]);
     suite_add_tcase(s, tc);
