@@ -30,6 +30,7 @@
 #include "checkrun.h"
 #include "config/config.h"
 #include "testprov.h"
+#include "testrand.h"
 
 #include <check.h>
 #include <stdio.h>
@@ -77,10 +78,7 @@ typedef struct model {
 
 static uint64_t rnd(model_t *m)
 {
-    m->rng ^= m->rng << 13;
-    m->rng ^= m->rng >> 7;
-    m->rng ^= m->rng << 17;
-    return m->rng;
+    return ga_test_rand(&m->rng);
 }
 
 #define HOST NSTREAMS

@@ -24,6 +24,7 @@
 #include "checkrun.h"
 #include "forkrun.h"
 #include "gpuarena.h"
+#include "testrand.h"
 
 #include <check.h>
 #include <pthread.h>
@@ -57,23 +58,15 @@ enum {
     E_MAPPED
 };
 
-static uint64_t rnd(uint64_t *s)
-{
-    *s ^= *s << 13;
-    *s ^= *s >> 7;
-    *s ^= *s << 17;
-    return *s;
-}
-
 /* Log-uniform from 512 B to 2 MiB, every other one 4 KiB (a cache hit). */
 static size_t some_size(uint64_t *s)
 {
-    uint64_t r = rnd(s);
+    uint64_t r = ga_test_rand(s);
     if (r & 1)
         return 4 * KIB;
     size_t lo = 512, span = (r >> 1) % 13; /* 2^9 .. 2^21 */
     size_t base = lo << span;
-    return base + (size_t)(rnd(s) % base);
+    return base + (size_t)(ga_test_rand(s) % base);
 }
 
 static gpuarena_stream_t stream_of(gpuarena_kind_t kind, unsigned n)
@@ -98,13 +91,13 @@ static void *work(void *arg)
     worker_t *w = arg;
     uint64_t seed = 0x9E3779B97F4A7C15ull * (w->id + 1);
     while (!atomic_load_explicit(w->stop, memory_order_relaxed)) {
-        unsigned k = (unsigned)(rnd(&seed) % LIVE);
+        unsigned k = (unsigned)(ga_test_rand(&seed) % LIVE);
         gpuarena_status_t st;
         if (w->p[k]) {
             st = gpuarena_free(w->a, w->p[k], w->s[k]);
             w->p[k] = NULL;
         } else {
-            w->s[k] = stream_of(w->kind, (unsigned)rnd(&seed));
+            w->s[k] = stream_of(w->kind, (unsigned)ga_test_rand(&seed));
             st = gpuarena_alloc(w->a, some_size(&seed), w->s[k], &w->p[k]);
         }
         if (st != GPUARENA_SUCCESS) {
@@ -137,13 +130,13 @@ static int child_uses(gpuarena_t *a, gpuarena_kind_t kind, uint64_t seed)
     void *p[LIVE] = {0};
     gpuarena_stream_t s[LIVE];
     for (unsigned i = 0; i < child_ops(); i++) {
-        unsigned k = (unsigned)(rnd(&seed) % LIVE);
+        unsigned k = (unsigned)(ga_test_rand(&seed) % LIVE);
         if (p[k]) {
             if (gpuarena_free(a, p[k], s[k]) != GPUARENA_SUCCESS)
                 return E_FREE;
             p[k] = NULL;
         } else {
-            s[k] = stream_of(kind, (unsigned)rnd(&seed));
+            s[k] = stream_of(kind, (unsigned)ga_test_rand(&seed));
             if (gpuarena_alloc(a, some_size(&seed), s[k], &p[k]) != GPUARENA_SUCCESS)
                 return E_ALLOC;
             if (kind == GPUARENA_HOST)

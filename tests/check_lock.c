@@ -12,6 +12,7 @@
  */
 #include "block/lock.h"
 #include "checkrun.h"
+#include "testrand.h"
 
 #include <check.h>
 #include <pthread.h>
@@ -153,14 +154,6 @@ typedef struct worker {
     uint64_t added;
 } worker_t;
 
-static uint64_t next_rand(uint64_t *s)
-{
-    *s ^= *s << 13;
-    *s ^= *s >> 7;
-    *s ^= *s << 17;
-    return *s;
-}
-
 static void *work(void *arg)
 {
     worker_t *w = arg;
@@ -168,7 +161,7 @@ static void *work(void *arg)
     while (done < w->ops) {
         /* Bursts of 1 to 255 acquisitions: those past the biasing run
          * bias the lock to this thread, the next thread breaks it. */
-        unsigned burst = (unsigned)(next_rand(&w->rng) % 255) + 1;
+        unsigned burst = (unsigned)(ga_test_rand(&w->rng) % 255) + 1;
         for (unsigned i = 0; i < burst && done < w->ops; i++, done++) {
             ga_lock(&lk);
             if (inside)
@@ -187,7 +180,7 @@ static void *work(void *arg)
             inside = 0;
             ga_unlock(&lk);
         }
-        if (next_rand(&w->rng) % 4 == 0)
+        if (ga_test_rand(&w->rng) % 4 == 0)
             sched_yield();
     }
     return NULL;

@@ -23,6 +23,7 @@
  */
 #include "checkrun.h"
 #include "gpuarena.h"
+#include "testrand.h"
 
 #include <check.h>
 #include <inttypes.h>
@@ -62,14 +63,6 @@ typedef struct monitor {
     char err[256];
 } monitor_t;
 
-static uint64_t rnd(uint64_t *s)
-{
-    *s ^= *s << 13;
-    *s ^= *s >> 7;
-    *s ^= *s << 17;
-    return *s;
-}
-
 static gpuarena_stream_t stream(uintptr_t n)
 {
     return (gpuarena_stream_t)n;
@@ -105,7 +98,7 @@ static void *work(void *arg)
     /* Streams 1 and 2 are shared by every thread; 100 + id is private. */
     gpuarena_stream_t mine = stream(100 + w->id);
     for (unsigned long op = 0; op < w->ops; op++) {
-        uint64_t r = rnd(&w->rng);
+        uint64_t r = ga_test_rand(&w->rng);
         unsigned what = (unsigned)(r % 100);
         unsigned pick = (unsigned)(r >> 8) % 4;
         gpuarena_stream_t s = pick == 0 ? stream(1) : pick == 1 ? stream(2) : mine;
@@ -183,7 +176,7 @@ static void *watch(void *arg)
             snprintf(m->err, sizeof m->err, "check: %s", gpuarena_last_error());
             break;
         }
-        uint64_t r = rnd(&rng);
+        uint64_t r = ga_test_rand(&rng);
         if (r % 4 == 0) {
             size_t keep = r % 3 == 0 ? 0 : r % 3 == 1 ? (size_t)1 << 20 : (size_t)16 << 20;
             if (gpuarena_trim(m->a, keep) != GPUARENA_SUCCESS) {
