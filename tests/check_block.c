@@ -1351,6 +1351,9 @@ START_TEST(oom_releases_retries_then_fails)
     ck_assert_uint_eq(st.oom_retries, 1);
     ck_assert_uint_eq(st.oom_failures, 0);
     ck_assert_uint_eq(st.reserved, 4 * MI);
+    /* C was freed on another stream, and no event covers it: only a
+     * wait for the whole device makes it reusable by stream 2. */
+    ck_assert_uint_eq(f->tp.device_syncs, 1);
     /* Nothing left to release: fails after one retry. */
     void *m = (void *)0x1;
     ck_assert_int_eq(ga_bm_alloc(f->bm, 2 * MI, S(2), &m), GPUARENA_ERR_OUT_OF_MEMORY);
@@ -1369,6 +1372,41 @@ START_TEST(oom_releases_retries_then_fails)
     fx_free(f, m, 3);
     fx_free(f, a, 1);
     fx_free(f, b, 1);
+    fx_done(f);
+}
+END_TEST
+
+/* The memory that the retry needs was freed on the allocating stream
+ * itself: an event recorded on that stream and waited on covers it, and
+ * the device is not waited for (that wait would also break a capture in
+ * another thread: check_fakecuda).  Work enqueued on other streams is
+ * not completed by it. */
+START_TEST(oom_waits_for_its_own_stream_only)
+{
+    fx_t *f = fx_new(false, 2 * MI, "small_max=1M,small_segment=2M,large_segment=4K");
+    f->tp.capacity = 4 * MI;
+    void *a = fx_alloc(f, 1 * MI, 1), *b = fx_alloc(f, 1 * MI, 1);
+    void *c = fx_alloc(f, 1 * MI, 1);
+    fx_free(f, c, 1); /* cached, in stream 1's pool, its free point not passed */
+    tp_enqueue(&f->tp, 3);
+    uint64_t pending3 = f->tp.enqueued[3] - f->tp.completed[3];
+    ck_assert_uint_gt(pending3, 0);
+    void *l = fx_alloc(f, 2 * MI, 1);
+    gpuarena_stats_t st = fx_stats(f);
+    ck_assert_uint_eq(st.oom_retries, 1);
+    ck_assert_uint_eq(st.oom_failures, 0);
+    ck_assert_uint_eq(st.reserved, 4 * MI);
+    ck_assert_uint_eq(f->tp.device_syncs, 0);
+    ck_assert_uint_eq(f->tp.enqueued[3] - f->tp.completed[3], pending3);
+    ck_assert_int_eq(ga_bm_check(f->bm), GPUARENA_SUCCESS);
+    /* Trim names no stream to record on: stream 1's frees since then are
+     * covered by no event, and only the device's wait releases them. */
+    fx_free(f, l, 1);
+    fx_free(f, b, 1);
+    ck_assert_int_eq(ga_bm_trim(f->bm, 0), GPUARENA_SUCCESS);
+    ck_assert_uint_eq(f->tp.device_syncs, 1);
+    ck_assert_uint_eq(fx_stats(f).reserved, 2 * MI); /* the segment A is in */
+    fx_free(f, a, 1);
     fx_done(f);
 }
 END_TEST
@@ -2052,6 +2090,7 @@ int main(void)
     TCase *fail = tcase_create("failures");
     tcase_set_timeout(fail, 120);
     tcase_add_test(fail, oom_releases_retries_then_fails);
+    tcase_add_test(fail, oom_waits_for_its_own_stream_only);
     tcase_add_test(fail, oom_sim_arena);
     tcase_add_test(fail, fault_injection_every_call);
     tcase_add_test(fail, bad_input_changes_nothing);

@@ -193,6 +193,59 @@ START_TEST(failed_commit_undo_does_not_wedge)
 }
 END_TEST
 
+/* Another thread captures stream T while this one runs out of memory on
+ * stream S and trims.  What needs no wait for the whole device is
+ * released without one: S's own frees (through an event recorded on S
+ * and waited on), and blocks every stream may use.  cuCtxSynchronize,
+ * which no capture mode allows, is tried only for frees on other streams
+ * that no event covers, and a trim that needs it then fails with
+ * GPUARENA_ERR_STREAM_CAPTURE, keeping those blocks and what it had
+ * released. */
+START_TEST(out_of_memory_and_trim_spare_a_capture)
+{
+    gpuarena_t *a = growable();
+    void *const s = (void *)0x5000, *const t = (void *)0x6000, *const u = (void *)0x7000;
+    void *p = NULL, *q = NULL, *r = NULL;
+    ck_assert_int_eq(gpuarena_alloc(a, 8 * MIB, s, &p), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_free(a, p, s), GPUARENA_SUCCESS); /* S's pool, no event */
+    fake.capture(t);
+    /* The device is full once: the 16 MiB fit only after the cached 8 MiB
+     * went back, which was freed on S itself. */
+    fake.arm("cuMemCreate", 1);
+    ck_assert_msg(gpuarena_alloc(a, 16 * MIB, s, &q) == GPUARENA_SUCCESS, "%s",
+                  gpuarena_last_error());
+    gpuarena_stats_t st;
+    ck_assert_int_eq(gpuarena_stats(a, &st), GPUARENA_SUCCESS);
+    ck_assert_uint_eq(st.oom_retries, 1);
+    ck_assert_uint_eq(st.oom_failures, 0);
+    ck_assert_uint_eq(st.reserved, 16 * MIB);
+    ck_assert_int_eq(fake.count("disturbed"), 0);
+
+    /* Freed with no stream: every stream may use it, a trim needs no wait. */
+    ck_assert_int_eq(gpuarena_free(a, q, HOST), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_trim(a, 0), GPUARENA_SUCCESS);
+    ck_assert_uint_eq(reserved(a), 0);
+    ck_assert_int_eq(fake.maps(), 0);
+    ck_assert_int_eq(fake.count("disturbed"), 0);
+
+    /* Freed on U, which no event covers: only the device's wait would
+     * release it.  A trim down to what U's pool holds needs none. */
+    ck_assert_int_eq(gpuarena_alloc(a, 4 * MIB, u, &r), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_free(a, r, u), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_trim(a, 4 * MIB), GPUARENA_SUCCESS);
+    ck_assert_int_eq(fake.count("disturbed"), 0);
+    ck_assert_int_eq(gpuarena_trim(a, 0), GPUARENA_ERR_STREAM_CAPTURE);
+    ck_assert_int_eq(fake.count("disturbed"), 1);
+    ck_assert_uint_eq(reserved(a), 4 * MIB);
+    ck_assert_msg(gpuarena_check(a) == GPUARENA_SUCCESS, "%s", gpuarena_last_error());
+    fake.capture(NULL);
+    ck_assert_int_eq(gpuarena_trim(a, 0), GPUARENA_SUCCESS);
+    ck_assert_uint_eq(reserved(a), 0);
+    ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_SUCCESS);
+    ck_assert_int_eq(fake.handles(), 0);
+}
+END_TEST
+
 /* device.pool = driver: the block allocated for GPUARENA_STREAM_HOST goes
  * back to the pool when the wait after it fails. */
 START_TEST(driver_pool_frees_when_the_wait_fails)
@@ -605,6 +658,7 @@ int main(int argc, char **argv)
         release_failure_still_unmaps,          failed_commit_undo_does_not_wedge,
         driver_pool_frees_when_the_wait_fails, driver_pool_under_max_reserved,
         legacy_stream_asks_only_off_the_cache, free_on_a_captured_stream,
-        device_arena_in_a_forked_child,        fork_during_the_driver_load};
+        device_arena_in_a_forked_child,        fork_during_the_driver_load,
+        out_of_memory_and_trim_spare_a_capture};
     return ga_check_tests("fakecuda", 0, tests, sizeof tests / sizeof tests[0]);
 }

@@ -228,6 +228,7 @@ static gpuarena_status_t tp_sync_all(ga_provider_t *p)
     for (unsigned s = 0; s < TP_STREAMS; s++)
         advance(t, s, t->enqueued[s]);
     t->syncs++;
+    t->device_syncs++;
     return GPUARENA_SUCCESS;
 }
 

@@ -38,8 +38,9 @@ typedef struct tp {
     uint64_t calls;   /* provider calls made */
     uint64_t fail_at; /* fail this call number (0: never) */
     uint64_t events_live;
-    uint64_t bad_handles; /* records or waits on a handle that is no stream */
-    uint64_t syncs;
+    uint64_t bad_handles;  /* records or waits on a handle that is no stream */
+    uint64_t syncs;        /* event and device waits */
+    uint64_t device_syncs; /* device waits alone (sync_all) */
     size_t capacity, committed;
     /* Direct mode (tp_init_direct): a pool that hands out blocks itself,
      * reusing a freed block of the same size (newest first) and mapping

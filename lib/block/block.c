@@ -21,8 +21,10 @@
  *   wait on that event (the host never waits).
  * - A stream handle is used only during the call that names it: the
  *   program may destroy the stream right after.  So events are recorded on
- *   the stream being freed on, never later on a stream remembered; trim
- *   and the out-of-memory path catch up with sync_all.
+ *   the stream being freed on, never later on a stream remembered.  Trim
+ *   and the out-of-memory path wait on the events out, and on one they
+ *   record on the stream they were called with (settle); they catch up
+ *   with the rest through sync_all only when that was not enough.
  * - record_stream adds streams to a live block; its free records one event
  *   on each of them and the block stays PENDING until all have completed.
  * - A provider without events (host memory) completes every free at once:
@@ -821,15 +823,57 @@ static void poll_events(ga_bm_t *bm, bool sync)
     }
 }
 
-/* Everything freed so far becomes reusable by every stream (blocking). */
-static void drain_all(ga_bm_t *bm)
+/* What can be made reusable by every stream without waiting for the
+ * whole device (blocking, the out-of-memory path and trim only): the
+ * outstanding sweeps and the events of pending blocks are waited on, and
+ * the pool of S, a stream this call names (GA_STREAM_ANY: none), gets a
+ * sweep of its own, waited on too.  Only those events are waited for, in
+ * relaxed capture mode (cuda.c), so another thread's capture goes on and
+ * other streams' work is not waited for.  The blocks freed on other
+ * streams that no sweep covers stay where they are: their streams may be
+ * gone, and only drain_all's wait for the device covers them. */
+static void settle(ga_bm_t *bm, ga_stream_t s)
 {
     if (!bm->events)
         return;
+    poll_events(bm, true);
+    ga_pool_t *p = s.id == GA_STREAM_ANY ? NULL : pool_find(bm, s.id);
+    /* A sweep still out is one whose wait failed: it stays P's. */
+    if (p && !p->sweep && uncovered(p) && event_record(bm, s, &p->sweep) == GPUARENA_SUCCESS) {
+        p->sweep_seq = p->seq;
+        p->wanted = false;
+        if (bm->prov->ops->event_sync(bm->prov, p->sweep) == GPUARENA_SUCCESS)
+            sweep_finish(bm, p);
+    }
+    wanted_update(bm);
+}
+
+/* Whether some free block is still kept from the streams that did not
+ * free it: in a stream pool, or pending (what only drain_all frees). */
+static bool unsettled(const ga_bm_t *bm)
+{
+    if (!bm->events)
+        return false;
+    if (bm->pending_blocks)
+        return true;
+    for (unsigned i = 0; i < bm->npools; i++)
+        if (holds_blocks(bm->pools[i]))
+            return true;
+    return false;
+}
+
+/* Everything freed so far becomes reusable by every stream (blocking);
+ * the status of the wait for the device (a capture in progress refuses
+ * it: GPUARENA_ERR_STREAM_CAPTURE). */
+static gpuarena_status_t drain_all(ga_bm_t *bm)
+{
+    if (!bm->events)
+        return GPUARENA_SUCCESS;
     const ga_provider_ops_t *ops = bm->prov->ops;
     if (ops->sync_all) {
-        if (ops->sync_all(bm->prov) != GPUARENA_SUCCESS)
-            return;             /* the device is in error: keep every block where it is */
+        gpuarena_status_t st = ops->sync_all(bm->prov);
+        if (st != GPUARENA_SUCCESS)
+            return st;          /* refused, or the device is in error: every block stays */
         poll_events(bm, false); /* all complete now */
         for (unsigned i = 0; i < bm->npools; i++) {
             ga_pool_t *p = bm->pools[i];
@@ -847,6 +891,7 @@ static void drain_all(ga_bm_t *bm)
     } else {
         poll_events(bm, true);
     }
+    return GPUARENA_SUCCESS;
 }
 
 /* max_cached: after blocks went back to the pools. */
@@ -1160,13 +1205,23 @@ static __attribute__((noinline)) gpuarena_status_t alloc_miss(ga_bm_t *bm, int c
     gpuarena_status_t st = grow(bm, cls, rs, s, &b);
     if (st == GPUARENA_ERR_OUT_OF_MEMORY) {
         /* Release everything cached, waiting for pending frees, and retry
-         * once: the only path that blocks the host. */
+         * once: the only path that blocks the host.  First what is freed
+         * without waiting for the whole device (settle: S's own frees and
+         * those that events cover), which breaks no other thread's
+         * capture; the wait for the device (drain_all) only when that was
+         * not enough and frees of other streams are still uncovered. */
         bm->c.oom_retries++;
         ga_tcache_flush_all(bm);
-        drain_all(bm);
+        settle(bm, s);
         release_bytes(bm, SIZE_MAX);
         b = find_free(bm, cls, rs, s);
         st = b ? GPUARENA_SUCCESS : grow(bm, cls, rs, s, &b);
+        if (st == GPUARENA_ERR_OUT_OF_MEMORY && unsettled(bm)) {
+            (void)drain_all(bm); /* refused: the retry below finds what it finds */
+            release_bytes(bm, SIZE_MAX);
+            b = find_free(bm, cls, rs, s);
+            st = b ? GPUARENA_SUCCESS : grow(bm, cls, rs, s, &b);
+        }
     }
     if (st != GPUARENA_SUCCESS)
         return ga_bm_out_of_memory(bm, size, st);
@@ -1544,14 +1599,21 @@ gpuarena_status_t ga_bm_trim(ga_bm_t *bm, size_t keep)
         return ga_direct_trim(bm, keep);
     ga_lock(&bm->lock);
     ga_tcache_flush_all(bm);
-    drain_all(bm);
+    /* As the out-of-memory path: the wait for the whole device only when
+     * what is released without it leaves more than KEEP cached.  What was
+     * released stays released when that wait is refused. */
+    gpuarena_status_t st = GPUARENA_SUCCESS;
+    settle(bm, (ga_stream_t){.id = GA_STREAM_ANY});
     uint64_t cached = bm->c.reserved - bm->c.in_use;
     if (cached > keep)
+        release_bytes(bm, cached - keep);
+    cached = bm->c.reserved - bm->c.in_use;
+    if (cached > keep && unsettled(bm) && (st = drain_all(bm)) == GPUARENA_SUCCESS)
         release_bytes(bm, cached - keep);
     bm->c.trims++;
     ga_bm_update_peaks(bm);
     ga_unlock(&bm->lock);
-    return GPUARENA_SUCCESS;
+    return st;
 }
 
 void ga_bm_stats(ga_bm_t *bm, gpuarena_stats_t *st)
@@ -1716,7 +1778,7 @@ gpuarena_status_t ga_bm_destroy(ga_bm_t *bm)
     if (bm->direct)
         ga_direct_fini(bm); /* live blocks are lost, as below */
     else
-        drain_all(bm);
+        (void)drain_all(bm);
     for (ga_waiter_t *w = bm->waiters, *n; w; w = n) {
         n = w->next;
         event_put(bm, w->ev);

@@ -476,6 +476,8 @@ static CUresult f_create(CUmemGenericAllocationHandle *h, size_t size,
                          const CUmemAllocationProp *prop, unsigned long long flags)
 {
     (void)size, (void)prop, (void)flags;
+    if (fails("cuMemCreate"))
+        return CUDA_ERROR_OUT_OF_MEMORY;
     CUresult r = CUDA_ERROR_OUT_OF_MEMORY;
     pthread_mutex_lock(&lock);
     for (int i = 0; i < SLOTS; i++)
