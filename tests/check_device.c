@@ -516,6 +516,62 @@ START_TEST(capture_in_another_thread_survives)
 }
 END_TEST
 
+/* A retry after running out of memory (here: of max_reserved) and a trim
+ * while a stream is captured in global mode.  The memory the retry needs
+ * was freed on its own stream, and the trim's on no stream: neither waits
+ * for the whole device (cuCtxSynchronize), which would invalidate the
+ * capture.  A trim that needs that wait (a block freed on a stream, which
+ * no event covers) fails with GPUARENA_ERR_STREAM_CAPTURE, and the capture
+ * is invalidated, as gpuarena_trim(3) says. */
+START_TEST(out_of_memory_and_trim_during_a_capture)
+{
+    gpuarena_t *a;
+    void *s, *cap, *p, *q, *b;
+    ck_assert_int_eq(gpuarena_create(GPUARENA_DEVICE, 0,
+                                     "thread_cache=false,expandable=true,max_reserved=256M", &a),
+                     GPUARENA_SUCCESS);
+    ck_assert_int_eq(ga_cuda_stream_create(true, &s), GPUARENA_SUCCESS);
+    ck_assert_int_eq(ga_cuda_stream_create(true, &cap), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_alloc(a, 192 * MiB, s, &p), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_alloc(a, 4 * MiB, s, &b), GPUARENA_SUCCESS); /* P cannot grow */
+    fill_and_check(p, 192 * MiB, 0x5a, s);
+    ck_assert_int_eq(gpuarena_free(a, p, s), GPUARENA_SUCCESS);
+
+    ck_assert_int_eq(ga_cuda_capture_begin(cap), GPUARENA_SUCCESS);
+    gpuarena_status_t st = gpuarena_alloc(a, 224 * MiB, s, &q);
+    ck_assert_msg(st == GPUARENA_SUCCESS, "%s", gpuarena_last_error());
+    gpuarena_stats_t t;
+    ck_assert_int_eq(gpuarena_stats(a, &t), GPUARENA_SUCCESS);
+    ck_assert_uint_eq(t.oom_retries, 1);
+    ck_assert_uint_eq(t.oom_failures, 0);
+    ck_assert_uint_le(t.reserved, 256 * MiB);
+    ck_assert_int_eq(gpuarena_free(a, q, GPUARENA_STREAM_HOST), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_free(a, b, GPUARENA_STREAM_HOST), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_trim(a, 0), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_stats(a, &t), GPUARENA_SUCCESS);
+    ck_assert_uint_eq(t.reserved, 0);
+    st = ga_cuda_capture_end(cap);
+    ck_assert_msg(st == GPUARENA_SUCCESS, "the capture broke: %s", gpuarena_last_error());
+
+    /* A block freed on S, which no event covers: the trim must wait for
+     * the device, which the capture refuses. */
+    ck_assert_int_eq(gpuarena_alloc(a, 64 * MiB, s, &p), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_free(a, p, s), GPUARENA_SUCCESS);
+    ck_assert_int_eq(ga_cuda_capture_begin(cap), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_trim(a, 0), GPUARENA_ERR_STREAM_CAPTURE);
+    ck_assert_int_ne(ga_cuda_capture_end(cap), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_stats(a, &t), GPUARENA_SUCCESS);
+    ck_assert_uint_eq(t.reserved, 64 * MiB);
+    ck_assert_int_eq(gpuarena_trim(a, 0), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_stats(a, &t), GPUARENA_SUCCESS);
+    ck_assert_uint_eq(t.reserved, 0);
+    ck_assert_int_eq(gpuarena_check(a), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_SUCCESS);
+    ga_cuda_stream_destroy(s);
+    ga_cuda_stream_destroy(cap);
+}
+END_TEST
+
 /* GPUARENA_STREAM_HOST on device and pinned arenas: a block freed with no
  * stream is taken at once by a stream that is busy, with no event; a
  * pinned block freed on a busy stream is not handed to "no stream" before
@@ -812,6 +868,7 @@ int main(void)
     tcase_add_test(api, host_stream_device_and_pinned);
     tcase_add_test(api, arena_trim_returns_memory);
     tcase_add_test(api, arena_out_of_memory_then_trim);
+    tcase_add_test(api, out_of_memory_and_trim_during_a_capture);
     tcase_add_test(api, arena_max_reserved);
     tcase_add_test(api, forked_child);
     tcase_set_timeout(api, 300);
