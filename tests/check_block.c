@@ -1338,26 +1338,37 @@ END_TEST
 /* ------------------------------------------------------------------ */
 /* Out of memory.                                                      */
 
-START_TEST(oom_releases_retries_then_fails)
+/* Room for 4 MiB: blocks *A and *B of 1 MiB fill one small segment, and
+ * a third, freed on stream 1 (no event covers it), holds a second; work
+ * is enqueued on stream 3.  *L, 2 MiB (large) on stream LS, fits only once
+ * the cached segment is released: one retry, no failure. */
+static fx_t *oom_fixture(unsigned ls, void **a, void **b, void **l)
 {
     fx_t *f = fx_new(false, 2 * MI, "small_max=1M,small_segment=2M,large_segment=4K");
     f->tp.capacity = 4 * MI;
-    void *a = fx_alloc(f, 1 * MI, 1), *b = fx_alloc(f, 1 * MI, 1);
-    void *c = fx_alloc(f, 1 * MI, 1); /* a second small segment */
-    fx_free(f, c, 1);                 /* cached, in stream 1's pool */
-    /* 2M (large) fits only once the cached segment is released. */
-    void *l = fx_alloc(f, 2 * MI, 2);
+    *a = fx_alloc(f, 1 * MI, 1);
+    *b = fx_alloc(f, 1 * MI, 1);
+    fx_free(f, fx_alloc(f, 1 * MI, 1), 1);
+    tp_enqueue(&f->tp, 3);
+    *l = fx_alloc(f, 2 * MI, ls);
     gpuarena_stats_t st = fx_stats(f);
     ck_assert_uint_eq(st.oom_retries, 1);
     ck_assert_uint_eq(st.oom_failures, 0);
     ck_assert_uint_eq(st.reserved, 4 * MI);
-    /* C was freed on another stream, and no event covers it: only a
-     * wait for the whole device makes it reusable by stream 2. */
+    return f;
+}
+
+START_TEST(oom_releases_retries_then_fails)
+{
+    void *a, *b, *l;
+    fx_t *f = oom_fixture(2, &a, &b, &l);
+    /* The cached block was freed on another stream: only a wait for the
+     * whole device makes it reusable by stream 2. */
     ck_assert_uint_eq(f->tp.device_syncs, 1);
     /* Nothing left to release: fails after one retry. */
     void *m = (void *)0x1;
     ck_assert_int_eq(ga_bm_alloc(f->bm, 2 * MI, S(2), &m), GPUARENA_ERR_OUT_OF_MEMORY);
-    st = fx_stats(f);
+    gpuarena_stats_t st = fx_stats(f);
     ck_assert_uint_eq(st.oom_retries, 2);
     ck_assert_uint_eq(st.oom_failures, 1);
     ck_assert_uint_eq(st.last_oom_request, 2 * MI);
@@ -1383,21 +1394,11 @@ END_TEST
  * not completed by it. */
 START_TEST(oom_waits_for_its_own_stream_only)
 {
-    fx_t *f = fx_new(false, 2 * MI, "small_max=1M,small_segment=2M,large_segment=4K");
-    f->tp.capacity = 4 * MI;
-    void *a = fx_alloc(f, 1 * MI, 1), *b = fx_alloc(f, 1 * MI, 1);
-    void *c = fx_alloc(f, 1 * MI, 1);
-    fx_free(f, c, 1); /* cached, in stream 1's pool, its free point not passed */
-    tp_enqueue(&f->tp, 3);
-    uint64_t pending3 = f->tp.enqueued[3] - f->tp.completed[3];
-    ck_assert_uint_gt(pending3, 0);
-    void *l = fx_alloc(f, 2 * MI, 1);
-    gpuarena_stats_t st = fx_stats(f);
-    ck_assert_uint_eq(st.oom_retries, 1);
-    ck_assert_uint_eq(st.oom_failures, 0);
-    ck_assert_uint_eq(st.reserved, 4 * MI);
+    void *a, *b, *l;
+    fx_t *f = oom_fixture(1, &a, &b, &l);
     ck_assert_uint_eq(f->tp.device_syncs, 0);
-    ck_assert_uint_eq(f->tp.enqueued[3] - f->tp.completed[3], pending3);
+    ck_assert_uint_eq(f->tp.completed[3], 0);
+    ck_assert_uint_eq(f->tp.enqueued[3], 1);
     ck_assert_int_eq(ga_bm_check(f->bm), GPUARENA_SUCCESS);
     /* Trim names no stream to record on: stream 1's frees since then are
      * covered by no event, and only the device's wait releases them. */
