@@ -1162,6 +1162,16 @@ gpuarena_status_t ga_bm_out_of_memory(ga_bm_t *bm, size_t size, gpuarena_status_
                     reserved > in_use ? reserved - in_use : 0, dev_free);
 }
 
+/* One retry of alloc_miss once it ran out of memory: every cached byte
+ * that every stream may use goes back, then a free block or new memory. */
+static gpuarena_status_t release_and_retry(ga_bm_t *bm, int cls, size_t rs, ga_stream_t s,
+                                           ga_block_t **b)
+{
+    release_bytes(bm, SIZE_MAX);
+    *b = find_free(bm, cls, rs, s);
+    return *b ? GPUARENA_SUCCESS : grow(bm, cls, rs, s, b);
+}
+
 /* No block of the pools S may use at once fits RS bytes: another
  * stream's, once its sweep is waited on, or new memory; *OUT gets a block
  * in a pool and large enough (out of line: the hit path stays short).
@@ -1213,14 +1223,10 @@ static __attribute__((noinline)) gpuarena_status_t alloc_miss(ga_bm_t *bm, int c
         bm->c.oom_retries++;
         ga_tcache_flush_all(bm);
         settle(bm, s);
-        release_bytes(bm, SIZE_MAX);
-        b = find_free(bm, cls, rs, s);
-        st = b ? GPUARENA_SUCCESS : grow(bm, cls, rs, s, &b);
+        st = release_and_retry(bm, cls, rs, s, &b);
         if (st == GPUARENA_ERR_OUT_OF_MEMORY && unsettled(bm)) {
             (void)drain_all(bm); /* refused: the retry below finds what it finds */
-            release_bytes(bm, SIZE_MAX);
-            b = find_free(bm, cls, rs, s);
-            st = b ? GPUARENA_SUCCESS : grow(bm, cls, rs, s, &b);
+            st = release_and_retry(bm, cls, rs, s, &b);
         }
     }
     if (st != GPUARENA_SUCCESS)
