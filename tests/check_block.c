@@ -601,6 +601,77 @@ START_TEST(large_slot_hint_spans_arenas)
 }
 END_TEST
 
+/* The hint counts the large slots of the thread's caches, one per arena
+ * and stream: a locked operation on one arena gives back that arena's
+ * block and leaves the others', without a walk of the thread's caches
+ * when the cache used last holds the only one, and with one when
+ * another cache of the arena (another stream's) was used since. */
+START_TEST(large_slots_of_two_arenas)
+{
+    const char *opts = SEG_OPTS ",thread_cache=true,thread_cache_max=8K";
+    fx_t *f = fx_new(false, 64 * KI, opts), *g = fx_new(false, 64 * KI, opts);
+    void *w = fx_alloc(f, 4 * KI, 2);
+    fx_free(f, w, 2); /* F's cache of stream 2, in a slot */
+    void *p = fx_alloc(f, 32 * KI, 1), *keep = fx_alloc(f, 32 * KI, 1);
+    void *x = fx_alloc(g, 32 * KI, 1), *y = fx_alloc(g, 32 * KI, 1);
+    fx_free(f, p, 1); /* F's large slot */
+    fx_free(g, x, 1); /* G's */
+    ck_assert_uint_eq(ga_tc_parked, 2);
+    uint64_t ff = f->bm->c.frees, gf = g->bm->c.frees;
+    void *q = fx_alloc(f, 16 * KI, 1); /* locked on F: a walk */
+    ck_assert_uint_eq(f->bm->c.frees, ff + 1);
+    ck_assert_uint_eq(g->bm->c.frees, gf);
+    ck_assert_uint_eq(ga_tc_parked, 1);
+    void *r = fx_alloc(g, 16 * KI, 1); /* locked on G: its cache was used last */
+    ck_assert_uint_eq(g->bm->c.frees, gf + 1);
+    ck_assert_uint_eq(ga_tc_parked, 0);
+    ck_assert_ptr_null(ga_tcache_find(g->bm, 1)->large);
+
+    /* Parked by F's cache of stream 1; then F's cache of stream 2 is the
+     * one used last when a locked operation on F comes. */
+    fx_free(f, keep, 1);
+    ck_assert_uint_eq(ga_tc_parked, 1);
+    ff = f->bm->c.frees;
+    void *z = fx_alloc(f, 16 * KI, 2);
+    ck_assert_ptr_eq(ga_tc_last, ga_tcache_find(f->bm, 2));
+    ck_assert_uint_eq(f->bm->c.frees, ff + 1);
+    ck_assert_ptr_null(ga_tcache_find(f->bm, 1)->large);
+    ck_assert_uint_eq(ga_tc_parked, 0);
+    fx_free(f, q, 1);
+    fx_free(f, z, 2);
+    fx_free(g, y, 1);
+    fx_free(g, r, 1);
+    fx_done(f);
+    fx_done(g);
+}
+END_TEST
+
+/* The peaks of a locked allocation count the blocks this thread's cache
+ * holds as free, also where the thread has caches of other arenas: the
+ * cache of the arena, its only one in the thread, has those corrections
+ * all, and those of the other arenas' caches do not count. */
+START_TEST(requested_peak_with_other_arenas_cached)
+{
+    const char *opts = SEG_OPTS ",thread_cache=true";
+    fx_t *f = fx_new(false, 64 * KI, opts), *g = fx_new(false, 64 * KI, opts);
+    void *x = fx_alloc(g, 24 * KI, 1);
+    fx_free(g, x, 1); /* G's cache holds 24K: minus 24K for G's user */
+    void *p = fx_alloc(f, 48 * KI, 1);
+    fx_free(f, p, 1); /* F's cache holds 48K */
+    ck_assert(ga_tcache_find(f->bm, 1)->alone);
+    ga_bm_reset_peaks(f->bm);
+    ck_assert_uint_eq(fx_stats(f).requested_peak, 0);
+    void *q = fx_alloc(f, 40 * KI, 1); /* another size: locked */
+    gpuarena_stats_t st = fx_stats(f);
+    ck_assert_uint_eq(st.requested, 40 * KI);
+    ck_assert_uint_eq(st.requested_peak, 40 * KI); /* not 88K, nor 64K */
+    ck_assert_uint_eq(st.in_use_peak, 40 * KI);
+    fx_free(f, q, 1);
+    fx_done(f);
+    fx_done(g);
+}
+END_TEST
+
 /* A block at or below thread_cache_max that the slots refuse (their byte
  * budget is full) waits in the large slot too, so that a free followed by
  * an allocation takes the lock once; it is out of other threads' reach
@@ -2066,6 +2137,8 @@ int main(void)
     tcase_add_test(reuse, free_refused_while_a_recorded_stream_captures);
     tcase_add_test(reuse, large_slot_held_until_next_locked_op);
     tcase_add_test(reuse, large_slot_hint_spans_arenas);
+    tcase_add_test(reuse, large_slots_of_two_arenas);
+    tcase_add_test(reuse, requested_peak_with_other_arenas_cached);
     tcase_add_test(reuse, slots_full_block_waits_in_large_slot);
     tcase_add_test(reuse, large_slot_serves_small_size);
     tcase_add_test(reuse, cache_goes_cold_and_warms_again);

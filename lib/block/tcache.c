@@ -70,7 +70,7 @@ static pthread_once_t key_once = PTHREAD_ONCE_INIT;
 
 _Thread_local ga_tcache_t *ga_tc_list GA_TLS_IE, *ga_tc_last GA_TLS_IE;
 _Thread_local bool ga_tc_any GA_TLS_IE; /* never cleared while the thread lives: a hint */
-_Thread_local bool ga_tc_parked GA_TLS_IE;
+_Thread_local unsigned ga_tc_parked GA_TLS_IE;
 
 /* Another thread (or the owner off its fast path) takes the caches of BM
  * (the manager's cache-list lock held): every lock, then one barrier for
@@ -129,25 +129,41 @@ static void flush(ga_tcache_t *t)
     }
 }
 
+/* Give T's parked block back, if it still holds one (T is BM's).
+ * Whether it did. */
+static bool drop_one(ga_bm_t *bm, ga_tcache_t *t)
+{
+    bool locked = tc_owner_enter(t);
+    ga_block_t *b = t->large;
+    t->large = NULL;
+    bool dropped = b && t->bm == bm;
+    if (dropped)
+        give_back(t, b);
+    tc_owner_leave(t, locked);
+    return dropped;
+}
+
 bool ga_tcache_drop_parked(ga_bm_t *bm)
 {
-    bool others = false; /* a large block in a cache of another manager */
+    /* One block parked, by the cache used last: the thread's cold cache
+     * on a random mix of sizes, at every allocation (tcache.h).  No walk
+     * of the thread's caches of other arenas. */
+    ga_tcache_t *last = ga_tc_last;
+    if (ga_tc_parked == 1 && last && last->large &&
+        atomic_load_explicit(&last->bm, memory_order_relaxed) == bm) {
+        ga_tc_parked = 0;
+        return drop_one(bm, last);
+    }
+    unsigned others = 0; /* large blocks in caches of other managers */
     bool dropped = false;
     for (ga_tcache_t *t = ga_tc_list; t; t = t->t_next) {
         if (!t->large)
             continue;
         if (atomic_load_explicit(&t->bm, memory_order_relaxed) != bm) {
-            others = true;
+            others++;
             continue;
         }
-        bool locked = tc_owner_enter(t);
-        ga_block_t *b = t->large;
-        t->large = NULL;
-        if (b && t->bm == bm) {
-            give_back(t, b);
-            dropped = true;
-        }
-        tc_owner_leave(t, locked);
+        dropped |= drop_one(bm, t);
     }
     ga_tc_parked = others;
     return dropped;
@@ -210,7 +226,7 @@ static void thread_exit(void *arg)
     }
     ga_tc_list = ga_tc_last = NULL;
     ga_tc_any = false;
-    ga_tc_parked = false;
+    ga_tc_parked = 0;
     pthread_mutex_unlock(&registry);
 }
 
@@ -259,10 +275,15 @@ ga_tcache_t *ga_tcache_create(ga_bm_t *bm, ga_stream_t s)
             pp = &r->t_next;
         }
     }
-    /* Only the first of a thread's caches is alone (tc_mine). */
-    t->alone = ga_tc_list == NULL;
-    for (ga_tcache_t *o = ga_tc_list; o; o = o->t_next)
-        o->alone = false;
+    /* Only the first of a thread's caches of BM is alone (tc_mine): the
+     * caches of other arenas do not count. */
+    t->alone = true;
+    for (ga_tcache_t *o = ga_tc_list; o; o = o->t_next) {
+        if (atomic_load_explicit(&o->bm, memory_order_relaxed) == bm) {
+            o->alone = false;
+            t->alone = false;
+        }
+    }
     t->t_next = ga_tc_list;
     ga_tc_list = t;
     pthread_mutex_unlock(&registry);

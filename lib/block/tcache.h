@@ -48,7 +48,7 @@ struct ga_tcache {
     /* Going cold and warm again (tcache.c, "Cold caches"): the owner's
      * alone, so plain fields. */
     bool cold;
-    bool alone;             /* the only cache in the thread's list */
+    bool alone;             /* the only cache of its manager in the thread's list */
     uint8_t window;         /* warm: misses; cold: probes; in this window */
     uint8_t matched;        /* cold: probes of a size that ghost[] held */
     uint64_t allocs_mark;   /* allocs when the window began (warm) */
@@ -76,10 +76,14 @@ extern _Thread_local ga_tcache_t *ga_tc_list GA_TLS_IE, *ga_tc_last GA_TLS_IE;
  * thread that frees only on streams (a framework's) then skips the walk
  * of its list that would find nothing. */
 extern _Thread_local bool ga_tc_any GA_TLS_IE;
-/* Whether one of this thread's caches may hold a block in its large
- * slot: set when one is put there, cleared by the walk that finds none;
- * the thread's locked operations skip that walk while it is false. */
-extern _Thread_local bool ga_tc_parked GA_TLS_IE;
+/* How many of this thread's caches may hold a block in their large
+ * slot, at least as many as do: counted up when the owner puts one
+ * there, down when it takes one out, and set by the walk of
+ * ga_tcache_drop_parked (a remote flush empties a large slot without
+ * telling the owner).  The thread's locked operations skip that walk
+ * while it is 0, and while it is 1 and the cache used last holds the
+ * block. */
+extern _Thread_local unsigned ga_tc_parked GA_TLS_IE;
 
 /* Flush T, a cache of BM whose probes nearly all missed, and make it
  * cold (tcache.c); the manager's lock not held. */
@@ -87,9 +91,9 @@ void ga_tcache_cool(ga_bm_t *bm, ga_tcache_t *t);
 
 /* A new cache of BM for stream S of the calling thread (tcache.c). */
 ga_tcache_t *ga_tcache_create(ga_bm_t *bm, ga_stream_t s);
-/* The walk of ga_tcache_drop_large, which also sets ga_tc_parked to
- * whether a cache of another manager still holds a large block; whether
- * it gave one back (tcache.c). */
+/* The rest of ga_tcache_drop_large, which also sets ga_tc_parked to the
+ * number of caches of other managers that still hold a large block;
+ * whether it gave one back (tcache.c). */
 bool ga_tcache_drop_parked(ga_bm_t *bm);
 
 /* Give the blocks in the large slots of this thread's caches of BM back
@@ -160,9 +164,19 @@ static inline int64_t tc_get(_Atomic int64_t *v)
 }
 
 /* The corrections of the calling thread's own caches of BM only: cheap,
- * for peaks on the locked path (ga_bm_update_peaks). */
+ * for peaks on the locked path (ga_bm_update_peaks), which every locked
+ * allocation and free reaches.  The cache used last, when it is BM's only
+ * one in the thread, has them all: no walk of a list that holds the
+ * caches of the thread's other arenas too (an MPI rank's device and
+ * pinned arenas, say), a load of a cold record per cache. */
 static inline void ga_tcache_own_deltas(ga_bm_t *bm, int64_t *req, int64_t *inuse)
 {
+    ga_tcache_t *last = ga_tc_last;
+    if (last && last->alone && atomic_load_explicit(&last->bm, memory_order_relaxed) == bm) {
+        *req = tc_get(&last->req_delta);
+        *inuse = tc_get(&last->inuse_delta);
+        return;
+    }
     *req = *inuse = 0;
     for (ga_tcache_t *t = ga_tc_list; t; t = t->t_next) {
         if (atomic_load_explicit(&t->bm, memory_order_relaxed) != bm)
@@ -173,8 +187,8 @@ static inline void ga_tcache_own_deltas(ga_bm_t *bm, int64_t *req, int64_t *inus
 }
 
 /* The corrections of the calling thread's caches of BM, T among them:
- * T's alone when it is the thread's only cache (alone), the common case
- * of one stream, else the walk of ga_tcache_own_deltas.  Every cache of the
+ * T's alone when it is the thread's only cache of BM (alone), the common
+ * case of one stream, else the walk of ga_tcache_own_deltas.  Every cache of the
  * thread counts: a block held in another stream's cache is cached too. */
 static inline void tc_mine(ga_bm_t *bm, ga_tcache_t *t, int64_t *req, int64_t *inuse)
 {
@@ -277,6 +291,7 @@ ga_tcache_take(ga_bm_t *bm, uint64_t id, size_t rounded, size_t size, ga_stream_
         if (t->large && t->large->size == rounded) {
             b = t->large;
             t->large = NULL;
+            ga_tc_parked -= ga_tc_parked != 0;
         } else {
             unsigned i = tc_slot_of(rounded, bm->round_shift);
             unsigned in_a = t->key[i] == rounded, in_b = t->key[i ^ 1] == rounded;
@@ -377,7 +392,7 @@ static inline bool tc_free_cold(ga_bm_t *bm, ga_tcache_t *t, ga_block_t *b, ga_s
         return false;
     }
     t->large = b;
-    ga_tc_parked = true;
+    ga_tc_parked++;
     tc_kept(bm, t, b, s, locked);
     return true;
 }
@@ -421,7 +436,7 @@ static inline bool ga_tcache_free(ga_bm_t *bm, ga_block_t *b, ga_stream_t s)
          * thread's next locked operation, which gives it back: a free
          * followed by an allocation then takes the manager's lock once. */
         t->large = b;
-        ga_tc_parked = true;
+        ga_tc_parked++;
     } else {
         tc_owner_leave(t, locked);
         return false;
