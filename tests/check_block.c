@@ -672,6 +672,65 @@ START_TEST(requested_peak_with_other_arenas_cached)
 }
 END_TEST
 
+/* size_classes: a request that a thread cache may hold is rounded up to
+ * its size class, so that a block freed for one size serves the next
+ * request of any size of its class from the cache.  Above
+ * thread_cache_max, with the thread cache off, or with size_classes = 0,
+ * requests are rounded to round alone. */
+static size_t in_use_of(const char *opts, size_t size)
+{
+    fx_t *f = fx_new(false, 64 * KI, opts);
+    void *p = fx_alloc(f, size, 1);
+    size_t v = fx_stats(f).in_use;
+    ck_assert_uint_eq(fx_stats(f).requested, size);
+    fx_free(f, p, 1);
+    fx_done(f);
+    return v;
+}
+
+START_TEST(size_classes_round_cached_requests)
+{
+    const char *four = "thread_cache=true,size_classes=4";
+    ck_assert_uint_eq(in_use_of(four, 1), 512);
+    ck_assert_uint_eq(in_use_of(four, 2048), 2048);
+    ck_assert_uint_eq(in_use_of(four, 2049), 2560); /* 512 apart up to 4K */
+    ck_assert_uint_eq(in_use_of(four, 4096), 4096);
+    ck_assert_uint_eq(in_use_of(four, 4608), 5120);  /* 5, 6, 7, 8 KiB */
+    ck_assert_uint_eq(in_use_of(four, 8193), 10240); /* 10, 12, 14, 16 KiB */
+    ck_assert_uint_eq(in_use_of(four, 100 * KI), 112 * KI);
+    ck_assert_uint_eq(in_use_of(four, MI), MI);           /* thread_cache_max */
+    ck_assert_uint_eq(in_use_of(four, MI + 1), MI + 512); /* above it */
+    ck_assert_uint_eq(in_use_of("thread_cache=true,size_classes=1", 4608), 8 * KI);
+    ck_assert_uint_eq(in_use_of("thread_cache=true,size_classes=16", 4608), 4608);
+    ck_assert_uint_eq(in_use_of("thread_cache=true,size_classes=16", 100 * KI + 1), 104 * KI);
+    ck_assert_uint_eq(in_use_of("thread_cache=true,size_classes=0", 4608), 4608);
+    ck_assert_uint_eq(in_use_of("thread_cache=false,size_classes=4", 4608), 4608);
+    ck_assert_uint_eq(in_use_of("thread_cache=true,size_classes=4,round=4K", 4097), 8 * KI);
+    ck_assert_uint_eq(in_use_of("thread_cache=true,size_classes=4,round=4K", 20 * KI + 1), 24 * KI);
+
+    /* A block freed for 4.5 KiB serves 4.6 KiB from the cache, with no
+     * locked operation; then the stats count the new size. */
+    fx_t *f = fx_new(false, 64 * KI, four);
+    void *keep = fx_alloc(f, 16 * KI, 1);
+    void *p = fx_alloc(f, 4608, 1);
+    fx_free(f, p, 1);
+    uint64_t allocs = f->bm->c.allocs;
+    void *q = fx_alloc(f, 4700, 1);
+    ck_assert_ptr_eq(q, p);
+    ck_assert_uint_eq(f->bm->c.allocs, allocs); /* the cache's hit */
+    gpuarena_stats_t st = fx_stats(f);
+    ck_assert_uint_eq(st.requested, 16 * KI + 4700);
+    ck_assert_uint_eq(st.in_use, 16 * KI + 5120);
+    /* Another class is not served from it. */
+    fx_free(f, q, 1);
+    void *r = fx_alloc(f, 6 * KI + 1, 1);
+    ck_assert_ptr_ne(r, p);
+    fx_free(f, r, 1);
+    fx_free(f, keep, 1);
+    fx_done(f);
+}
+END_TEST
+
 /* A block at or below thread_cache_max that the slots refuse (their byte
  * budget is full) waits in the large slot too, so that a free followed by
  * an allocation takes the lock once; it is out of other threads' reach
@@ -733,6 +792,10 @@ START_TEST(large_slot_serves_small_size)
 }
 END_TEST
 
+/* The cold-cache tests miss with sizes 512 bytes apart, which size
+ * classes would put into one class, and hit. */
+#define NO_CLASSES ",size_classes=0"
+
 /* Make the thread cache of stream 1 cold: misses, of sizes it never
  * held, until a window of them closes (the first allocation, before the
  * cache is made, is not one).  The manager counts what the cache holds
@@ -741,6 +804,8 @@ END_TEST
  * block's address. */
 static void *make_cold(fx_t *f)
 {
+    /* Each size its own key: no size classes (NO_CLASSES). */
+    ck_assert_uint_eq(f->bm->class_max, 0);
     void *last = NULL;
     ga_tcache_t *t = NULL;
     for (unsigned i = 0; i <= TC_WINDOW && !(t && t->cold); i++) {
@@ -762,7 +827,7 @@ static void *make_cold(fx_t *f)
  * manager: its count of live blocks tells whether a free kept it. */
 START_TEST(cache_goes_cold_and_warms_again)
 {
-    fx_t *f = fx_new(false, 64 * KI, "thread_cache=true");
+    fx_t *f = fx_new(false, 64 * KI, "thread_cache=true" NO_CLASSES);
     void *p = fx_alloc(f, 4 * KI, 1);
     fx_free(f, p, 1);
     ck_assert_uint_eq(f->bm->c.live, 1); /* held by the cache */
@@ -831,7 +896,7 @@ END_TEST
  * parked block back too. */
 START_TEST(cold_cache_parks_one_block)
 {
-    fx_t *f = fx_new(false, 64 * KI, "thread_cache=true,thread_cache_large=128K");
+    fx_t *f = fx_new(false, 64 * KI, "thread_cache=true,thread_cache_large=128K" NO_CLASSES);
     void *keep[3] = {fx_alloc(f, 40 * KI, 1), fx_alloc(f, 192 * KI, 1), fx_alloc(f, 8 * KI, 1)};
     void *last = make_cold(f);
     ga_tcache_t *t = ga_tcache_find(f->bm, 1);
@@ -2139,6 +2204,7 @@ int main(void)
     tcase_add_test(reuse, large_slot_hint_spans_arenas);
     tcase_add_test(reuse, large_slots_of_two_arenas);
     tcase_add_test(reuse, requested_peak_with_other_arenas_cached);
+    tcase_add_test(reuse, size_classes_round_cached_requests);
     tcase_add_test(reuse, slots_full_block_waits_in_large_slot);
     tcase_add_test(reuse, large_slot_serves_small_size);
     tcase_add_test(reuse, cache_goes_cold_and_warms_again);

@@ -415,6 +415,12 @@ START_TEST(bounds)
     bound(D, "thread_cache_count", "0", NULL);
     bound(D, "thread_cache_count", "1025", NULL);
     bound(D, "thread_cache_count", "8K", NULL);
+    bound(D, "size_classes", "0", "0");
+    bound(D, "size_classes", "1", "1");
+    bound(D, "size_classes", "16", "16");
+    bound(D, "size_classes", "3", NULL);
+    bound(D, "size_classes", "32", NULL);
+    bound(D, "size_classes", "4K", NULL);
     bound(D, "peer_access", "yes", "true");
     bound(D, "pool", "arena", "arena");
     bound(D, "pool", "driver", "driver");

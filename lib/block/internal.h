@@ -298,6 +298,11 @@ struct ga_bm {
     bool plain;           /* no hints, no zeros: a new block needs nothing more */
     bool guard;           /* host_guard(): events and host-visible memory */
     size_t tc_limit;      /* largest block a thread cache may hold (either kind of slot) */
+    /* Requests up to CLASS_MAX bytes are rounded up to size classes
+     * (block.c, class_round), the others to ROUND; CLASS_MASK[f] is the
+     * class step minus one for requests of 2^f + 1 to 2^(f+1) bytes. */
+    size_t class_max;
+    size_t class_mask[64];
     ga_direct_t d;
 
     ga_segment_t *segs;              /* every segment */

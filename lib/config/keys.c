@@ -163,6 +163,10 @@ static const ga_key_t keys[] = {
      "arena's lock"},
     {"thread_cache_count", GA_KEY_UINT, GA_KINDS_ALL, FIELD(thread_cache_count), 1, 1024, 0, NULL,
      "an integer from 1 to 1024", "blocks per size class a thread cache holds"},
+    {"size_classes", GA_KEY_UINT, GA_KINDS_ALL, FIELD(size_classes), 1, 16,
+     GA_KEY_POW2 | GA_KEY_ZERO_OK, NULL, "0 or a power of two from 1 to 16",
+     "sizes per power of two to which requests of at most thread_cache_max are rounded up, so "
+     "that a cached block serves every request of its size class (0: round only to round)"},
     {"sim_event_delay", GA_KEY_UINT, K_SIM, FIELD(sim_event_delay), 0, 1000000, 0, NULL,
      "an integer from 0 to 1000000", "provider operations before a simulated event completes"},
     {"sim_capacity", GA_KEY_SIZE, K_SIM, FIELD(sim_capacity), 0, SIZE_MAX, 0, no_limit_zero,
@@ -228,6 +232,9 @@ void ga_config_defaults(gpuarena_kind_t kind, ga_settings_t *s)
     s->thread_cache_bytes = kind == GPUARENA_PINNED ? (size_t)32 << 20 : (size_t)4 << 20;
     s->thread_cache_large = (size_t)64 << 20;
     s->thread_cache_count = 8;
+    /* Pinned staging buffers come back at the sizes they were asked for,
+     * and rounding would pin host memory that nothing uses. */
+    s->size_classes = kind == GPUARENA_PINNED ? 0 : 4;
     s->sim_event_delay = 4;
     s->numa = kind == GPUARENA_PINNED ? GA_NUMA_NEAREST : GA_NUMA_LOCAL;
     s->pool = GA_POOL_ARENA;

@@ -77,6 +77,7 @@ typedef struct ga_settings {
     unsigned thread_cache_count; /* blocks per size class per thread */
     size_t thread_cache_bytes;   /* bytes per thread, stream and arena */
     size_t thread_cache_large;   /* largest block of the one-block large slot */
+    unsigned size_classes;       /* sizes per power of two for cacheable requests (0: none) */
     /* Sim provider. */
     unsigned sim_event_delay; /* operations before a sim event completes */
     size_t sim_capacity;      /* bytes the sim provider can map (0: no limit) */
