@@ -580,14 +580,28 @@ START_TEST(large_slot_held_until_next_locked_op)
 }
 END_TEST
 
-/* Whether a large slot may hold a block is one hint per thread, for
+/* Two managers with the same OPTS, for the tests of one thread's caches
+ * of several arenas; fx_done_pair ends them. */
+static void fx_pair(const char *opts, fx_t **f, fx_t **g)
+{
+    *f = fx_new(false, 64 * KI, opts);
+    *g = fx_new(false, 64 * KI, opts);
+}
+
+static void fx_done_pair(fx_t *f, fx_t *g)
+{
+    fx_done(f);
+    fx_done(g);
+}
+
+/* How many large slots may hold a block is one count per thread, for
  * every arena: a locked operation on another arena finds the block and
- * leaves the hint set, so the next locked operation on the first still
+ * leaves it counted, so the next locked operation on the first still
  * gives the block back. */
 START_TEST(large_slot_hint_spans_arenas)
 {
-    fx_t *f = fx_new(false, 64 * KI, SEG_OPTS ",thread_cache=true,thread_cache_max=8K");
-    fx_t *g = fx_new(false, 64 * KI, SEG_OPTS ",thread_cache=true,thread_cache_max=8K");
+    fx_t *f, *g;
+    fx_pair(SEG_OPTS ",thread_cache=true,thread_cache_max=8K", &f, &g);
     void *p = fx_alloc(f, 32 * KI, 1), *keep = fx_alloc(f, 32 * KI, 1);
     fx_free(f, p, 1); /* into F's large slot */
     ck_assert_uint_eq(f->bm->c.live, 2);
@@ -596,8 +610,7 @@ START_TEST(large_slot_hint_spans_arenas)
     fx_free(f, keep, 1); /* the slot is taken: locked, and P goes back first */
     ck_assert_uint_eq(f->bm->c.live, 0);
     fx_free(g, x, 1);
-    fx_done(f);
-    fx_done(g);
+    fx_done_pair(f, g);
 }
 END_TEST
 
@@ -608,8 +621,8 @@ END_TEST
  * another cache of the arena (another stream's) was used since. */
 START_TEST(large_slots_of_two_arenas)
 {
-    const char *opts = SEG_OPTS ",thread_cache=true,thread_cache_max=8K";
-    fx_t *f = fx_new(false, 64 * KI, opts), *g = fx_new(false, 64 * KI, opts);
+    fx_t *f, *g;
+    fx_pair(SEG_OPTS ",thread_cache=true,thread_cache_max=8K", &f, &g);
     void *w = fx_alloc(f, 4 * KI, 2);
     fx_free(f, w, 2); /* F's cache of stream 2, in a slot */
     void *p = fx_alloc(f, 32 * KI, 1), *keep = fx_alloc(f, 32 * KI, 1);
@@ -641,8 +654,7 @@ START_TEST(large_slots_of_two_arenas)
     fx_free(f, z, 2);
     fx_free(g, y, 1);
     fx_free(g, r, 1);
-    fx_done(f);
-    fx_done(g);
+    fx_done_pair(f, g);
 }
 END_TEST
 
@@ -652,8 +664,8 @@ END_TEST
  * all, and those of the other arenas' caches do not count. */
 START_TEST(requested_peak_with_other_arenas_cached)
 {
-    const char *opts = SEG_OPTS ",thread_cache=true";
-    fx_t *f = fx_new(false, 64 * KI, opts), *g = fx_new(false, 64 * KI, opts);
+    fx_t *f, *g;
+    fx_pair(SEG_OPTS ",thread_cache=true", &f, &g);
     void *x = fx_alloc(g, 24 * KI, 1);
     fx_free(g, x, 1); /* G's cache holds 24K: minus 24K for G's user */
     void *p = fx_alloc(f, 48 * KI, 1);
@@ -667,8 +679,7 @@ START_TEST(requested_peak_with_other_arenas_cached)
     ck_assert_uint_eq(st.requested_peak, 40 * KI); /* not 88K, nor 64K */
     ck_assert_uint_eq(st.in_use_peak, 40 * KI);
     fx_free(f, q, 1);
-    fx_done(f);
-    fx_done(g);
+    fx_done_pair(f, g);
 }
 END_TEST
 
