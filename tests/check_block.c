@@ -899,6 +899,34 @@ START_TEST(cache_goes_cold_and_warms_again)
 }
 END_TEST
 
+/* Sizes above thread_cache_max, which no slot holds, do not count for
+ * going cold: a thread whose allocations are mostly of such sizes keeps
+ * the cache of its small ones (here four misses of 12K to each hit of
+ * 4K; counted, they made the cache cold within 32 hits). */
+START_TEST(large_misses_leave_the_cache_warm)
+{
+    fx_t *f = fx_new(false, 64 * KI, SEG_OPTS ",thread_cache=true,thread_cache_max=8K");
+    void *q = fx_alloc(f, 4 * KI, 1);
+    fx_free(f, q, 1);
+    ga_tcache_t *t = ga_tcache_find(f->bm, 1);
+    ck_assert_ptr_nonnull(t);
+    enum { N = 2 * TC_WINDOW };
+    static void *r[4 * N];
+    for (unsigned i = 0; i < N; i++) {
+        uint64_t allocs = f->bm->c.allocs;
+        q = fx_alloc(f, 4 * KI, 1);
+        ck_assert_uint_eq(f->bm->c.allocs, allocs); /* a hit */
+        fx_free(f, q, 1);
+        for (unsigned k = 0; k < 4; k++)
+            r[4 * i + k] = fx_alloc(f, 12 * KI, 1); /* kept live: a miss */
+        ck_assert_msg(!t->cold, "cold after %u hits", i + 1);
+    }
+    for (unsigned i = 0; i < 4 * N; i++)
+        fx_free(f, r[i], 1);
+    fx_done(f);
+}
+END_TEST
+
 /* A cold cache's large slot: one block of at most thread_cache_large,
  * held from its free to the thread's next locked operation (an
  * allocation that misses, or a free the cache does not take), which
@@ -2220,6 +2248,7 @@ int main(void)
     tcase_add_test(reuse, large_slot_serves_small_size);
     tcase_add_test(reuse, cache_goes_cold_and_warms_again);
     tcase_add_test(reuse, cold_cache_parks_one_block);
+    tcase_add_test(reuse, large_misses_leave_the_cache_warm);
     tcase_add_test(reuse, host_stream_public_api);
     tcase_add_test(reuse, record_stream_keeps_block_pending);
     tcase_add_test(reuse, record_stream_event_failure_is_safe);

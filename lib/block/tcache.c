@@ -41,8 +41,10 @@
  * on each free and their probe on each allocation are wasted: a warm
  * cache cost about a tenth more per free + alloc than no cache at all
  * (measured on an H200 host with bench_churn, 114 against 103 ns).  So a
- * cache counts its misses, and when fewer than a quarter of its probes
- * hit over a window of TC_WINDOW misses it goes cold: it is flushed
+ * cache counts its misses of the sizes its slots may hold (at most
+ * thread_cache_max: larger ones miss whatever it does), and when fewer
+ * than a quarter of its probes hit over a window of TC_WINDOW such misses
+ * it goes cold: it is flushed
  * once, its slots take no more blocks, and its probes only ask a table
  * of ghost keys (the last size freed into each slot) whether a warm
  * cache would have held the size.  Its large slot still takes a block

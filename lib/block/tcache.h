@@ -19,7 +19,7 @@
  * pair.  With 32, the classes of a random mix of sizes crowded each
  * other out and the cache went cold (bench_churn: 1184 instructions a
  * free + alloc against 897 with 128). */
-#define TC_SLOTS 128
+#define TC_SLOTS     128
 #define TC_MAX_COUNT 32
 
 struct ga_tcache {
@@ -283,8 +283,14 @@ ga_tcache_take(ga_bm_t *bm, uint64_t id, size_t rounded, size_t size, ga_stream_
      * raised the replay of resnet50_train on fixed segments from 1.062 to
      * 1.120 times its peak request (bench_fragmentation), for pairs that
      * a cold cache sees rarely: when they are common, it warms. */
+    /* Only the sizes that the slots may hold count for going cold and
+     * warm again: a size above thread_cache_max misses whatever the
+     * cache does, and a program whose allocations are mostly such sizes
+     * would otherwise lose the cache of its small ones. */
+    bool counts = rounded <= bm->set.thread_cache_max;
     if (t->cold) {
-        tc_cold_probe(t, rounded, bm->round_shift);
+        if (counts)
+            tc_cold_probe(t, rounded, bm->round_shift);
         return false;
     }
     bool locked = tc_owner_enter(t);
@@ -313,7 +319,8 @@ ga_tcache_take(ga_bm_t *bm, uint64_t id, size_t rounded, size_t size, ga_stream_
     }
     if (!b) {
         tc_owner_leave(t, locked);
-        tc_missed(bm, t);
+        if (counts)
+            tc_missed(bm, t);
         return false;
     }
     atomic_store_explicit(&b->cached, 0, memory_order_relaxed);
@@ -386,8 +393,10 @@ __attribute__((always_inline)) static inline void tc_kept(ga_bm_t *bm, ga_tcache
 static inline bool tc_free_cold(ga_bm_t *bm, ga_tcache_t *t, ga_block_t *b, ga_stream_t s)
 {
     /* Its size is remembered, so that the probes can tell when a warm
-     * cache would hit again. */
-    t->ghost[tc_slot_of(b->size, bm->round_shift)] = b->size;
+     * cache would hit again: a size the slots may hold (the probes of
+     * others do not count). */
+    if (b->size <= bm->set.thread_cache_max)
+        t->ghost[tc_slot_of(b->size, bm->round_shift)] = b->size;
     if (b->size > bm->set.thread_cache_large)
         return false;
     /* The large slot is read inside: a remote flush may be emptying it. */
