@@ -927,6 +927,40 @@ START_TEST(large_misses_leave_the_cache_warm)
 }
 END_TEST
 
+/* Before a growable segment grows for a thread, the thread's caches of
+ * the arena give their blocks back when they hold as much as the
+ * request: a block cached for another size class then serves it, with
+ * nothing mapped.  Fixed segments keep the cache as it is. */
+START_TEST(caches_give_back_before_growing)
+{
+    for (int growable = 1; growable >= 0; growable--) {
+        fx_t *f = fx_new(growable, 64 * KI, SEG_OPTS ",thread_cache=true");
+        void *p = fx_alloc(f, 64 * KI, 1), *keep = fx_alloc(f, 64 * KI, 1);
+        fx_free(f, p, 1); /* into the thread cache */
+        ck_assert_uint_eq(f->bm->c.live, 2);
+        uint64_t maps = fx_stats(f).provider_maps;
+        void *q = fx_alloc(f, 48 * KI, 1); /* another class: a miss */
+        if (growable) {
+            ck_assert_ptr_eq(q, p);
+            ck_assert_uint_eq(fx_stats(f).provider_maps, maps);
+        } else {
+            ck_assert_ptr_ne(q, p);
+            ck_assert_uint_eq(fx_stats(f).provider_maps, maps + 1);
+        }
+        /* A request larger than what the cache holds leaves it be. */
+        void *r = fx_alloc(f, 16 * KI, 1);
+        fx_free(f, r, 1); /* cached: 16K */
+        uint64_t live = f->bm->c.live;
+        void *big = fx_alloc(f, 192 * KI, 1);
+        ck_assert_uint_eq(f->bm->c.live, live + 1); /* the 16K block still cached */
+        fx_free(f, big, 1);
+        fx_free(f, q, 1);
+        fx_free(f, keep, 1);
+        fx_done(f);
+    }
+}
+END_TEST
+
 /* A cold cache's large slot: one block of at most thread_cache_large,
  * held from its free to the thread's next locked operation (an
  * allocation that misses, or a free the cache does not take), which
@@ -2249,6 +2283,7 @@ int main(void)
     tcase_add_test(reuse, cache_goes_cold_and_warms_again);
     tcase_add_test(reuse, cold_cache_parks_one_block);
     tcase_add_test(reuse, large_misses_leave_the_cache_warm);
+    tcase_add_test(reuse, caches_give_back_before_growing);
     tcase_add_test(reuse, host_stream_public_api);
     tcase_add_test(reuse, record_stream_keeps_block_pending);
     tcase_add_test(reuse, record_stream_event_failure_is_safe);

@@ -633,8 +633,8 @@ START_TEST(error_messages)
     expect_error("[device]\nsmall_segment = 512K\n",
                  "t.conf:2: key 'device.small_segment': 512K is smaller than small_max (1M)");
     expect_error(
-        "[host]\nthread_cache_max = 8M\n",
-        "t.conf:2: key 'host.thread_cache_max': 8M is larger than thread_cache_bytes (4M)");
+        "[host]\nthread_cache_max = 32M\n",
+        "t.conf:2: key 'host.thread_cache_max': 32M is larger than thread_cache_bytes (16M)");
 
     /* a NUL byte and an overlong line */
     gpuarena_status_t st;

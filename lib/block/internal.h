@@ -396,6 +396,10 @@ static inline bool host_guard(const ga_bm_t *bm)
 /* tcache.c (the fast path, alloc and free, is inline in tcache.h) */
 /* Return every cached block of BM to it (the manager's lock held). */
 void ga_tcache_flush_all(ga_bm_t *bm);
+/* Return the blocks that the calling thread's own caches of BM hold, if
+ * they come to NEED bytes or more (the manager's lock held); whether
+ * they did. */
+bool ga_tcache_flush_own(ga_bm_t *bm, size_t need);
 /* Sum of the corrections of every cache of BM. */
 void ga_tcache_deltas(ga_bm_t *bm, int64_t *req, int64_t *inuse, uint64_t *allocs, uint64_t *frees,
                       uint64_t *hits);

@@ -297,6 +297,31 @@ ga_tcache_t *ga_tcache_create(ga_bm_t *bm, ga_stream_t s)
     return t;
 }
 
+/* The bytes T holds (entered, or read as a hint). */
+static size_t held(const ga_tcache_t *t)
+{
+    return t->bytes + (t->large ? t->large->size : 0);
+}
+
+bool ga_tcache_flush_own(ga_bm_t *bm, size_t need)
+{
+    size_t sum = 0;
+    for (ga_tcache_t *t = ga_tc_list; t; t = t->t_next)
+        if (atomic_load_explicit(&t->bm, memory_order_relaxed) == bm)
+            sum += held(t);
+    if (sum < need || !sum)
+        return false; /* no block of NEED bytes could come of them */
+    for (ga_tcache_t *t = ga_tc_list; t; t = t->t_next) {
+        if (atomic_load_explicit(&t->bm, memory_order_relaxed) != bm)
+            continue;
+        bool locked = tc_owner_enter(t);
+        if (t->bm == bm)
+            flush(t);
+        tc_owner_leave(t, locked);
+    }
+    return true;
+}
+
 void ga_tcache_flush_all(ga_bm_t *bm)
 {
     pthread_mutex_lock(&bm->tc_lock);
