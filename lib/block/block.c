@@ -584,6 +584,13 @@ static gpuarena_status_t seg_unmap(ga_bm_t *bm, ga_segment_t *g)
     return GPUARENA_SUCCESS;
 }
 
+/* Whether new memory comes from growing a reservation (growable
+ * segments) rather than from mapping fixed segments. */
+static inline bool grows_in_place(const ga_bm_t *bm)
+{
+    return bm->prov->growable && bm->set.expandable;
+}
+
 /* The growable segment of class CLS, reserved on first use. */
 static gpuarena_status_t seg_growable(ga_bm_t *bm, int cls, ga_segment_t **out)
 {
@@ -1049,7 +1056,7 @@ static ga_block_t *find_other(ga_bm_t *bm, int cls, size_t rs, ga_stream_t s, ga
 static gpuarena_status_t grow(ga_bm_t *bm, int cls, size_t rs, ga_stream_t s, ga_block_t **out)
 {
     ga_provider_t *pv = bm->prov;
-    bool growable = pv->growable && bm->set.expandable;
+    bool growable = grows_in_place(bm);
     size_t gran = pv->granule;
 
     /* Fixed segments: whole free segments that could not serve this
@@ -1254,8 +1261,7 @@ static __attribute__((noinline)) gpuarena_status_t alloc_miss(ga_bm_t *bm, int c
      * (gpt2_generate_varlen 1.129 against 1.090), if still less than
      * PyTorch's.  Other threads' caches are left alone: reaching them
      * costs a barrier, which only the out-of-memory path below pays. */
-    if (bm->set.thread_cache && bm->prov->growable && bm->set.expandable &&
-        ga_tcache_flush_own(bm, rs)) {
+    if (bm->set.thread_cache && grows_in_place(bm) && ga_tcache_flush_own(bm, rs)) {
         b = find_free(bm, cls, rs, s);
         if (b) {
             bm->c.hits++;

@@ -131,6 +131,16 @@ static void flush(ga_tcache_t *t)
     }
 }
 
+/* The owner gives back every block T holds, if T is still BM's (BM's
+ * lock held). */
+static void owner_flush(ga_bm_t *bm, ga_tcache_t *t)
+{
+    bool locked = tc_owner_enter(t);
+    if (t->bm == bm)
+        flush(t);
+    tc_owner_leave(t, locked);
+}
+
 /* Give T's parked block back, if it still holds one (T is BM's).
  * Whether it did. */
 static bool drop_one(ga_bm_t *bm, ga_tcache_t *t)
@@ -174,10 +184,7 @@ bool ga_tcache_drop_parked(ga_bm_t *bm)
 void ga_tcache_cool(ga_bm_t *bm, ga_tcache_t *t)
 {
     ga_lock(&bm->lock);
-    bool locked = tc_owner_enter(t);
-    if (t->bm == bm)
-        flush(t);
-    tc_owner_leave(t, locked);
+    owner_flush(bm, t);
     ga_bm_enforce_cap(bm); /* what went back counts as cached now */
     ga_unlock(&bm->lock);
     memset(t->ghost, 0, sizeof t->ghost);
@@ -311,14 +318,9 @@ bool ga_tcache_flush_own(ga_bm_t *bm, size_t need)
             sum += held(t);
     if (sum < need || !sum)
         return false; /* no block of NEED bytes could come of them */
-    for (ga_tcache_t *t = ga_tc_list; t; t = t->t_next) {
-        if (atomic_load_explicit(&t->bm, memory_order_relaxed) != bm)
-            continue;
-        bool locked = tc_owner_enter(t);
-        if (t->bm == bm)
-            flush(t);
-        tc_owner_leave(t, locked);
-    }
+    for (ga_tcache_t *t = ga_tc_list; t; t = t->t_next)
+        if (atomic_load_explicit(&t->bm, memory_order_relaxed) == bm)
+            owner_flush(bm, t);
     return true;
 }
 
