@@ -128,6 +128,31 @@ gpuarena_status_t gpuarena_kind(const gpuarena_t *a, gpuarena_kind_t *kind, int 
     return GPUARENA_SUCCESS;
 }
 
+/* The traced halves of gpuarena_alloc and gpuarena_free, out of line:
+ * the untraced calls then save and restore fewer registers (bench_churn
+ * by cachegrind: 851 instructions a free + alloc against 860). */
+static __attribute__((noinline)) gpuarena_status_t alloc_traced(gpuarena_t *a, size_t size,
+                                                                gpuarena_stream_t stream,
+                                                                ga_stream_t s, bool unchecked,
+                                                                void **ptr)
+{
+    gpuarena_status_t st = ga_bm_alloc_on(a->bm, size, s, ptr, unchecked);
+    if (st == GPUARENA_SUCCESS)
+        ga_trace_record_alloc(a, a->kind, a->device, *ptr, size, stream);
+    return st;
+}
+
+static __attribute__((noinline)) gpuarena_status_t
+free_traced(gpuarena_t *a, void *ptr, gpuarena_stream_t stream, ga_stream_t s, bool unchecked)
+{
+    /* Around the free: PTR may be handed out again at once, and the free
+     * may yet be refused (trace.h). */
+    uint64_t id = ga_trace_free_begin(a, a->kind, a->device, ptr);
+    gpuarena_status_t st = ga_bm_free_on(a->bm, ptr, s, unchecked);
+    ga_trace_free_end(a, a->kind, a->device, ptr, id, stream, st == GPUARENA_SUCCESS);
+    return st;
+}
+
 gpuarena_status_t gpuarena_alloc(gpuarena_t *a, size_t size, gpuarena_stream_t stream, void **ptr)
 {
     if (!a || !ptr)
@@ -148,10 +173,9 @@ gpuarena_status_t gpuarena_alloc(gpuarena_t *a, size_t size, gpuarena_stream_t s
     if (st != GPUARENA_SUCCESS && st != GA_UNCHECKED)
         return st;
     /* GA_UNCHECKED: the legacy stream (ga_gpuctx_stream_resolve). */
-    st = ga_bm_alloc_on(a->bm, size, s, ptr, st == GA_UNCHECKED);
-    if (st == GPUARENA_SUCCESS && ga_trace_on())
-        ga_trace_record_alloc(a, a->kind, a->device, *ptr, size, stream);
-    return st;
+    if (__builtin_expect(ga_trace_on(), 0))
+        return alloc_traced(a, size, stream, s, st == GA_UNCHECKED, ptr);
+    return ga_bm_alloc_on(a->bm, size, s, ptr, st == GA_UNCHECKED);
 }
 
 gpuarena_status_t gpuarena_free(gpuarena_t *a, void *ptr, gpuarena_stream_t stream)
@@ -168,14 +192,9 @@ gpuarena_status_t gpuarena_free(gpuarena_t *a, void *ptr, gpuarena_stream_t stre
     gpuarena_status_t st = ga_arena_stream(a, stream, true, &s);
     if (st != GPUARENA_SUCCESS && st != GA_UNCHECKED)
         return st;
-    if (!ga_trace_on())
-        return ga_bm_free_on(a->bm, ptr, s, st == GA_UNCHECKED);
-    /* Around the free: PTR may be handed out again at once, and the free
-     * may yet be refused (trace.h). */
-    uint64_t id = ga_trace_free_begin(a, a->kind, a->device, ptr);
-    st = ga_bm_free_on(a->bm, ptr, s, st == GA_UNCHECKED);
-    ga_trace_free_end(a, a->kind, a->device, ptr, id, stream, st == GPUARENA_SUCCESS);
-    return st;
+    if (__builtin_expect(ga_trace_on(), 0))
+        return free_traced(a, ptr, stream, s, st == GA_UNCHECKED);
+    return ga_bm_free_on(a->bm, ptr, s, st == GA_UNCHECKED);
 }
 
 gpuarena_status_t gpuarena_record_stream(gpuarena_t *a, void *ptr, gpuarena_stream_t stream)
