@@ -4,7 +4,8 @@
  * or cuMemRelease that fails while cached memory is given back, a commit
  * whose undo cannot unmap, a wait that fails after the driver's pool has
  * handed out a block.  Each test requires that the block manager's view
- * stays what the driver holds, and that the arena keeps serving.
+ * stays what the driver holds, and that the arena keeps serving.  And
+ * for what a one-GPU host cannot show: peer access to several GPUs.
  *
  * The library opens dlopen("libcuda.so.1"), so this program re-executes
  * itself with LD_LIBRARY_PATH at the fake's directory (as check_cuda does
@@ -43,6 +44,8 @@ static struct {
     void (*blocking_capture)(int on);
     void (*capture)(void *stream);
     long (*count)(const char *what);
+    void (*devices)(int n, unsigned peers);
+    int (*access)(int pool, int *ids, int max);
 } fake;
 
 /* The fake's controls, from the libcuda.so.1 the library opens too. */
@@ -65,6 +68,8 @@ static void fake_open(void)
     GET(blocking_capture, "fakecuda_blocking_capture");
     GET(capture, "fakecuda_capture");
     GET(count, "fakecuda_count");
+    GET(devices, "fakecuda_devices");
+    GET(access, "fakecuda_access");
 #undef GET
 }
 
@@ -289,6 +294,55 @@ START_TEST(driver_pool_under_max_reserved)
         ck_assert_int_eq(gpuarena_free(a, p[i], HOST), GPUARENA_SUCCESS);
     ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_SUCCESS);
     ck_assert_int_eq(fake.pool_blocks(), 0);
+}
+END_TEST
+
+/* The last access list the fake was given (POOL: cuMemPoolSetAccess,
+ * else cuMemSetAccess), as a string of ordinals: "0 2 3". */
+static const char *access_list(int pool)
+{
+    static char buf[256];
+    int ids[64], n = fake.access(pool, ids, 64), at = 0;
+    buf[0] = 0;
+    for (int i = 0; i < n && i < 64; i++)
+        at += snprintf(buf + at, sizeof buf - (size_t)at, "%s%d", i ? " " : "", ids[i]);
+    return buf;
+}
+
+/* peer_access on a machine of four GPUs, of which devices 2 and 3 can
+ * reach device 0's memory and device 1 cannot: a growable segment of
+ * device 0 is mapped for device 0 and its two peers, in one
+ * cuMemSetAccess, and the driver's pool is opened to the two peers
+ * (device 0 has its own memory already).  Without the key, device 0
+ * alone, and the pool is opened to nobody. */
+START_TEST(peer_access_opens_to_the_peers)
+{
+    fake_open();
+    fake.devices(4, 1u << 2 | 1u << 3);
+    const char *keys[2] = {"expandable=true,thread_cache=false",
+                           "expandable=true,thread_cache=false,peer_access=true"};
+    const char *want[2] = {"0", "0 2 3"};
+    for (int k = 0; k < 2; k++) {
+        gpuarena_t *a = NULL;
+        ck_assert_msg(gpuarena_create(GPUARENA_DEVICE, 0, keys[k], &a) == GPUARENA_SUCCESS,
+                      "%s: %s", keys[k], gpuarena_last_error());
+        void *p = NULL;
+        ck_assert_int_eq(gpuarena_alloc(a, 8 * MIB, HOST, &p), GPUARENA_SUCCESS);
+        ck_assert_str_eq(access_list(0), want[k]);
+        ck_assert_int_eq(gpuarena_free(a, p, HOST), GPUARENA_SUCCESS);
+        ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_SUCCESS);
+    }
+    gpuarena_t *a = NULL;
+    ck_assert_int_eq(gpuarena_create(GPUARENA_DEVICE, 0, "pool=driver", &a), GPUARENA_SUCCESS);
+    ck_assert_str_eq(access_list(1), "");
+    ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_create(GPUARENA_DEVICE, 0, "pool=driver,peer_access=true", &a),
+                     GPUARENA_SUCCESS);
+    ck_assert_str_eq(access_list(1), "2 3");
+    void *p = NULL;
+    ck_assert_int_eq(gpuarena_alloc(a, 1 * MIB, HOST, &p), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_free(a, p, HOST), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_SUCCESS);
 }
 END_TEST
 
@@ -654,11 +708,11 @@ int main(int argc, char **argv)
         return EXIT_FAILURE;
     }
     const TTest *tests[] = {
-        decommit_stops_where_unmap_fails,      decommit_retries_a_failed_unmap,
-        release_failure_still_unmaps,          failed_commit_undo_does_not_wedge,
-        driver_pool_frees_when_the_wait_fails, driver_pool_under_max_reserved,
-        legacy_stream_asks_only_off_the_cache, free_on_a_captured_stream,
-        device_arena_in_a_forked_child,        fork_during_the_driver_load,
-        out_of_memory_and_trim_spare_a_capture};
+        decommit_stops_where_unmap_fails,       decommit_retries_a_failed_unmap,
+        release_failure_still_unmaps,           failed_commit_undo_does_not_wedge,
+        driver_pool_frees_when_the_wait_fails,  driver_pool_under_max_reserved,
+        legacy_stream_asks_only_off_the_cache,  free_on_a_captured_stream,
+        device_arena_in_a_forked_child,         fork_during_the_driver_load,
+        out_of_memory_and_trim_spare_a_capture, peer_access_opens_to_the_peers};
     return ga_check_tests("fakecuda", 0, tests, sizeof tests / sizeof tests[0]);
 }

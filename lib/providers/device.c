@@ -192,19 +192,11 @@ static gpuarena_status_t setup(device_t *d, const ga_settings_t *s)
     d->access[0] = d->g.ordinal;
     d->access_count = 1;
     if (s->peer_access && d->base.growable) {
-        int n = 0;
-        st = ga_cuda_device_count(&n);
-        for (int i = 0; st == GPUARENA_SUCCESS && i < n && d->access_count < MAX_PEERS; i++) {
-            bool can = false;
-            if (i != d->g.ordinal)
-                st = ga_cuda_can_access_peer(i, d->g.ordinal, &can);
-            if (can)
-                d->access[d->access_count++] = i;
-        }
-        if (st != GPUARENA_SUCCESS)
-            return st;
+        int peers = 0;
+        st = ga_gpuctx_peers(&d->g, d->access + 1, MAX_PEERS - 1, &peers);
+        d->access_count += peers;
     }
-    return GPUARENA_SUCCESS;
+    return st;
 }
 
 gpuarena_status_t ga_device_provider_create(int device, const ga_settings_t *s, ga_provider_t **out)

@@ -225,15 +225,8 @@ static gpuarena_status_t setup(driverpool_t *d, const ga_settings_t *s)
     bool events = s->cross_stream != GA_CROSS_NEVER;
     st = ga_cuda_pool_set_reuse(d->pool, events, events, s->cross_stream == GA_CROSS_WAIT);
     if (st == GPUARENA_SUCCESS && s->peer_access) {
-        int n = 0, peers[MAX_PEERS], count = 0;
-        st = ga_cuda_device_count(&n);
-        for (int i = 0; st == GPUARENA_SUCCESS && i < n && count < MAX_PEERS; i++) {
-            bool can = false;
-            if (i != d->g.ordinal)
-                st = ga_cuda_can_access_peer(i, d->g.ordinal, &can);
-            if (can)
-                peers[count++] = i;
-        }
+        int peers[MAX_PEERS], count = 0;
+        st = ga_gpuctx_peers(&d->g, peers, MAX_PEERS, &count);
         if (st == GPUARENA_SUCCESS && count)
             st = ga_cuda_pool_set_access(d->pool, peers, count);
     }

@@ -30,6 +30,21 @@ gpuarena_status_t ga_gpuctx_init(ga_gpuctx_t *g, int device)
     return GPUARENA_SUCCESS;
 }
 
+gpuarena_status_t ga_gpuctx_peers(const ga_gpuctx_t *g, int *peers, int max, int *count)
+{
+    int n = 0;
+    *count = 0;
+    gpuarena_status_t st = ga_cuda_device_count(&n);
+    for (int i = 0; st == GPUARENA_SUCCESS && i < n && *count < max; i++) {
+        bool can = false;
+        if (i != g->ordinal)
+            st = ga_cuda_can_access_peer(i, g->ordinal, &can);
+        if (can)
+            peers[(*count)++] = i;
+    }
+    return st;
+}
+
 void ga_gpuctx_fini(ga_gpuctx_t *g)
 {
     ga_cuda_scope_t sc;

@@ -45,6 +45,12 @@ gpuarena_status_t ga_gpuctx_init(ga_gpuctx_t *g, int device);
  * driver may be shut down at exit). */
 void ga_gpuctx_fini(ga_gpuctx_t *g);
 
+/* The devices that can reach G's device's memory (peer_access): their
+ * ordinals, at most MAX of them, in *COUNT.  G's device is not among
+ * them.  The device (growable segments) and driver-pool providers grant
+ * them access. */
+gpuarena_status_t ga_gpuctx_peers(const ga_gpuctx_t *g, int *peers, int max, int *count);
+
 static inline gpuarena_status_t ga_gpuctx_enter(ga_gpuctx_t *g, ga_cuda_scope_t *sc)
 {
     return ga_cuda_enter(g->ctx, sc);

@@ -1,13 +1,12 @@
 /*
  * fakecuda.c - a fake libcuda.so.1 for `make check' (never installed): one
- * GPU and just enough of the driver API for the device provider (fixed,
- * growable and driver-pool paths), with a record of the mappings, handles
- * and pool blocks it holds, and failures made on demand.  It exists for
- * the driver's failures that no real GPU makes when asked (a cuMemUnmap or
- * cuMemRelease that fails), so that gpuarena's handling of them is tested
- * on every machine.  check_fakecuda.c runs with LD_LIBRARY_PATH at this
- * library's directory, so that lib/cuda/cuda.c's dlopen("libcuda.so.1")
- * finds it; the test reaches the fakecuda_* functions below with dlsym.
+ * GPU (or several, fakecuda_devices) and just enough of the driver API for the device provider
+ * (fixed, growable and driver-pool paths), with a record of the mappings, handles and pool blocks
+ * it holds, and failures made on demand.  It exists for the driver's failures that no real GPU
+ * makes when asked (a cuMemUnmap or cuMemRelease that fails), so that gpuarena's handling of them
+ * is tested on every machine.  check_fakecuda.c runs with LD_LIBRARY_PATH at this library's
+ * directory, so that lib/cuda/cuda.c's dlopen("libcuda.so.1") finds it; the test reaches the
+ * fakecuda_* functions below with dlsym.
  *
  * Only what gpuarena looks up is here; any other symbol reads as missing.
  */
@@ -30,6 +29,8 @@ long fakecuda_pool_blocks(void);
 void fakecuda_blocking_capture(int on);
 void fakecuda_capture(CUstream s);
 long fakecuda_count(const char *what);
+void fakecuda_devices(int n, unsigned peers);
+int fakecuda_access(int pool, int *ids, int max);
 CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version, cuuint64_t flags,
                              CUdriverProcAddressQueryResult *status);
 
@@ -220,17 +221,56 @@ static CUresult f_version(int *v)
     return CUDA_SUCCESS;
 }
 
+/* Devices (fakecuda_devices): how many, and a bit per device that may
+ * reach device 0's memory (cuDeviceCanAccessPeer).  One, none, unless a
+ * test says otherwise. */
+static int n_devices = 1;
+static unsigned peer_mask;
+
+void fakecuda_devices(int n, unsigned peers)
+{
+    n_devices = n;
+    peer_mask = peers;
+}
+
+/* The devices named by the last cuMemSetAccess (POOL 0) or
+ * cuMemPoolSetAccess (POOL 1), in its order; how many there were. */
+#define ACCESS_MAX 64
+static struct {
+    int ids[ACCESS_MAX];
+    int n;
+} last_access[2];
+
+static void note_access(int pool, const CUmemAccessDesc *d, size_t n)
+{
+    pthread_mutex_lock(&lock);
+    last_access[pool].n = (int)n;
+    for (size_t i = 0; i < n && i < ACCESS_MAX; i++)
+        last_access[pool].ids[i] = d[i].location.id;
+    pthread_mutex_unlock(&lock);
+}
+
+int fakecuda_access(int pool, int *ids, int max)
+{
+    pthread_mutex_lock(&lock);
+    int n = last_access[pool].n;
+    for (int i = 0; i < n && i < max && i < ACCESS_MAX; i++)
+        ids[i] = last_access[pool].ids[i];
+    pthread_mutex_unlock(&lock);
+    return n;
+}
+
 static CUresult f_count(int *n)
 {
-    *n = 1;
+    *n = n_devices;
     return CUDA_SUCCESS;
 }
 
 static CUresult f_device_get(CUdevice *d, int ordinal)
 {
-    if (ordinal != 0)
+    if (ordinal < 0 || ordinal >= n_devices)
         return CUDA_ERROR_INVALID_DEVICE;
-    *d = 0;
+    *d = ordinal;
     return CUDA_SUCCESS;
 }
 
@@ -266,8 +306,9 @@ static CUresult f_total(size_t *bytes, CUdevice d)
 
 static CUresult f_peer(int *can, CUdevice a, CUdevice b)
 {
-    (void)a, (void)b;
-    *can = 0;
+    if (a < 0 || a >= n_devices || b < 0 || b >= n_devices)
+        return CUDA_ERROR_INVALID_DEVICE;
+    *can = b == 0 && a != 0 && (peer_mask >> a & 1);
     return CUDA_SUCCESS;
 }
 
@@ -549,9 +590,9 @@ static CUresult f_unmap(CUdeviceptr va, size_t size)
 
 static CUresult f_set_access(CUdeviceptr va, size_t size, const CUmemAccessDesc *desc, size_t n)
 {
-    (void)desc, (void)n;
     if (fails("cuMemSetAccess"))
         return CUDA_ERROR_UNKNOWN;
+    note_access(0, desc, n);
     return fakecuda_mapped(va, size) == size ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
@@ -583,7 +624,8 @@ static CUresult f_pool_get(CUmemoryPool pool, CUmemPool_attribute a, void *v)
 
 static CUresult f_pool_access(CUmemoryPool pool, const CUmemAccessDesc *d, size_t n)
 {
-    (void)pool, (void)d, (void)n;
+    (void)pool;
+    note_access(1, d, n);
     return CUDA_SUCCESS;
 }
 
