@@ -35,7 +35,9 @@
  * address reservation per size class whose granules are committed as
  * blocks need them and decommitted when cached memory is released.  HOLE
  * blocks stand for the unmapped parts and are found by fit like free ones,
- * so an allocation goes where it maps the fewest new granules.
+ * so an allocation goes where it maps the fewest new granules.  Mapping,
+ * growing and giving back are segment.c's; the records, split and merge
+ * they use are here, inline for the hot paths.
  *
  * Only the out-of-memory path blocks the host: it synchronises on the
  * outstanding events, releases every cached byte and retries once.
@@ -51,9 +53,6 @@
 #include "block/tcache.h"
 
 #include "errors.h"
-#ifdef GA_FAULT_INJECTION
-#include "providers/faulty.h"
-#endif
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -63,16 +62,6 @@
 /* Largest request accepted: far beyond any memory, far below overflow. */
 #define MAX_REQUEST ((size_t)1 << 60)
 #define SLAB_BLOCKS 256
-
-static inline size_t round_up(size_t n, size_t a)
-{
-    return (n + a - 1) & ~(a - 1);
-}
-
-static inline size_t round_down(size_t n, size_t a)
-{
-    return n & ~(a - 1);
-}
 
 /* SIZE (at least 1) rounded up to ROUND, and where it is at most
  * class_max, further to the next of the size_classes sizes that split
@@ -388,6 +377,37 @@ static inline ga_block_t *split(ga_bm_t *bm, ga_block_t *b, size_t size)
     return t;
 }
 
+/* The primitives above, out of line for segment.c (internal.h). */
+bool ga_bm_spare_records(ga_bm_t *bm)
+{
+    return spare_records(bm);
+}
+
+void ga_bm_pool_put(ga_bm_t *bm, ga_pool_t *p, ga_block_t *b)
+{
+    pool_put(bm, p, b);
+}
+
+void ga_bm_pool_take(ga_block_t *b)
+{
+    pool_take(b);
+}
+
+ga_block_t *ga_bm_split(ga_bm_t *bm, ga_block_t *b, size_t size)
+{
+    return split(bm, b, size);
+}
+
+ga_block_t *ga_bm_coalesce(ga_bm_t *bm, ga_pool_t *p, ga_block_t *b, uint64_t stamp)
+{
+    return coalesce_into(bm, p, b, stamp);
+}
+
+ga_pool_t *ga_bm_pool_find(ga_bm_t *bm, uint64_t id)
+{
+    return pool_find(bm, id);
+}
+
 /* ------------------------------------------------------------------ */
 /* Statistics.                                                         */
 
@@ -472,265 +492,6 @@ static inline void peaks_after(ga_bm_t *bm, bool alloc)
     } else {
         peak_max(&bm->peak.cached, cached_bytes(bm, u));
     }
-}
-
-/* ------------------------------------------------------------------ */
-/* Segments.                                                           */
-
-static void seg_link(ga_bm_t *bm, ga_segment_t *g)
-{
-    g->prev = NULL;
-    g->next = bm->segs;
-    if (bm->segs)
-        bm->segs->prev = g;
-    bm->segs = g;
-    bm->c.segments++;
-}
-
-static void seg_unlink(ga_bm_t *bm, ga_segment_t *g)
-{
-    if (g->prev)
-        g->prev->next = g->next;
-    else
-        bm->segs = g->next;
-    if (g->next)
-        g->next->prev = g->prev;
-    bm->c.segments--;
-}
-
-/* Records for a new segment and its one block, taken before the provider
- * is asked for memory, so that running out of them leaves nothing mapped. */
-static gpuarena_status_t seg_records(ga_bm_t *bm, ga_segment_t **g, ga_block_t **b)
-{
-    *g = calloc(1, sizeof **g);
-    *b = block_new(bm);
-    if (*g && *b)
-        return GPUARENA_SUCCESS;
-    free(*g);
-    if (*b)
-        block_delete(bm, *b);
-    return ga_error(GPUARENA_ERR_HOST_MEMORY, "no memory for a segment record");
-}
-
-/* Fill in and link segment G of SIZE bytes at BASE, tiled by block B. */
-static void seg_setup(ga_bm_t *bm, ga_segment_t *g, ga_block_t *b, int cls, void *base, size_t size)
-{
-    g->base = (uintptr_t)base;
-    g->size = size;
-    g->cls = (uint8_t)cls;
-    g->first = g->last = b;
-    seg_link(bm, g);
-    b->addr = g->base;
-    b->size = size;
-    b->seg = g;
-    b->cls = (uint8_t)cls;
-}
-
-/* max_reserved: whether LEN more bytes may be taken from the provider.
- * Out of memory when not, so that the caller's out-of-memory path gives
- * the cached bytes back and retries once, as when the device is full. */
-static gpuarena_status_t reserve_room(ga_bm_t *bm, size_t len)
-{
-    if (len <= ga_cap_room(bm->c.reserved, bm->set.max_reserved))
-        return GPUARENA_SUCCESS;
-    return ga_error(GPUARENA_ERR_OUT_OF_MEMORY,
-                    "max_reserved: %zu bytes more would make %" PRIu64
-                    " reserved, above the cap of %zu",
-                    len, bm->c.reserved + len, bm->set.max_reserved);
-}
-
-/* A new fixed segment of SIZE bytes, as one free block in ANY. */
-static gpuarena_status_t seg_map(ga_bm_t *bm, int cls, size_t size, ga_block_t **out)
-{
-    gpuarena_status_t st = reserve_room(bm, size);
-    if (st != GPUARENA_SUCCESS)
-        return st;
-    ga_segment_t *g;
-    ga_block_t *b;
-    st = seg_records(bm, &g, &b);
-    if (st != GPUARENA_SUCCESS)
-        return st;
-    void *base;
-    st = bm->prov->ops->map(bm->prov, size, &base);
-    if (st != GPUARENA_SUCCESS) {
-        free(g);
-        block_delete(bm, b);
-        return st;
-    }
-    seg_setup(bm, g, b, cls, base, size);
-    g->mapped = size;
-    bm->c.reserved += size;
-    bm->c.maps++;
-    pool_put(bm, &bm->any, b);
-    *out = b;
-    return GPUARENA_SUCCESS;
-}
-
-static gpuarena_status_t seg_unmap(ga_bm_t *bm, ga_segment_t *g)
-{
-    gpuarena_status_t st = bm->prov->ops->unmap(bm->prov, (void *)g->base, g->size);
-#ifdef GA_FAULT_INJECTION
-    /* A planted bug (tests only, GPUARENA_FAULT_PLANT=unmap-leak): forget
-     * a segment whose unmap failed, which leaks it. */
-    if (st != GPUARENA_SUCCESS && ga_fault_planted("unmap-leak"))
-        st = GPUARENA_SUCCESS;
-#endif
-    if (st != GPUARENA_SUCCESS)
-        return st;
-    bm->c.reserved -= g->size;
-    bm->c.unmaps++;
-    seg_unlink(bm, g);
-    free(g);
-    return GPUARENA_SUCCESS;
-}
-
-/* Whether new memory comes from growing a reservation (growable
- * segments) rather than from mapping fixed segments. */
-static inline bool grows_in_place(const ga_bm_t *bm)
-{
-    return bm->prov->growable && bm->set.expandable;
-}
-
-/* The growable segment of class CLS, reserved on first use. */
-static gpuarena_status_t seg_growable(ga_bm_t *bm, int cls, ga_segment_t **out)
-{
-    if (bm->grow[cls]) {
-        *out = bm->grow[cls];
-        return GPUARENA_SUCCESS;
-    }
-    ga_segment_t *g;
-    ga_block_t *h;
-    gpuarena_status_t st = seg_records(bm, &g, &h);
-    if (st != GPUARENA_SUCCESS)
-        return st;
-    void *base;
-    st = bm->prov->ops->reserve(bm->prov, bm->prov->va_size, &base);
-    if (st != GPUARENA_SUCCESS) {
-        free(g);
-        block_delete(bm, h);
-        return st;
-    }
-    /* The provider's va_size now: it may have had less than it asked. */
-    seg_setup(bm, g, h, cls, base, bm->prov->va_size);
-    g->growable = true;
-    pool_put(bm, &bm->holes, h);
-    bm->grow[cls] = g;
-    *out = g;
-    return GPUARENA_SUCCESS;
-}
-
-/* Commit [addr, addr+len) of hole H (granule aligned, inside H) and return
- * the new free block, in no pool.  The rest of H stays a hole. */
-static gpuarena_status_t commit_hole(ga_bm_t *bm, ga_block_t *h, uintptr_t addr, size_t len,
-                                     ga_block_t **out)
-{
-    gpuarena_status_t st = reserve_room(bm, len);
-    if (st != GPUARENA_SUCCESS)
-        return st;
-    /* Records first, so that a failure leaves the hole as it was. */
-    if (!spare_records(bm))
-        return ga_error(GPUARENA_ERR_HOST_MEMORY, "no memory for block records");
-    st = bm->prov->ops->commit(bm->prov, (void *)addr, len);
-    if (st != GPUARENA_SUCCESS)
-        return st;
-    pool_take(h);
-    ga_block_t *b = h;
-    if (addr > h->addr) {
-        b = split(bm, h, addr - h->addr); /* cannot fail: records were there */
-        pool_put(bm, &bm->holes, h);
-    }
-    if (b->size > len) {
-        ga_block_t *t = split(bm, b, len);
-        pool_put(bm, &bm->holes, t);
-    }
-    b->state = BLOCK_FREE;
-    b->seg->mapped += len;
-    bm->c.reserved += len;
-    bm->c.maps++;
-    *out = b;
-    return GPUARENA_SUCCESS;
-}
-
-/* Decommit the whole granules inside free block B (in ANY) and turn them
- * into a hole; return the bytes released. */
-static size_t release_growable(ga_bm_t *bm, ga_block_t *b)
-{
-    size_t g = bm->prov->granule;
-    uintptr_t lo = round_up(b->addr, g), hi = round_down(b->addr + b->size, g);
-    if (hi <= lo)
-        return 0;
-    /* Records for the two splits, taken before anything changes. */
-    if (!spare_records(bm))
-        return 0;
-    const ga_provider_ops_t *ops = bm->prov->ops;
-    if (ops->decommit(bm->prov, (void *)lo, hi - lo) != GPUARENA_SUCCESS) {
-        /* A failed decommit may have decommitted a prefix of the range
-         * (the driver unmaps granule by granule: vmm.h) without saying how
-         * much, and a granule of that prefix decommits again as no work.
-         * So ask again granule by granule up to the first that fails: what
-         * lies before it is decommitted, what follows is still committed,
-         * and only that prefix becomes a hole.  Error path only: one call
-         * for the whole range otherwise. */
-        uintptr_t end = lo;
-        while (end < hi && ops->decommit(bm->prov, (void *)end, g) == GPUARENA_SUCCESS)
-            end += g;
-        if (end == lo)
-            return 0;
-        hi = end;
-    }
-    pool_take(b);
-    ga_block_t *h = b;
-    if (lo > b->addr) {
-        h = split(bm, b, lo - b->addr);
-        pool_put(bm, &bm->any, b);
-    }
-    if (h->addr + h->size > hi) {
-        ga_block_t *t = split(bm, h, hi - h->addr);
-        pool_put(bm, &bm->any, t);
-    }
-    h->state = BLOCK_HOLE;
-    h->seg->mapped -= hi - lo;
-    bm->c.reserved -= hi - lo;
-    bm->c.unmaps++;
-    coalesce_into(bm, &bm->holes, h, 0);
-    return hi - lo;
-}
-
-/* Return free memory of the ANY pool to the provider until WANT bytes
- * are released or nothing more can be; the largest blocks go first. */
-static size_t release_bytes(ga_bm_t *bm, size_t want)
-{
-    size_t done = 0;
-    for (int cls = 0; cls < CLASS_COUNT && done < want; cls++) {
-        ga_fit_t *f = &bm->any.fit[cls];
-        for (int fl = FIT_FL - 1; fl >= 0 && done < want; fl--) {
-            if (!(f->fl_map & (1ull << fl)))
-                continue;
-            for (int sl = FIT_SL - 1; sl >= 0 && done < want; sl--) {
-                ga_block_t *b = f->heads[fl][sl];
-                while (b && done < want) {
-                    ga_block_t *nx = b->fnext;
-                    if (b->seg->growable) {
-                        done += release_growable(bm, b);
-                    } else if (!b->prev && !b->next) {
-                        size_t sz = b->size;
-                        ga_segment_t *g = b->seg;
-                        pool_take(b);
-                        if (seg_unmap(bm, g) == GPUARENA_SUCCESS) {
-                            block_delete(bm, b);
-                            done += sz;
-                        } else {
-                            pool_put(bm, &bm->any, b);
-                        }
-                    }
-                    b = nx;
-                }
-            }
-        }
-    }
-    if (done)
-        bm->c.trims++;
-    return done;
 }
 
 /* ------------------------------------------------------------------ */
@@ -937,7 +698,7 @@ static gpuarena_status_t drain_all(ga_bm_t *bm)
 static __attribute__((noinline)) void release_over_cap(ga_bm_t *bm, uint64_t cached)
 {
     poll_events(bm, false);
-    release_bytes(bm, cached - bm->set.max_cached);
+    ga_seg_release(bm, cached - bm->set.max_cached);
 }
 
 /* Inline: every locked free asks, and nearly always the answer is no. */
@@ -1051,97 +812,6 @@ static ga_block_t *find_other(ga_bm_t *bm, int cls, size_t rs, ga_stream_t s, ga
     return best;
 }
 
-/* Map memory for RS bytes of class CLS usable by S; the block returned is
- * in a pool and large enough. */
-static gpuarena_status_t grow(ga_bm_t *bm, int cls, size_t rs, ga_stream_t s, ga_block_t **out)
-{
-    ga_provider_t *pv = bm->prov;
-    bool growable = grows_in_place(bm);
-    size_t gran = pv->granule;
-
-    /* Fixed segments: whole free segments that could not serve this
-     * request are given back before a new one is taken, as far as cached
-     * memory exceeds the threshold.  Growable segments never do this: a
-     * hole punched in the middle would cost the contiguity that lets a
-     * later large block reuse the space; they return memory on trim, on
-     * max_cached and when the provider runs out. */
-    uint64_t cached = bm->c.reserved - bm->c.in_use;
-    if (!growable && cached > bm->set.release_threshold) {
-        size_t excess = cached - bm->set.release_threshold;
-        release_bytes(bm, rs < excess ? rs : excess);
-    }
-
-    if (!growable) {
-        size_t size;
-        if (cls == CLASS_SMALL)
-            size = bm->set.small_segment;
-        else if (rs <= bm->set.large_segment / 2)
-            size = bm->set.large_segment;
-        else
-            size = round_up(rs, gran);
-        if (size < rs)
-            size = round_up(rs, gran);
-        /* A block above max_split is never split for a smaller request,
-         * so a segment above it would go whole to this one: a request
-         * above max_split gets a segment of its own size, one below it a
-         * segment no larger than max_split. */
-        size_t ms = bm->set.max_split;
-        if (ms && size > ms) {
-            size = round_up(rs, gran);
-            if (rs <= ms && round_down(ms, gran) > size)
-                size = round_down(ms, gran);
-        }
-        size = round_up(size, gran);
-        /* Under max_reserved, a segment no larger than the room left,
-         * where the request itself fits in it. */
-        uint64_t room = ga_cap_room(bm->c.reserved, bm->set.max_reserved);
-        if (size > room && round_up(rs, gran) <= room)
-            size = round_down((size_t)room, gran);
-        return seg_map(bm, cls, size, out);
-    }
-
-    ga_segment_t *g = NULL;
-    gpuarena_status_t st = seg_growable(bm, cls, &g);
-    if (st != GPUARENA_SUCCESS)
-        return st;
-    /* Candidates: the best-fitting hole on its own, and a hole right after
-     * a free block S may use (extending that block maps less). */
-    ga_pool_t *own = pool_find(bm, s.id);
-    ga_block_t *h = ga_fit_find(&bm->holes.fit[cls], round_up(rs, gran), 0);
-    size_t cost = h ? round_up(rs, gran) : SIZE_MAX;
-    ga_block_t *eh = NULL;
-    size_t ecost = SIZE_MAX;
-    /* Only the last hole is tried for extension: it is where the segment
-     * grows; interior holes are found by fit above. */
-    ga_block_t *b = g->last;
-    if (b->state == BLOCK_HOLE && b->prev && b->prev->state == BLOCK_FREE &&
-        (b->prev->pool == &bm->any || (own && b->prev->pool == own)) && b->prev->size < rs) {
-        size_t c = round_up(rs - b->prev->size, gran);
-        if (c <= b->size) {
-            eh = b;
-            ecost = c;
-        }
-    }
-    if (eh && ecost <= cost) {
-        ga_block_t *nb;
-        st = commit_hole(bm, eh, eh->addr, ecost, &nb);
-        if (st != GPUARENA_SUCCESS)
-            return st;
-        ga_pool_t *p = nb->prev->pool; /* the block extended */
-        *out = coalesce_into(bm, p, nb, is_stream_pool(p) ? ++p->seq : 0);
-        return GPUARENA_SUCCESS;
-    }
-    if (!h)
-        return ga_error(GPUARENA_ERR_OUT_OF_MEMORY,
-                        "the address range of the growable segment (%zu bytes) is full", g->size);
-    ga_block_t *nb;
-    st = commit_hole(bm, h, h->addr, cost, &nb);
-    if (st != GPUARENA_SUCCESS)
-        return st;
-    *out = coalesce_into(bm, &bm->any, nb, 0);
-    return GPUARENA_SUCCESS;
-}
-
 /* Carve RS bytes from free block B for stream S and make it live. */
 static gpuarena_status_t take_block(ga_bm_t *bm, ga_block_t *b, size_t rs, size_t size,
                                     ga_stream_t s, void **ptr)
@@ -1206,9 +876,9 @@ gpuarena_status_t ga_bm_out_of_memory(ga_bm_t *bm, size_t size, gpuarena_status_
 static gpuarena_status_t release_and_retry(ga_bm_t *bm, int cls, size_t rs, ga_stream_t s,
                                            ga_block_t **b)
 {
-    release_bytes(bm, SIZE_MAX);
+    ga_seg_release(bm, SIZE_MAX);
     *b = find_free(bm, cls, rs, s);
-    return *b ? GPUARENA_SUCCESS : grow(bm, cls, rs, s, b);
+    return *b ? GPUARENA_SUCCESS : ga_seg_grow(bm, cls, rs, s, b);
 }
 
 /* No block of the pools S may use at once fits RS bytes: another
@@ -1261,7 +931,7 @@ static __attribute__((noinline)) gpuarena_status_t alloc_miss(ga_bm_t *bm, int c
      * (gpt2_generate_varlen 1.129 against 1.090), if still less than
      * PyTorch's.  Other threads' caches are left alone: reaching them
      * costs a barrier, which only the out-of-memory path below pays. */
-    if (bm->set.thread_cache && grows_in_place(bm) && ga_tcache_flush_own(bm, rs)) {
+    if (bm->set.thread_cache && ga_grows_in_place(bm) && ga_tcache_flush_own(bm, rs)) {
         b = find_free(bm, cls, rs, s);
         if (b) {
             bm->c.hits++;
@@ -1270,7 +940,7 @@ static __attribute__((noinline)) gpuarena_status_t alloc_miss(ga_bm_t *bm, int c
         }
     }
     bm->c.misses++;
-    gpuarena_status_t st = grow(bm, cls, rs, s, &b);
+    gpuarena_status_t st = ga_seg_grow(bm, cls, rs, s, &b);
     if (st == GPUARENA_ERR_OUT_OF_MEMORY) {
         /* Release everything cached, waiting for pending frees, and retry
          * once: the only path that blocks the host.  First what is freed
@@ -1670,10 +1340,10 @@ gpuarena_status_t ga_bm_trim(ga_bm_t *bm, size_t keep)
     settle(bm, (ga_stream_t){.id = GA_STREAM_ANY});
     uint64_t cached = bm->c.reserved - bm->c.in_use;
     if (cached > keep)
-        release_bytes(bm, cached - keep);
+        ga_seg_release(bm, cached - keep);
     cached = bm->c.reserved - bm->c.in_use;
     if (cached > keep && unsettled(bm) && (st = drain_all(bm)) == GPUARENA_SUCCESS)
-        release_bytes(bm, cached - keep);
+        ga_seg_release(bm, cached - keep);
     bm->c.trims++;
     ga_bm_update_peaks(bm);
     ga_unlock(&bm->lock);
@@ -1792,48 +1462,6 @@ gpuarena_status_t ga_bm_create(ga_provider_t *prov, const ga_settings_t *s, ga_b
     return GPUARENA_SUCCESS;
 }
 
-/* Give segment G back to the provider at destroy.  A growable segment is
- * released only once every run of it is decommitted: a reservation with
- * memory still committed in it stays (with what its provider counts of
- * it), so that what is left over is what the provider says is left.
- * *LEFT gets the bytes that stay mapped when it fails. */
-static gpuarena_status_t seg_give_back(ga_bm_t *bm, ga_segment_t *g, size_t *left)
-{
-    const ga_provider_ops_t *ops = bm->prov->ops;
-    if (!g->growable) {
-        *left = g->size;
-        return ops->unmap(bm->prov, (void *)g->base, g->size);
-    }
-    gpuarena_status_t first = GPUARENA_SUCCESS;
-    char why[512];
-    size_t mapped = g->mapped;
-    /* Decommit each run of mapped blocks (runs are granule aligned: only
-     * holes separate them). */
-    for (ga_block_t *b = g->first; b;) {
-        if (b->state == BLOCK_HOLE) {
-            b = b->next;
-            continue;
-        }
-        uintptr_t lo = b->addr;
-        while (b && b->state != BLOCK_HOLE)
-            b = b->next;
-        uintptr_t hi = b ? b->addr : g->base + g->size;
-        gpuarena_status_t st = ops->decommit(bm->prov, (void *)lo, hi - lo);
-        if (st == GPUARENA_SUCCESS) {
-            mapped -= hi - lo;
-        } else if (first == GPUARENA_SUCCESS) {
-            first = st;
-            snprintf(why, sizeof why, "%s", gpuarena_last_error());
-        }
-    }
-    *left = mapped;
-    if (first != GPUARENA_SUCCESS) {
-        ga_error(first, "%s", why); /* the message of the first failure */
-        return first;
-    }
-    return ops->release(bm->prov, (void *)g->base, g->size);
-}
-
 gpuarena_status_t ga_bm_destroy(ga_bm_t *bm)
 {
     if (!bm)
@@ -1858,7 +1486,7 @@ gpuarena_status_t ga_bm_destroy(ga_bm_t *bm)
         n = g->next;
         nsegs++;
         size_t left = 0;
-        gpuarena_status_t st = seg_give_back(bm, g, &left);
+        gpuarena_status_t st = ga_seg_give_back(bm, g, &left);
         if (st != GPUARENA_SUCCESS) {
             /* Its memory stays mapped; the record goes all the same. */
             kept++;

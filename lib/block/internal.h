@@ -360,6 +360,37 @@ static inline void ga_req_drift(ga_bm_t *bm, int64_t d)
 /* Block records (never freed while the manager lives). */
 ga_block_t *ga_bm_block_new(ga_bm_t *bm);
 void ga_bm_block_delete(ga_bm_t *bm, ga_block_t *b);
+/* block.c's records, split and merge, for segment.c (out of line there;
+ * block.c's own hot paths use them inline).  ga_bm_spare_records: two
+ * records spare, so that two splits cannot fail half-way.  ga_bm_split:
+ * B (in no pool) cut at SIZE, the tail returned.  ga_bm_coalesce: B (in
+ * no pool) merged with its neighbours of P, put in P and returned, with
+ * STAMP (the newest of its pieces' in a stream pool). */
+bool ga_bm_spare_records(ga_bm_t *bm);
+void ga_bm_pool_put(ga_bm_t *bm, ga_pool_t *p, ga_block_t *b);
+void ga_bm_pool_take(ga_block_t *b);
+ga_block_t *ga_bm_split(ga_bm_t *bm, ga_block_t *b, size_t size);
+ga_block_t *ga_bm_coalesce(ga_bm_t *bm, ga_pool_t *p, ga_block_t *b, uint64_t stamp);
+ga_pool_t *ga_bm_pool_find(ga_bm_t *bm, uint64_t id);
+
+/* segment.c (the manager's lock held). */
+/* Map memory for RS bytes of class CLS usable by S; the block returned is
+ * in a pool and large enough. */
+gpuarena_status_t ga_seg_grow(ga_bm_t *bm, int cls, size_t rs, ga_stream_t s, ga_block_t **out);
+/* Return free memory of the ANY pool to the provider until WANT bytes are
+ * released or nothing more can be, the largest blocks first; the bytes
+ * released. */
+size_t ga_seg_release(ga_bm_t *bm, size_t want);
+/* Give segment G back to the provider at destroy; *LEFT gets the bytes
+ * that stay mapped when it fails. */
+gpuarena_status_t ga_seg_give_back(ga_bm_t *bm, ga_segment_t *g, size_t *left);
+
+/* Whether new memory comes from growing a reservation (growable
+ * segments) rather than from mapping fixed segments. */
+static inline bool ga_grows_in_place(const ga_bm_t *bm)
+{
+    return bm->prov->growable && bm->set.expandable;
+}
 /* Count a failed allocation of SIZE bytes and return ST, with the
  * out-of-memory message when ST is GPUARENA_ERR_OUT_OF_MEMORY. */
 gpuarena_status_t ga_bm_out_of_memory(ga_bm_t *bm, size_t size, gpuarena_status_t st);
