@@ -37,7 +37,8 @@
  * blocks stand for the unmapped parts and are found by fit like free ones,
  * so an allocation goes where it maps the fewest new granules.  Mapping,
  * growing and giving back are segment.c's; the records, split and merge
- * they use are here, inline for the hot paths.
+ * they use are here, inline for the hot paths.  The events, sweeps and
+ * pending blocks of the rules above are sweep.c's.
  *
  * Only the out-of-memory path blocks the host: it synchronises on the
  * outstanding events, releases every cached byte and retries once.
@@ -173,46 +174,6 @@ static bool spare_records(ga_bm_t *bm)
     if (b)
         block_delete(bm, b);
     return a && b;
-}
-
-/* ------------------------------------------------------------------ */
-/* Events: pooled, created on demand.                                  */
-
-static gpuarena_status_t event_get(ga_bm_t *bm, ga_event_t *ev)
-{
-    if (bm->nspare_events) {
-        *ev = bm->spare_events[--bm->nspare_events];
-        return GPUARENA_SUCCESS;
-    }
-    return bm->prov->ops->event_create(bm->prov, ev);
-}
-
-static void event_put(ga_bm_t *bm, ga_event_t ev)
-{
-    ga_event_t *e =
-        ga_room_for_one(bm->spare_events, bm->nspare_events, &bm->cap_spare_events, sizeof *e, 16);
-    if (!e) {
-        bm->prov->ops->event_destroy(bm->prov, ev);
-        return;
-    }
-    bm->spare_events = e;
-    bm->spare_events[bm->nspare_events++] = ev;
-}
-
-static gpuarena_status_t event_record(ga_bm_t *bm, ga_stream_t s, ga_event_t *out)
-{
-    ga_event_t ev;
-    gpuarena_status_t st = event_get(bm, &ev);
-    if (st != GPUARENA_SUCCESS)
-        return st;
-    st = bm->prov->ops->event_record(bm->prov, ev, s.handle);
-    if (st != GPUARENA_SUCCESS) {
-        event_put(bm, ev);
-        return st;
-    }
-    bm->c.events++;
-    *out = ev;
-    return GPUARENA_SUCCESS;
 }
 
 /* ------------------------------------------------------------------ */
@@ -377,7 +338,8 @@ static inline ga_block_t *split(ga_bm_t *bm, ga_block_t *b, size_t size)
     return t;
 }
 
-/* The primitives above, out of line for segment.c (internal.h). */
+/* The primitives above, out of line for segment.c and sweep.c
+ * (internal.h). */
 bool ga_bm_spare_records(ga_bm_t *bm)
 {
     return spare_records(bm);
@@ -406,6 +368,11 @@ ga_block_t *ga_bm_coalesce(ga_bm_t *bm, ga_pool_t *p, ga_block_t *b, uint64_t st
 ga_pool_t *ga_bm_pool_find(ga_bm_t *bm, uint64_t id)
 {
     return pool_find(bm, id);
+}
+
+ga_block_t *ga_bm_free_into(ga_bm_t *bm, ga_pool_t *p, ga_block_t *b)
+{
+    return free_into(bm, p, b);
 }
 
 /* ------------------------------------------------------------------ */
@@ -494,210 +461,10 @@ static inline void peaks_after(ga_bm_t *bm, bool alloc)
     }
 }
 
-/* ------------------------------------------------------------------ */
-/* Stream-ordered release: sweeps and pending frees.                   */
-
-/* Move the blocks a completed sweep covers from P to ANY.  The pool's
- * lists are walked whole: this runs only when another stream has missed
- * and a sweep's event has completed, and keeping the blocks in free order
- * instead (an age list) cost every free and every split on a stream. */
-static void sweep_finish(ga_bm_t *bm, ga_pool_t *p)
-{
-    ga_block_t *covered = NULL;
-    for (int cls = 0; cls < CLASS_COUNT; cls++) {
-        ga_fit_t *f = &p->fit[cls];
-        for (uint64_t fm = f->fl_map; fm; fm &= fm - 1) {
-            unsigned fl = (unsigned)__builtin_ctzll(fm);
-            for (uint32_t sm = f->sl_map[fl]; sm; sm &= sm - 1) {
-                unsigned sl = (unsigned)__builtin_ctz(sm);
-                for (ga_block_t *b = f->heads[fl][sl], *nx; b; b = nx) {
-                    nx = b->fnext;
-                    if (b->stamp > p->sweep_seq)
-                        continue;
-                    /* Out of the index first, merged once the walk is
-                     * over: a merge now would change the lists walked. */
-                    pool_take(b);
-                    b->fnext = covered;
-                    covered = b;
-                }
-            }
-        }
-    }
-    while (covered) {
-        ga_block_t *b = covered;
-        covered = b->fnext;
-        b->fnext = NULL;
-        coalesce_into(bm, &bm->any, b, 0);
-    }
-    event_put(bm, p->sweep);
-    p->sweep = NULL;
-}
-
-/* Whether P holds free blocks that no sweep covers yet.  The newest free
- * into P is stamped p->seq; blocks taken since may leave none uncovered,
- * and then a sweep is asked for that releases nothing: a spare event,
- * never a block released early. */
-static bool holds_blocks(const ga_pool_t *p)
-{
-    return !ga_fit_empty(&p->fit[CLASS_SMALL]) || !ga_fit_empty(&p->fit[CLASS_LARGE]);
-}
-
-static bool uncovered(const ga_pool_t *p)
-{
-    return p->seq > p->sweep_seq && holds_blocks(p);
-}
-
-/* The streams whose pools want a sweep, for the lock-free free path. */
-static void wanted_update(ga_bm_t *bm)
-{
-    uint64_t m = 0;
-    for (unsigned i = 0; i < bm->npools; i++)
-        if (bm->pools[i]->wanted && !bm->pools[i]->sweep)
-            m |= (uint64_t)1 << (bm->pools[i]->stream.id & 63);
-    atomic_store_explicit(&bm->wanted_mask, m, memory_order_relaxed);
-}
-
-/* Another stream missed: ask every stream pool with uncovered free blocks
- * for a sweep at its next free. */
-static void sweep_request_all(ga_bm_t *bm)
-{
-    for (unsigned i = 0; i < bm->npools; i++) {
-        ga_pool_t *p = bm->pools[i];
-        if (!p->sweep && uncovered(p))
-            p->wanted = true;
-    }
-    wanted_update(bm);
-}
-
-/* After a free into P on S (a live handle): finish a completed sweep and
- * record a wanted one. */
-static void sweep_on_free(ga_bm_t *bm, ga_pool_t *p, ga_stream_t s)
-{
-    if (p->sweep && bm->prov->ops->event_query(bm->prov, p->sweep) == GPUARENA_SUCCESS)
-        sweep_finish(bm, p);
-    if (!p->wanted || p->sweep)
-        return;
-    if (event_record(bm, s, &p->sweep) != GPUARENA_SUCCESS) {
-        p->sweep = NULL;
-        return; /* trim and the out-of-memory path catch up */
-    }
-    p->sweep_seq = p->seq;
-    p->wanted = false;
-    wanted_update(bm);
-}
-
-/* Query outstanding events; act on the completed ones.  With SYNC, wait
- * for them (the out-of-memory path and trim only). */
-static void poll_events(ga_bm_t *bm, bool sync)
-{
-    if (!bm->events)
-        return;
-    const ga_provider_ops_t *ops = bm->prov->ops;
-    for (unsigned i = 0; i < bm->npools; i++) {
-        ga_pool_t *p = bm->pools[i];
-        if (!p->sweep)
-            continue;
-        gpuarena_status_t st =
-            sync ? ops->event_sync(bm->prov, p->sweep) : ops->event_query(bm->prov, p->sweep);
-        if (st == GPUARENA_SUCCESS)
-            sweep_finish(bm, p);
-    }
-    for (ga_waiter_t **pw = &bm->waiters; *pw;) {
-        ga_waiter_t *w = *pw;
-        gpuarena_status_t st =
-            sync ? ops->event_sync(bm->prov, w->ev) : ops->event_query(bm->prov, w->ev);
-        if (st != GPUARENA_SUCCESS) {
-            pw = &w->next;
-            continue;
-        }
-        *pw = w->next;
-        event_put(bm, w->ev);
-        ga_block_t *b = w->block;
-        free(w);
-        if (--b->pending == 0) {
-            bm->pending_blocks--;
-            ga_pool_t *p = b->pool;
-            b->pool = NULL;
-            free_into(bm, p, b);
-        }
-    }
-}
-
-/* What can be made reusable by every stream without waiting for the
- * whole device (blocking, the out-of-memory path and trim only): the
- * outstanding sweeps and the events of pending blocks are waited on, and
- * the pool of S, a stream this call names (GA_STREAM_ANY: none), gets a
- * sweep of its own, waited on too.  Only those events are waited for, in
- * relaxed capture mode (cuda.c), so another thread's capture goes on and
- * other streams' work is not waited for.  The blocks freed on other
- * streams that no sweep covers stay where they are: their streams may be
- * gone, and only drain_all's wait for the device covers them. */
-static void settle(ga_bm_t *bm, ga_stream_t s)
-{
-    if (!bm->events)
-        return;
-    poll_events(bm, true);
-    ga_pool_t *p = s.id == GA_STREAM_ANY ? NULL : pool_find(bm, s.id);
-    /* A sweep still out is one whose wait failed: it stays P's. */
-    if (p && !p->sweep && uncovered(p) && event_record(bm, s, &p->sweep) == GPUARENA_SUCCESS) {
-        p->sweep_seq = p->seq;
-        p->wanted = false;
-        if (bm->prov->ops->event_sync(bm->prov, p->sweep) == GPUARENA_SUCCESS)
-            sweep_finish(bm, p);
-    }
-    wanted_update(bm);
-}
-
-/* Whether some free block is still kept from the streams that did not
- * free it: in a stream pool, or pending (what only drain_all frees). */
-static bool unsettled(const ga_bm_t *bm)
-{
-    if (!bm->events)
-        return false;
-    if (bm->pending_blocks)
-        return true;
-    for (unsigned i = 0; i < bm->npools; i++)
-        if (holds_blocks(bm->pools[i]))
-            return true;
-    return false;
-}
-
-/* Everything freed so far becomes reusable by every stream (blocking);
- * the status of the wait for the device (a capture in progress refuses
- * it: GPUARENA_ERR_STREAM_CAPTURE). */
-static gpuarena_status_t drain_all(ga_bm_t *bm)
-{
-    if (!bm->events)
-        return GPUARENA_SUCCESS;
-    const ga_provider_ops_t *ops = bm->prov->ops;
-    if (ops->sync_all) {
-        gpuarena_status_t st = ops->sync_all(bm->prov);
-        if (st != GPUARENA_SUCCESS)
-            return st;          /* refused, or the device is in error: every block stays */
-        poll_events(bm, false); /* all complete now */
-        for (unsigned i = 0; i < bm->npools; i++) {
-            ga_pool_t *p = bm->pools[i];
-            if (!holds_blocks(p))
-                continue;
-            if (!p->sweep && event_get(bm, &p->sweep) != GPUARENA_SUCCESS) {
-                p->sweep = NULL;
-                continue;
-            }
-            p->sweep_seq = p->seq;
-            p->wanted = false;
-            sweep_finish(bm, p);
-        }
-        wanted_update(bm);
-    } else {
-        poll_events(bm, true);
-    }
-    return GPUARENA_SUCCESS;
-}
-
 /* max_cached: after blocks went back to the pools. */
 static __attribute__((noinline)) void release_over_cap(ga_bm_t *bm, uint64_t cached)
 {
-    poll_events(bm, false);
+    ga_sweep_poll(bm, false);
     ga_seg_release(bm, cached - bm->set.max_cached);
 }
 
@@ -899,7 +666,7 @@ static __attribute__((noinline)) gpuarena_status_t alloc_miss(ga_bm_t *bm, int c
     }
     ga_block_t *b = NULL;
     if (bm->events && bm->set.cross_stream != GA_CROSS_NEVER) {
-        poll_events(bm, false);
+        ga_sweep_poll(bm, false);
         b = find_free(bm, cls, rs, s);
         /* No stream (GPUARENA_STREAM_HOST) has nothing that could wait. */
         if (!b && bm->set.cross_stream == GA_CROSS_WAIT && s.id != GA_STREAM_ANY) {
@@ -913,7 +680,7 @@ static __attribute__((noinline)) gpuarena_status_t alloc_miss(ga_bm_t *bm, int c
             }
         }
         if (!b)
-            sweep_request_all(bm);
+            ga_sweep_request_all(bm);
         if (b) {
             bm->c.hits++;
             *out = b;
@@ -950,10 +717,10 @@ static __attribute__((noinline)) gpuarena_status_t alloc_miss(ga_bm_t *bm, int c
          * not enough and frees of other streams are still uncovered. */
         bm->c.oom_retries++;
         ga_tcache_flush_all(bm);
-        settle(bm, s);
+        ga_sweep_settle(bm, s);
         st = release_and_retry(bm, cls, rs, s, &b);
-        if (st == GPUARENA_ERR_OUT_OF_MEMORY && unsettled(bm)) {
-            (void)drain_all(bm); /* refused: the retry below finds what it finds */
+        if (st == GPUARENA_ERR_OUT_OF_MEMORY && ga_sweep_unsettled(bm)) {
+            (void)ga_sweep_drain(bm); /* refused: the retry below finds what it finds */
             st = release_and_retry(bm, cls, rs, s, &b);
         }
     }
@@ -1103,7 +870,7 @@ static __attribute__((noinline)) ga_pool_t *free_watched(ga_bm_t *bm, ga_block_t
          * it).  The free stream is watched like a recorded one, and the
          * block goes to ANY when every watched event has completed. */
         ga_waiter_t *w = malloc(sizeof *w);
-        if (w && event_record(bm, s, &w->ev) == GPUARENA_SUCCESS) {
+        if (w && ga_bm_event_record(bm, s, &w->ev) == GPUARENA_SUCCESS) {
             w->block = b;
             w->next = bm->waiters;
             bm->waiters = w;
@@ -1118,7 +885,7 @@ static __attribute__((noinline)) ga_pool_t *free_watched(ga_bm_t *bm, ga_block_t
             if (u->s[i].id == s.id)
                 continue;
             ga_waiter_t *w = malloc(sizeof *w);
-            if (!w || event_record(bm, u->s[i], &w->ev) != GPUARENA_SUCCESS) {
+            if (!w || ga_bm_event_record(bm, u->s[i], &w->ev) != GPUARENA_SUCCESS) {
                 /* Cannot watch this use: wait for it below rather than
                  * hand the block out early. */
                 free(w);
@@ -1263,9 +1030,9 @@ free_slow(ga_bm_t *bm, void *ptr, ga_stream_t s, ga_block_t *b, bool done, bool 
             ga_tcache_drop_large(bm);
         ga_pool_t *p = free_locked(bm, b, s, done && !b->uses);
         if (is_stream_pool(p))
-            sweep_on_free(bm, p, s);
+            ga_sweep_on_free(bm, p, s);
         if (bm->waiters)
-            poll_events(bm, false);
+            ga_sweep_poll(bm, false);
         enforce_cap(bm);
         peaks_after(bm, false);
     }
@@ -1337,12 +1104,12 @@ gpuarena_status_t ga_bm_trim(ga_bm_t *bm, size_t keep)
      * what is released without it leaves more than KEEP cached.  What was
      * released stays released when that wait is refused. */
     gpuarena_status_t st = GPUARENA_SUCCESS;
-    settle(bm, (ga_stream_t){.id = GA_STREAM_ANY});
+    ga_sweep_settle(bm, (ga_stream_t){.id = GA_STREAM_ANY});
     uint64_t cached = bm->c.reserved - bm->c.in_use;
     if (cached > keep)
         ga_seg_release(bm, cached - keep);
     cached = bm->c.reserved - bm->c.in_use;
-    if (cached > keep && unsettled(bm) && (st = drain_all(bm)) == GPUARENA_SUCCESS)
+    if (cached > keep && ga_sweep_unsettled(bm) && (st = ga_sweep_drain(bm)) == GPUARENA_SUCCESS)
         ga_seg_release(bm, cached - keep);
     bm->c.trims++;
     ga_bm_update_peaks(bm);
@@ -1471,10 +1238,10 @@ gpuarena_status_t ga_bm_destroy(ga_bm_t *bm)
     if (bm->direct)
         ga_direct_fini(bm); /* live blocks are lost, as below */
     else
-        (void)drain_all(bm);
+        (void)ga_sweep_drain(bm);
     for (ga_waiter_t *w = bm->waiters, *n; w; w = n) {
         n = w->next;
-        event_put(bm, w->ev);
+        ga_bm_event_put(bm, w->ev);
         free(w);
     }
     const ga_provider_ops_t *ops = bm->prov->ops;

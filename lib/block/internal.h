@@ -372,6 +372,36 @@ void ga_bm_pool_take(ga_block_t *b);
 ga_block_t *ga_bm_split(ga_bm_t *bm, ga_block_t *b, size_t size);
 ga_block_t *ga_bm_coalesce(ga_bm_t *bm, ga_pool_t *p, ga_block_t *b, uint64_t stamp);
 ga_pool_t *ga_bm_pool_find(ga_bm_t *bm, uint64_t id);
+/* B (in no pool) freed into P: stamped in a stream pool, merged. */
+ga_block_t *ga_bm_free_into(ga_bm_t *bm, ga_pool_t *p, ga_block_t *b);
+
+/* sweep.c (the manager's lock held): events, sweeps, pending blocks. */
+/* A spare event, or a new one; back to the spares. */
+gpuarena_status_t ga_bm_event_get(ga_bm_t *bm, ga_event_t *ev);
+void ga_bm_event_put(ga_bm_t *bm, ga_event_t ev);
+/* An event recorded on S (the manager's count of events too). */
+gpuarena_status_t ga_bm_event_record(ga_bm_t *bm, ga_stream_t s, ga_event_t *out);
+/* The streams whose pools want a sweep, for the lock-free free path
+ * (wanted_mask). */
+void ga_sweep_wanted_update(ga_bm_t *bm);
+/* A stream missed: ask every stream pool with uncovered free blocks for
+ * a sweep at its next free. */
+void ga_sweep_request_all(ga_bm_t *bm);
+/* After a free into stream pool P on S: finish a completed sweep and
+ * record a wanted one. */
+void ga_sweep_on_free(ga_bm_t *bm, ga_pool_t *p, ga_stream_t s);
+/* Query the outstanding events (SYNC: wait for them) and act on those
+ * complete: sweeps finished, pending blocks freed. */
+void ga_sweep_poll(ga_bm_t *bm, bool sync);
+/* What can be made reusable without waiting for the whole device (see
+ * sweep.c); S gets a sweep of its own. */
+void ga_sweep_settle(ga_bm_t *bm, ga_stream_t s);
+/* Whether free blocks are still kept from the streams that did not free
+ * them (stream pools, pending blocks). */
+bool ga_sweep_unsettled(const ga_bm_t *bm);
+/* Everything freed so far made reusable by every stream, waiting for the
+ * device; its status (a capture refuses the wait). */
+gpuarena_status_t ga_sweep_drain(ga_bm_t *bm);
 
 /* segment.c (the manager's lock held). */
 /* Map memory for RS bytes of class CLS usable by S; the block returned is

@@ -1,0 +1,254 @@
+/*
+ * sweep.c - stream-ordered reuse (block.c's head gives the rules): the
+ * events the manager records, pooled; the sweeps that move a stream
+ * pool's frees to ANY once the GPU has passed them; the pending blocks
+ * of record_stream and host-visible memory, which wait on events of
+ * their own; and the waits of trim, the out-of-memory path and destroy
+ * (settle, then the whole device with drain).  Everything here runs under
+ * the manager's lock, and none of it is on the path of an allocation that
+ * finds a free block: a free reaches it to record a sweep that another
+ * stream asked for, or the events of a block with recorded streams or of
+ * host-visible memory (block.c, free_watched).
+ */
+#include "config.h"
+
+#include "block/internal.h"
+
+#include "array.h"
+
+#include <stdlib.h>
+
+gpuarena_status_t ga_bm_event_get(ga_bm_t *bm, ga_event_t *ev)
+{
+    if (bm->nspare_events) {
+        *ev = bm->spare_events[--bm->nspare_events];
+        return GPUARENA_SUCCESS;
+    }
+    return bm->prov->ops->event_create(bm->prov, ev);
+}
+
+void ga_bm_event_put(ga_bm_t *bm, ga_event_t ev)
+{
+    ga_event_t *e =
+        ga_room_for_one(bm->spare_events, bm->nspare_events, &bm->cap_spare_events, sizeof *e, 16);
+    if (!e) {
+        bm->prov->ops->event_destroy(bm->prov, ev);
+        return;
+    }
+    bm->spare_events = e;
+    bm->spare_events[bm->nspare_events++] = ev;
+}
+
+gpuarena_status_t ga_bm_event_record(ga_bm_t *bm, ga_stream_t s, ga_event_t *out)
+{
+    ga_event_t ev;
+    gpuarena_status_t st = ga_bm_event_get(bm, &ev);
+    if (st != GPUARENA_SUCCESS)
+        return st;
+    st = bm->prov->ops->event_record(bm->prov, ev, s.handle);
+    if (st != GPUARENA_SUCCESS) {
+        ga_bm_event_put(bm, ev);
+        return st;
+    }
+    bm->c.events++;
+    *out = ev;
+    return GPUARENA_SUCCESS;
+}
+
+/* Move the blocks a completed sweep covers from P to ANY.  The pool's
+ * lists are walked whole: this runs only when another stream has missed
+ * and a sweep's event has completed, and keeping the blocks in free order
+ * instead (an age list) cost every free and every split on a stream. */
+static void sweep_finish(ga_bm_t *bm, ga_pool_t *p)
+{
+    ga_block_t *covered = NULL;
+    for (int cls = 0; cls < CLASS_COUNT; cls++) {
+        ga_fit_t *f = &p->fit[cls];
+        for (uint64_t fm = f->fl_map; fm; fm &= fm - 1) {
+            unsigned fl = (unsigned)__builtin_ctzll(fm);
+            for (uint32_t sm = f->sl_map[fl]; sm; sm &= sm - 1) {
+                unsigned sl = (unsigned)__builtin_ctz(sm);
+                for (ga_block_t *b = f->heads[fl][sl], *nx; b; b = nx) {
+                    nx = b->fnext;
+                    if (b->stamp > p->sweep_seq)
+                        continue;
+                    /* Out of the index first, merged once the walk is
+                     * over: a merge now would change the lists walked. */
+                    ga_bm_pool_take(b);
+                    b->fnext = covered;
+                    covered = b;
+                }
+            }
+        }
+    }
+    while (covered) {
+        ga_block_t *b = covered;
+        covered = b->fnext;
+        b->fnext = NULL;
+        ga_bm_coalesce(bm, &bm->any, b, 0);
+    }
+    ga_bm_event_put(bm, p->sweep);
+    p->sweep = NULL;
+}
+
+/* Whether P holds free blocks that no sweep covers yet.  The newest free
+ * into P is stamped p->seq; blocks taken since may leave none uncovered,
+ * and then a sweep is asked for that releases nothing: a spare event,
+ * never a block released early. */
+static bool holds_blocks(const ga_pool_t *p)
+{
+    return !ga_fit_empty(&p->fit[CLASS_SMALL]) || !ga_fit_empty(&p->fit[CLASS_LARGE]);
+}
+
+static bool uncovered(const ga_pool_t *p)
+{
+    return p->seq > p->sweep_seq && holds_blocks(p);
+}
+
+/* The streams whose pools want a sweep, for the lock-free free path. */
+void ga_sweep_wanted_update(ga_bm_t *bm)
+{
+    uint64_t m = 0;
+    for (unsigned i = 0; i < bm->npools; i++)
+        if (bm->pools[i]->wanted && !bm->pools[i]->sweep)
+            m |= (uint64_t)1 << (bm->pools[i]->stream.id & 63);
+    atomic_store_explicit(&bm->wanted_mask, m, memory_order_relaxed);
+}
+
+/* Another stream missed: ask every stream pool with uncovered free blocks
+ * for a sweep at its next free. */
+void ga_sweep_request_all(ga_bm_t *bm)
+{
+    for (unsigned i = 0; i < bm->npools; i++) {
+        ga_pool_t *p = bm->pools[i];
+        if (!p->sweep && uncovered(p))
+            p->wanted = true;
+    }
+    ga_sweep_wanted_update(bm);
+}
+
+/* After a free into P on S (a live handle): finish a completed sweep and
+ * record a wanted one. */
+void ga_sweep_on_free(ga_bm_t *bm, ga_pool_t *p, ga_stream_t s)
+{
+    if (p->sweep && bm->prov->ops->event_query(bm->prov, p->sweep) == GPUARENA_SUCCESS)
+        sweep_finish(bm, p);
+    if (!p->wanted || p->sweep)
+        return;
+    if (ga_bm_event_record(bm, s, &p->sweep) != GPUARENA_SUCCESS) {
+        p->sweep = NULL;
+        return; /* trim and the out-of-memory path catch up */
+    }
+    p->sweep_seq = p->seq;
+    p->wanted = false;
+    ga_sweep_wanted_update(bm);
+}
+
+/* Query outstanding events; act on the completed ones.  With SYNC, wait
+ * for them (the out-of-memory path and trim only). */
+void ga_sweep_poll(ga_bm_t *bm, bool sync)
+{
+    if (!bm->events)
+        return;
+    const ga_provider_ops_t *ops = bm->prov->ops;
+    for (unsigned i = 0; i < bm->npools; i++) {
+        ga_pool_t *p = bm->pools[i];
+        if (!p->sweep)
+            continue;
+        gpuarena_status_t st =
+            sync ? ops->event_sync(bm->prov, p->sweep) : ops->event_query(bm->prov, p->sweep);
+        if (st == GPUARENA_SUCCESS)
+            sweep_finish(bm, p);
+    }
+    for (ga_waiter_t **pw = &bm->waiters; *pw;) {
+        ga_waiter_t *w = *pw;
+        gpuarena_status_t st =
+            sync ? ops->event_sync(bm->prov, w->ev) : ops->event_query(bm->prov, w->ev);
+        if (st != GPUARENA_SUCCESS) {
+            pw = &w->next;
+            continue;
+        }
+        *pw = w->next;
+        ga_bm_event_put(bm, w->ev);
+        ga_block_t *b = w->block;
+        free(w);
+        if (--b->pending == 0) {
+            bm->pending_blocks--;
+            ga_pool_t *p = b->pool;
+            b->pool = NULL;
+            ga_bm_free_into(bm, p, b);
+        }
+    }
+}
+
+/* What can be made reusable by every stream without waiting for the
+ * whole device (blocking, the out-of-memory path and trim only): the
+ * outstanding sweeps and the events of pending blocks are waited on, and
+ * the pool of S, a stream this call names (GA_STREAM_ANY: none), gets a
+ * sweep of its own, waited on too.  Only those events are waited for, in
+ * relaxed capture mode (cuda.c), so another thread's capture goes on and
+ * other streams' work is not waited for.  The blocks freed on other
+ * streams that no sweep covers stay where they are: their streams may be
+ * gone, and only drain_all's wait for the device covers them. */
+void ga_sweep_settle(ga_bm_t *bm, ga_stream_t s)
+{
+    if (!bm->events)
+        return;
+    ga_sweep_poll(bm, true);
+    ga_pool_t *p = s.id == GA_STREAM_ANY ? NULL : ga_bm_pool_find(bm, s.id);
+    /* A sweep still out is one whose wait failed: it stays P's. */
+    if (p && !p->sweep && uncovered(p) &&
+        ga_bm_event_record(bm, s, &p->sweep) == GPUARENA_SUCCESS) {
+        p->sweep_seq = p->seq;
+        p->wanted = false;
+        if (bm->prov->ops->event_sync(bm->prov, p->sweep) == GPUARENA_SUCCESS)
+            sweep_finish(bm, p);
+    }
+    ga_sweep_wanted_update(bm);
+}
+
+/* Whether some free block is still kept from the streams that did not
+ * free it: in a stream pool, or pending (what only drain_all frees). */
+bool ga_sweep_unsettled(const ga_bm_t *bm)
+{
+    if (!bm->events)
+        return false;
+    if (bm->pending_blocks)
+        return true;
+    for (unsigned i = 0; i < bm->npools; i++)
+        if (holds_blocks(bm->pools[i]))
+            return true;
+    return false;
+}
+
+/* Everything freed so far becomes reusable by every stream (blocking);
+ * the status of the wait for the device (a capture in progress refuses
+ * it: GPUARENA_ERR_STREAM_CAPTURE). */
+gpuarena_status_t ga_sweep_drain(ga_bm_t *bm)
+{
+    if (!bm->events)
+        return GPUARENA_SUCCESS;
+    const ga_provider_ops_t *ops = bm->prov->ops;
+    if (ops->sync_all) {
+        gpuarena_status_t st = ops->sync_all(bm->prov);
+        if (st != GPUARENA_SUCCESS)
+            return st;            /* refused, or the device is in error: every block stays */
+        ga_sweep_poll(bm, false); /* all complete now */
+        for (unsigned i = 0; i < bm->npools; i++) {
+            ga_pool_t *p = bm->pools[i];
+            if (!holds_blocks(p))
+                continue;
+            if (!p->sweep && ga_bm_event_get(bm, &p->sweep) != GPUARENA_SUCCESS) {
+                p->sweep = NULL;
+                continue;
+            }
+            p->sweep_seq = p->seq;
+            p->wanted = false;
+            sweep_finish(bm, p);
+        }
+        ga_sweep_wanted_update(bm);
+    } else {
+        ga_sweep_poll(bm, true);
+    }
+    return GPUARENA_SUCCESS;
+}
