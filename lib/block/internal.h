@@ -360,8 +360,8 @@ static inline void ga_req_drift(ga_bm_t *bm, int64_t d)
 /* Block records (never freed while the manager lives). */
 ga_block_t *ga_bm_block_new(ga_bm_t *bm);
 void ga_bm_block_delete(ga_bm_t *bm, ga_block_t *b);
-/* block.c's records, split and merge, for segment.c (out of line there;
- * block.c's own hot paths use them inline).  ga_bm_spare_records: two
+/* block.c's records, split and merge, for segment.c and sweep.c (out of
+ * line there; block.c's own hot paths use them inline).  ga_bm_spare_records: two
  * records spare, so that two splits cannot fail half-way.  ga_bm_split:
  * B (in no pool) cut at SIZE, the tail returned.  ga_bm_coalesce: B (in
  * no pool) merged with its neighbours of P, put in P and returned, with
