@@ -23,7 +23,7 @@
  *   program may destroy the stream right after.  So events are recorded on
  *   the stream being freed on, never later on a stream remembered.  Trim
  *   and the out-of-memory path wait on the events out, and on one they
- *   record on the stream they were called with (settle); they catch up
+ *   record on the stream they were called with (ga_sweep_settle); they catch up
  *   with the rest through sync_all only when that was not enough.
  * - record_stream adds streams to a live block; its free records one event
  *   on each of them and the block stays PENDING until all have completed.
@@ -681,11 +681,6 @@ static __attribute__((noinline)) gpuarena_status_t alloc_miss(ga_bm_t *bm, int c
         }
         if (!b)
             ga_sweep_request_all(bm);
-        if (b) {
-            bm->c.hits++;
-            *out = b;
-            return GPUARENA_SUCCESS;
-        }
     }
     /* What this thread's caches hold goes back before a growable segment
      * grows for it: there a cache never makes the arena grow.  Without
@@ -698,23 +693,23 @@ static __attribute__((noinline)) gpuarena_status_t alloc_miss(ga_bm_t *bm, int c
      * (gpt2_generate_varlen 1.129 against 1.090), if still less than
      * PyTorch's.  Other threads' caches are left alone: reaching them
      * costs a barrier, which only the out-of-memory path below pays. */
-    if (bm->set.thread_cache && ga_grows_in_place(bm) && ga_tcache_flush_own(bm, rs)) {
+    if (!b && bm->set.thread_cache && ga_grows_in_place(bm) && ga_tcache_flush_own(bm, rs))
         b = find_free(bm, cls, rs, s);
-        if (b) {
-            bm->c.hits++;
-            *out = b;
-            return GPUARENA_SUCCESS;
-        }
+    if (b) {
+        bm->c.hits++;
+        *out = b;
+        return GPUARENA_SUCCESS;
     }
     bm->c.misses++;
     gpuarena_status_t st = ga_seg_grow(bm, cls, rs, s, &b);
     if (st == GPUARENA_ERR_OUT_OF_MEMORY) {
         /* Release everything cached, waiting for pending frees, and retry
          * once: the only path that blocks the host.  First what is freed
-         * without waiting for the whole device (settle: S's own frees and
-         * those that events cover), which breaks no other thread's
-         * capture; the wait for the device (drain_all) only when that was
-         * not enough and frees of other streams are still uncovered. */
+         * without waiting for the whole device (ga_sweep_settle: S's own
+         * frees and those that events cover), which breaks no other
+         * thread's capture; the wait for the device (ga_sweep_drain) only
+         * when that was not enough and frees of other streams are still
+         * uncovered. */
         bm->c.oom_retries++;
         ga_tcache_flush_all(bm);
         ga_sweep_settle(bm, s);
@@ -981,7 +976,7 @@ gpuarena_status_t ga_bm_free_on(ga_bm_t *bm, void *ptr, ga_stream_t s, bool unch
 /* Whether the free of live block B on S may reach the driver with S (the
  * manager's lock held, before anything changes): an event for its
  * recorded uses or for host-visible memory, a sweep that S's pool owes
- * another stream (wanted: sweep_on_free records it once the sweep still
+ * another stream (wanted: ga_sweep_on_free records it once the sweep still
  * out, if any, has completed), or no pool yet (whose record may fail, and
  * the free then waits for the device).  Event queries and unmaps name no
  * stream. */

@@ -189,7 +189,7 @@ void ga_sweep_poll(ga_bm_t *bm, bool sync)
  * relaxed capture mode (cuda.c), so another thread's capture goes on and
  * other streams' work is not waited for.  The blocks freed on other
  * streams that no sweep covers stay where they are: their streams may be
- * gone, and only drain_all's wait for the device covers them. */
+ * gone, and only ga_sweep_drain's wait for the device covers them. */
 void ga_sweep_settle(ga_bm_t *bm, ga_stream_t s)
 {
     if (!bm->events)
@@ -208,7 +208,7 @@ void ga_sweep_settle(ga_bm_t *bm, ga_stream_t s)
 }
 
 /* Whether some free block is still kept from the streams that did not
- * free it: in a stream pool, or pending (what only drain_all frees). */
+ * free it: in a stream pool, or pending (what only ga_sweep_drain frees). */
 bool ga_sweep_unsettled(const ga_bm_t *bm)
 {
     if (!bm->events)
