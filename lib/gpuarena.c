@@ -149,7 +149,7 @@ free_traced(gpuarena_t *a, void *ptr, gpuarena_stream_t stream, ga_stream_t s, b
      * may yet be refused (trace.h). */
     uint64_t id = ga_trace_free_begin(a, a->kind, a->device, ptr);
     gpuarena_status_t st = ga_bm_free_on(a->bm, ptr, s, unchecked);
-    ga_trace_free_end(a, a->kind, a->device, ptr, id, stream, st == GPUARENA_SUCCESS);
+    ga_trace_free_end(a, a->kind, a->device, ptr, id, stream, st);
     return st;
 }
 

@@ -364,7 +364,7 @@ static void record_free(const void *arena, gpuarena_kind_t kind, int device, con
                         gpuarena_stream_t stream)
 {
     uint64_t id = ga_trace_free_begin(arena, kind, device, ptr);
-    ga_trace_free_end(arena, kind, device, ptr, id, stream, true);
+    ga_trace_free_end(arena, kind, device, ptr, id, stream, GPUARENA_SUCCESS);
 }
 
 /* The recorder's file reads back with the reader: ids, sizes, streams,
@@ -431,15 +431,15 @@ START_TEST(recorder_refused_and_racing_frees)
     ga_trace_record_alloc(&a1, GPUARENA_DEVICE, 0, p, 100, s1);
     uint64_t id = ga_trace_free_begin(&a1, GPUARENA_DEVICE, 0, p);
     ck_assert_uint_ne(id, 0);
-    ck_assert_uint_eq(ga_trace_free_begin(&a1, GPUARENA_DEVICE, 0, p), 0); /* out meanwhile */
-    ga_trace_free_end(&a1, GPUARENA_DEVICE, 0, p, id, s1, false);          /* refused */
-    ga_trace_record_stream(&a1, GPUARENA_DEVICE, 0, p, s2);                /* live again */
+    ga_trace_free_end(&a1, GPUARENA_DEVICE, 0, p, id, s1,
+                      GPUARENA_ERR_STREAM_CAPTURE);         /* refused */
+    ga_trace_record_stream(&a1, GPUARENA_DEVICE, 0, p, s2); /* live again */
     uint64_t again = ga_trace_free_begin(&a1, GPUARENA_DEVICE, 0, p);
     ck_assert_uint_eq(again, id);
     ga_trace_record_alloc(&a1, GPUARENA_DEVICE, 0, p, 200, s2); /* another thread's */
-    ga_trace_free_end(&a1, GPUARENA_DEVICE, 0, p, again, s1, true);
+    ga_trace_free_end(&a1, GPUARENA_DEVICE, 0, p, again, s1, GPUARENA_SUCCESS);
     record_free(&a1, GPUARENA_DEVICE, 0, p, s2);
-    ga_trace_free_end(&a1, GPUARENA_DEVICE, 0, p, 0, s2, true); /* unknown: nothing */
+    ga_trace_free_end(&a1, GPUARENA_DEVICE, 0, p, 0, s2, GPUARENA_SUCCESS); /* unknown: nothing */
     ga_trace_stop();
 
     ga_trace_t *t = load_and_remove(path);
@@ -456,6 +456,79 @@ START_TEST(recorder_refused_and_racing_frees)
     ck_assert_uint_eq(d->events[4].op, GA_TRACE_FREE);
     ck_assert_uint_eq(d->events[4].id, 1);
     ck_assert_uint_eq(d->peak_requested, 300);
+    ga_trace_free(t);
+}
+END_TEST
+
+/* A racing double free of the program's: threads that free one pointer
+ * at once share its id, and the trace frees each block exactly once,
+ * whichever free the arena made and in whatever order the threads end.
+ * Before, the second thread's free was not followed (id 0): when it was
+ * the one the arena made and the first thread's was refused, the trace
+ * kept the block live for ever. */
+START_TEST(recorder_racing_double_frees)
+{
+    char path[] = "/tmp/check_trace_XXXXXX";
+    temp_file(path);
+    ck_assert_int_eq(ga_trace_open(path), GPUARENA_SUCCESS);
+    int a1;
+    char *p = (char *)0x10000, *q = (char *)0x20000, *r = (char *)0x30000, *u = (char *)0x40000;
+    void *s1 = (void *)0x7777, *s2 = (void *)0x8888;
+    const gpuarena_kind_t k = GPUARENA_DEVICE;
+
+    /* The second thread's free is made, the first's refused after it. */
+    ga_trace_record_alloc(&a1, k, 0, p, 100, s1);
+    uint64_t t1 = ga_trace_free_begin(&a1, k, 0, p), t2 = ga_trace_free_begin(&a1, k, 0, p);
+    ck_assert_uint_ne(t1, 0);
+    ck_assert_uint_eq(t2, t1);
+    ga_trace_free_end(&a1, k, 0, p, t2, s2, GPUARENA_SUCCESS);
+    ga_trace_free_end(&a1, k, 0, p, t1, s1, GPUARENA_ERR_DOUBLE_FREE);
+    ck_assert_uint_eq(ga_trace_free_begin(&a1, k, 0, p), 0); /* gone */
+
+    /* The same, the refused thread ending first. */
+    ga_trace_record_alloc(&a1, k, 0, q, 200, s1);
+    t1 = ga_trace_free_begin(&a1, k, 0, q);
+    t2 = ga_trace_free_begin(&a1, k, 0, q);
+    ga_trace_free_end(&a1, k, 0, q, t1, s1, GPUARENA_ERR_DOUBLE_FREE);
+    ga_trace_free_end(&a1, k, 0, q, t2, s2, GPUARENA_SUCCESS);
+    ck_assert_uint_eq(ga_trace_free_begin(&a1, k, 0, q), 0);
+
+    /* Both made: the block was handed out again between them (its "a"
+     * line written), so the later free freed that one. */
+    ga_trace_record_alloc(&a1, k, 0, r, 300, s1);
+    t1 = ga_trace_free_begin(&a1, k, 0, r);
+    t2 = ga_trace_free_begin(&a1, k, 0, r);
+    ga_trace_free_end(&a1, k, 0, r, t2, s2, GPUARENA_SUCCESS);
+    ga_trace_record_alloc(&a1, k, 0, r, 400, s2);
+    ga_trace_free_end(&a1, k, 0, r, t1, s1, GPUARENA_SUCCESS);
+    ck_assert_uint_eq(ga_trace_free_begin(&a1, k, 0, r), 0);
+
+    /* Both refused for a reason that leaves the block live: live again,
+     * by its id, once the last of them ends. */
+    ga_trace_record_alloc(&a1, k, 0, u, 500, s1);
+    t1 = ga_trace_free_begin(&a1, k, 0, u);
+    t2 = ga_trace_free_begin(&a1, k, 0, u);
+    ga_trace_free_end(&a1, k, 0, u, t1, s1, GPUARENA_ERR_STREAM_CAPTURE);
+    ga_trace_free_end(&a1, k, 0, u, t2, s2, GPUARENA_ERR_STREAM_CAPTURE);
+    uint64_t again = ga_trace_free_begin(&a1, k, 0, u);
+    ck_assert_uint_eq(again, t1);
+    ga_trace_free_end(&a1, k, 0, u, again, s1, GPUARENA_SUCCESS);
+    ga_trace_stop();
+
+    ga_trace_t *t = load_and_remove(path);
+    ck_assert_uint_eq(t->narenas, 1);
+    const ga_trace_arena_t *d = &t->arenas[0];
+    ck_assert_uint_eq(d->nevents, 10);
+    ck_assert_uint_eq(d->nids, 5);
+    ck_assert_uint_eq(d->nfrees, 5);
+    ck_assert_uint_eq(d->nlive_end, 0);
+    /* a0 f0 a1 f1 a2 f2 a3 f3 a4 f4, each free of the block before it */
+    for (unsigned i = 0; i < 10; i++) {
+        ck_assert_uint_eq(d->events[i].op, i % 2 ? GA_TRACE_FREE : GA_TRACE_ALLOC);
+        ck_assert_uint_eq(d->events[i].id, i / 2);
+    }
+    ck_assert_uint_eq(d->events[1].stream, 2); /* the made free's stream, s2 */
+    ck_assert_uint_eq(d->events[7].stream, 1); /* the later free, s1 */
     ga_trace_free(t);
 }
 END_TEST
@@ -620,6 +693,7 @@ int main(void)
     tcase_add_test(tr, expand_path);
     tcase_add_test(tr, recorder_round_trip);
     tcase_add_test(tr, recorder_refused_and_racing_frees);
+    tcase_add_test(tr, recorder_racing_double_frees);
     tcase_add_test(tr, recorder_no_stream);
     tcase_add_test(tr, recorder_many);
     tcase_add_test(tr, recorder_threads);

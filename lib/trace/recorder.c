@@ -41,8 +41,18 @@ typedef struct rec_arena {
     gpuarena_kind_t kind;
     int device;
     unsigned instance;
-    ga_map_t live; /* pointer -> id */
+    ga_map_t live;    /* pointer -> id */
+    ga_map_t freeing; /* pointer -> a free in flight (FREEING_*) */
 } rec_arena_t;
+
+/* A free in flight, between ga_trace_free_begin and ga_trace_free_end:
+ * the id, how many threads are freeing the pointer (more than one only
+ * in a racing double free of the program's), and whether one of them has
+ * written the "f" line.  Ids stay below 2^48 (one a nanosecond for three
+ * days). */
+#define FREEING_ID     ((UINT64_C(1) << 48) - 1)
+#define FREEING_DONE   (UINT64_C(1) << 48)
+#define FREEING_HOLDER (UINT64_C(1) << 49)
 
 static struct {
     pthread_mutex_t lock;
@@ -125,8 +135,10 @@ static inline void line_end(char *p)
 
 static void reset_state(void)
 {
-    for (size_t i = 0; i < R.narenas; i++)
+    for (size_t i = 0; i < R.narenas; i++) {
         ga_map_fini(&R.arenas[i].live);
+        ga_map_fini(&R.arenas[i].freeing);
+    }
     free(R.arenas);
     R.arenas = NULL;
     R.narenas = 0;
@@ -171,6 +183,7 @@ static rec_arena_t *arena_of(const void *key, gpuarena_kind_t kind, int device)
         a->device = device;
         a->instance = instance;
         ga_map_init(&a->live);
+        ga_map_init(&a->freeing);
     }
     char *p = line_start();
     p = put_str(p, "k ");
@@ -354,6 +367,9 @@ static void id_line(char op, uint64_t id, gpuarena_stream_t stream)
     line_end(p);
 }
 
+/* A racing double free of the program's (trace.h): every thread that
+ * frees PTR while a free of it is in flight shares that free's id, and
+ * the first whose free the arena makes writes the "f" line. */
 uint64_t ga_trace_free_begin(const void *arena, gpuarena_kind_t kind, int device, const void *ptr)
 {
     uint64_t id = 0;
@@ -361,28 +377,73 @@ uint64_t ga_trace_free_begin(const void *arena, gpuarena_kind_t kind, int device
         return 0;
     pthread_mutex_lock(&R.lock);
     rec_arena_t *a = R.fd >= 0 ? find_arena(arena, kind, device) : NULL;
-    if (!a || !ga_map_del(&a->live, (uintptr_t)ptr, &id))
-        id = 0;
+    uint64_t *f = a ? ga_map_get(&a->freeing, (uintptr_t)ptr) : NULL;
+    if (f) {
+        *f += FREEING_HOLDER;
+        id = *f & FREEING_ID;
+    } else if (a && ga_map_del(&a->live, (uintptr_t)ptr, &id)) {
+        /* Out of memory for the entry (or an id past FREEING_ID): the
+         * free is not followed, and its "f" line is lost rather than the
+         * pointer kept live. */
+        if (id > FREEING_ID || !ga_map_put(&a->freeing, (uintptr_t)ptr, id | FREEING_HOLDER))
+            id = 0;
+    }
     pthread_mutex_unlock(&R.lock);
     return id;
 }
 
+/* Whether status ST of a free of a pointer that the recorder knew live
+ * says that another free of it came first: the block is no longer live
+ * at that address. */
+static bool freed_meanwhile(gpuarena_status_t st)
+{
+    return st == GPUARENA_ERR_DOUBLE_FREE || st == GPUARENA_ERR_INVALID_POINTER ||
+           st == GPUARENA_ERR_INTERIOR_POINTER;
+}
+
 void ga_trace_free_end(const void *arena, gpuarena_kind_t kind, int device, const void *ptr,
-                       uint64_t id, gpuarena_stream_t stream, bool done)
+                       uint64_t id, gpuarena_stream_t stream, gpuarena_status_t st)
 {
     if (!id)
         return;
     pthread_mutex_lock(&R.lock);
-    rec_arena_t *a;
-    if (R.fd < 0) {
-        /* Stopped meanwhile: nothing to write or remember. */
-    } else if (done) {
+    rec_arena_t *a = R.fd >= 0 ? find_arena(arena, kind, device) : NULL;
+    uint64_t *f = a ? ga_map_get(&a->freeing, (uintptr_t)ptr) : NULL;
+    if (!f || (*f & FREEING_ID) != id) {
+        /* Stopped and started again meanwhile: nothing of ours. */
+        pthread_mutex_unlock(&R.lock);
+        return;
+    }
+    uint64_t e = *f - FREEING_HOLDER;
+    if (st == GPUARENA_SUCCESS) {
+        uint64_t live_id;
+        if (!(e & FREEING_DONE)) {
+            if (arena_of(arena, kind, device))
+                id_line('f', id, stream);
+            e |= FREEING_DONE;
+        } else if (ga_map_del(&a->live, (uintptr_t)ptr, &live_id)) {
+            /* A racing free made first, and the block was handed out
+             * again at once: this free freed that one. */
+            if (arena_of(arena, kind, device))
+                id_line('f', live_id, stream);
+        }
+    } else if (freed_meanwhile(st) && !(e & FREEING_DONE) && e < FREEING_HOLDER) {
+        /* Freed by a free the recorder did not follow (none is left to
+         * write it): the block is gone all the same. */
         if (arena_of(arena, kind, device))
             id_line('f', id, stream);
-    } else if ((a = find_arena(arena, kind, device))) {
-        /* Refused: PTR is still live, so no other thread can have been
-         * handed it meanwhile; it is known again by its id. */
-        (void)ga_map_put(&a->live, (uintptr_t)ptr, id);
+        e |= FREEING_DONE;
+    }
+    a = find_arena(arena, kind, device); /* arena_of may have moved the records */
+    f = ga_map_get(&a->freeing, (uintptr_t)ptr);
+    if (e >= FREEING_HOLDER) {
+        *f = e; /* another thread's free of it still in flight decides */
+    } else {
+        (void)ga_map_del(&a->freeing, (uintptr_t)ptr, NULL);
+        /* Refused (a capture, a stream of another device...) and no other
+         * free of it made: PTR is still live, known by its id again. */
+        if (!(e & FREEING_DONE))
+            (void)ga_map_put(&a->live, (uintptr_t)ptr, id);
     }
     pthread_mutex_unlock(&R.lock);
 }

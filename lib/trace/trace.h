@@ -117,9 +117,17 @@ static inline bool ga_trace_on(void)
  *           PTR again at once records a new block; it returns PTR's id,
  *           0 for a PTR the recorder never saw allocated (NULL, invalid,
  *           double free), which writes nothing.  ga_trace_free_end, AFTER
- *           it, writes the "f" line if the free was DONE, and otherwise
- *           (refused: a stream being captured) makes PTR live again, as
- *           the arena left it;
+ *           it, given the free's status ST, writes the "f" line if the
+ *           free was made, and otherwise (refused: a stream being
+ *           captured) makes PTR live again, as the arena left it.
+ *           A racing double free of the program's (threads freeing PTR
+ *           at once) shares the id among them: the first free the arena
+ *           makes writes the line, one refused because the block is gone
+ *           (a double free, an invalid or interior pointer) writes
+ *           nothing, and one made after the block was handed out again
+ *           frees, in the trace too, the block then live at PTR.  Only a
+ *           free made between that allocation and its "a" line is lost
+ *           (the block stays live in the trace);
  *   record: after a successful gpuarena_record_stream, which refuses
  *           GPUARENA_STREAM_HOST (given it, nothing is written).
  * GPUARENA_STREAM_HOST is written as "-" (no stream), other handles as
@@ -128,7 +136,7 @@ void ga_trace_record_alloc(const void *arena, gpuarena_kind_t kind, int device, 
                            size_t size, gpuarena_stream_t stream);
 uint64_t ga_trace_free_begin(const void *arena, gpuarena_kind_t kind, int device, const void *ptr);
 void ga_trace_free_end(const void *arena, gpuarena_kind_t kind, int device, const void *ptr,
-                       uint64_t id, gpuarena_stream_t stream, bool done);
+                       uint64_t id, gpuarena_stream_t stream, gpuarena_status_t st);
 void ga_trace_record_stream(const void *arena, gpuarena_kind_t kind, int device, const void *ptr,
                             gpuarena_stream_t stream);
 
