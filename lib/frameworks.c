@@ -15,6 +15,7 @@
  */
 #include "arena.h"
 #include "cuda/cuda.h"
+#include "cupystream.h"
 #include "errors.h"
 #include "raise.h"
 
@@ -99,6 +100,20 @@ void gpuarena_torch_set_memory_fraction(double fraction, int device)
     ga_bm_set_caps(a->bm, NULL, &cap);
 }
 
+/* Refuse an allocation while CuPy's current stream is being captured
+ * into a CUDA graph (cupystream.c says why); a stream that cannot be
+ * asked (another device's, a handle the driver refuses) is let be: the
+ * block is on the legacy stream all the same. */
+static gpuarena_status_t cupy_capture_check(gpuarena_t *a)
+{
+    void *stream = NULL;
+    if (!a->settings.cupy_capture_check || !ga_cupy_current_stream(&stream) || !stream)
+        return GPUARENA_SUCCESS;
+    ga_stream_t s;
+    gpuarena_status_t st = ga_arena_stream(a, stream, false, &s);
+    return st == GPUARENA_ERR_STREAM_CAPTURE ? st : GPUARENA_SUCCESS;
+}
+
 /* PARAM: NULL for the default device arena of DEVICE, or a gpuarena_t *
  * of the caller's (gpuarena_create) to allocate from instead. */
 void *gpuarena_cupy_malloc(void *param, size_t size, int device)
@@ -108,6 +123,8 @@ void *gpuarena_cupy_malloc(void *param, size_t size, int device)
     if (!a)
         st = gpuarena_get(GPUARENA_DEVICE, device, &a);
     void *p = NULL;
+    if (st == GPUARENA_SUCCESS && size && !a->forked)
+        st = cupy_capture_check(a);
     if (st == GPUARENA_SUCCESS)
         st = gpuarena_alloc(a, size, NULL, &p);
     return st == GPUARENA_SUCCESS ? p : ga_raise_cupy(st, size);

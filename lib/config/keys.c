@@ -182,6 +182,10 @@ static const ga_key_t keys[] = {
     {"pool", GA_KEY_ENUM, K_DEVICE, FIELD(pool), 0, 0, 0, pool_words, "arena or driver",
      "where blocks come from: the arena's own segments, or the driver's stream-ordered pool "
      "(cuMemPool)"},
+    {"cupy_capture_check", GA_KEY_BOOL, K_DEVICE | K_MANAGED, FIELD(cupy_capture_check), 0, 1, 0,
+     NULL, "true or false",
+     "gpuarena_cupy_malloc asks CuPy for its current stream and refuses while that stream is "
+     "being captured into a CUDA graph"},
     {"prefetch", GA_KEY_ENUM, K_MANAGED, FIELD(prefetch), 0, 0, 0, prefetch_words,
      "none or on-alloc", "prefetch managed memory to the device when it is allocated"},
     {"prefetch_headroom", GA_KEY_SIZE, K_MANAGED, FIELD(prefetch_headroom), 0, SIZE_MAX, 0, NULL,
@@ -243,6 +247,7 @@ void ga_config_defaults(gpuarena_kind_t kind, ga_settings_t *s)
     s->sim_event_delay = 4;
     s->numa = kind == GPUARENA_PINNED ? GA_NUMA_NEAREST : GA_NUMA_LOCAL;
     s->pool = GA_POOL_ARENA;
+    s->cupy_capture_check = kind == GPUARENA_DEVICE || kind == GPUARENA_MANAGED;
     s->prefetch = GA_PREFETCH_NONE;
     s->prefetch_headroom = 256 << 20;
     s->prefetch_chunk = (size_t)2 << 30;

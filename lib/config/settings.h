@@ -89,7 +89,8 @@ typedef struct ga_settings {
     unsigned prefault_threads; /* threads that touch a new segment (0: auto) */
     /* Device. */
     bool peer_access;
-    ga_pool_kind_t pool; /* the arena's own blocks, or the driver's pool */
+    ga_pool_kind_t pool;     /* the arena's own blocks, or the driver's pool */
+    bool cupy_capture_check; /* gpuarena_cupy_malloc asks CuPy's current stream */
     /* Managed. */
     ga_prefetch_policy_t prefetch;
     size_t prefetch_headroom;

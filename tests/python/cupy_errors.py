@@ -1,7 +1,9 @@
 """Failures under gpuarena in CuPy (gpuarena_cupy_malloc(3)): an array
-larger than the GPU must raise MemoryError with gpuarena's reason, and
-CuPy must go on computing correct results afterwards (CuPy does not check
-the allocator's pointer: a NULL would have become an array without
+larger than the GPU must raise MemoryError with gpuarena's reason, an
+array made inside a CUDA graph capture must raise an error that says the
+stream is captured (while a capture that allocates nothing still works),
+and CuPy must go on computing correct results afterwards (CuPy does not
+check the allocator's pointer: a NULL would have become an array without
 memory and an illegal address that ends the CUDA context).
 
 Usage: cupy_errors.py LIBGPUARENA; exit status 0 when all hold.
@@ -31,4 +33,43 @@ for attempt in range(2):
     ok = float((x * 2).sum()) == 999000.0
     print("%s: computing after it" % ("ok" if ok else "FAIL"))
     failures += not ok
+
+
+def check(what, ok, detail):
+    global failures
+    print("%s: %s: %s" % ("ok" if ok else "FAIL", what, detail))
+    failures += not ok
+
+
+# A CUDA graph capture (cupy.cuda.Stream.begin_capture) that allocates:
+# refused with gpuarena's reason, not served from blocks that later
+# allocations would get while the graph still writes them.
+x = cupy.ones(1 << 20, dtype=cupy.float32)
+y = cupy.empty_like(x)
+cupy.cuda.Device(0).synchronize()
+s = cupy.cuda.Stream(non_blocking=True)
+with s:
+    s.begin_capture()
+    try:
+        t = x * 3  # a temporary, made inside the capture
+        check("capture that allocates", False, "no exception (block %#x)" % t.data.ptr)
+    except (RuntimeError, MemoryError) as e:
+        check("capture that allocates", "gpuarena" in str(e) and "captur" in str(e),
+              str(e).splitlines()[0][:300])
+    g = s.end_capture()
+del g
+cupy.cuda.Device(0).synchronize()
+check("computing after the capture", float((x * 2).sum()) == 2.0 * (1 << 20), "sum of 2x")
+
+# One that allocates nothing (results written with out=) is captured and
+# launched, and writes what it computed.
+with s:
+    s.begin_capture()
+    cupy.multiply(x, 5, out=y)
+    g = s.end_capture()
+y.fill(0)
+cupy.cuda.Device(0).synchronize()
+g.launch(stream=s)
+s.synchronize()
+check("capture with out= only, launched", bool((y == 5).all()), "y == 5 after the launch")
 sys.exit(1 if failures else 0)
