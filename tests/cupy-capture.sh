@@ -6,12 +6,7 @@
 # Then again with device.cupy_capture_check=false: served, CuPy not
 # asked.  Skips (77) without python3, the shared library or the fake
 # driver.
-set -u
-: "${srcdir:=$(dirname "$0")}"
-: "${top_builddir:=..}"
-libdir=$(cd "$top_builddir/lib/.libs" 2> /dev/null && pwd)
-[ -n "$libdir" ] && [ -r "$libdir/libgpuarena.so.0" ] ||
-    { echo "SKIP: libgpuarena.so.0 not built (static-only build?)"; exit 77; }
+. "${srcdir:-$(dirname "$0")}/libdir.sh"
 fake=$(cd fakecuda 2> /dev/null && pwd)
 [ -n "$fake" ] && [ -r "$fake/libcuda.so.1" ] ||
     { echo "SKIP: fakecuda/libcuda.so.1 not built (no Check?)"; exit 77; }

@@ -6,12 +6,7 @@
 # exception, shown with python3 and ctypes (python/raise_cupy.py).  Needs
 # no GPU.  Each half skips without its compiler or interpreter, the whole
 # (77) where neither runs or the shared library is not built.
-set -u
-: "${srcdir:=$(dirname "$0")}"
-: "${top_builddir:=..}"
-libdir=$(cd "$top_builddir/lib/.libs" 2> /dev/null && pwd)
-[ -n "$libdir" ] && [ -r "$libdir/libgpuarena.so.0" ] ||
-    { echo "SKIP: libgpuarena.so.0 not built (static-only build?)"; exit 77; }
+. "${srcdir:-$(dirname "$0")}/libdir.sh"
 tmp=$(mktemp -d) || exit 99
 trap 'rm -rf "$tmp"' EXIT
 ran=0 failed=0
