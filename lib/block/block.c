@@ -51,6 +51,7 @@
 #include "config.h"
 
 #include "array.h"
+#include "block/peaks.h"
 #include "block/tcache.h"
 
 #include "errors.h"
@@ -376,90 +377,7 @@ ga_block_t *ga_bm_free_into(ga_bm_t *bm, ga_pool_t *p, ga_block_t *b)
 }
 
 /* ------------------------------------------------------------------ */
-/* Statistics.                                                         */
-
-/* Raise *PEAK to V.  Every writer of a peak holds the manager's lock
- * (the thread caches take it to raise one): a load and a store, no
- * compare-and-swap loop. */
-static inline void peak_max(_Atomic uint64_t *peak, uint64_t v)
-{
-    if (v > atomic_load_explicit(peak, memory_order_relaxed))
-        atomic_store_explicit(peak, v, memory_order_relaxed);
-}
-
-uint64_t ga_bm_user_in_use(ga_bm_t *bm)
-{
-    int64_t req, inuse;
-    uint64_t a, f, h;
-    ga_tcache_deltas(bm, &req, &inuse, &a, &f, &h);
-    return (uint64_t)((int64_t)bm->c.in_use + inuse);
-}
-
-/* The requested bytes the user holds, given the thread caches'
- * corrections REQ; never below zero, where a lagging view would wrap. */
-static inline uint64_t user_requested(ga_bm_t *bm, int64_t base, int64_t req)
-{
-    int64_t v = base + atomic_load_explicit(&bm->req_drift, memory_order_relaxed) + req;
-    return v > 0 ? (uint64_t)v : 0;
-}
-
-/* Publish the manager's counts for the thread caches' peak checks
- * (base_req, base_inuse); *REQ and *INUSE get the user's requested and
- * in-use bytes with the thread caches' share.  That share is taken from
- * the calling thread's own caches only, as on the cache's fast path
- * (tcache.c): exact with one thread; with several, above the truth by at
- * most what the other threads' caches hold. */
-static inline void publish_bases(ga_bm_t *bm, uint64_t *req, uint64_t *inuse)
-{
-    int64_t own_req, own_inuse;
-    ga_tcache_own_deltas(bm, &own_req, &own_inuse);
-    int64_t base_req = (int64_t)bm->c.requested;
-    int64_t base_inuse = (int64_t)bm->c.in_use;
-    atomic_store_explicit(&bm->base_req, base_req, memory_order_relaxed);
-    atomic_store_explicit(&bm->base_inuse, base_inuse, memory_order_relaxed);
-    *req = user_requested(bm, base_req, own_req);
-    *inuse = (uint64_t)(base_inuse + own_inuse); /* the caches' blocks are in c.in_use */
-}
-
-/* Bytes reserved and not in use, when IN_USE bytes are. */
-static inline uint64_t cached_bytes(const ga_bm_t *bm, uint64_t in_use)
-{
-    return bm->c.reserved > in_use ? bm->c.reserved - in_use : 0;
-}
-
-/* Peaks after a change made under the lock: all four. */
-void ga_bm_update_peaks(ga_bm_t *bm)
-{
-    uint64_t r, u;
-    publish_bases(bm, &r, &u);
-    atomic_store_explicit(&bm->base_reserved, bm->c.reserved, memory_order_relaxed);
-    peak_max(&bm->peak.requested, r);
-    peak_max(&bm->peak.in_use, u);
-    peak_max(&bm->peak.reserved, bm->c.reserved);
-    peak_max(&bm->peak.cached, cached_bytes(bm, u));
-}
-
-/* Peaks after a locked allocation (ALLOC) or free.  While the reserved
- * bytes stay as they were (nothing mapped or returned), an allocation can
- * raise only the requested and in-use peaks, and a free only the cached
- * one: the others fell or stayed.  Every uncached operation ends here, and
- * ga_bm_update_peaks's four checks were 7 % of the instructions of a
- * random free and allocation. */
-static inline void peaks_after(ga_bm_t *bm, bool alloc)
-{
-    if (bm->c.reserved != atomic_load_explicit(&bm->base_reserved, memory_order_relaxed)) {
-        ga_bm_update_peaks(bm);
-        return;
-    }
-    uint64_t r, u;
-    publish_bases(bm, &r, &u);
-    if (alloc) {
-        peak_max(&bm->peak.requested, r);
-        peak_max(&bm->peak.in_use, u);
-    } else {
-        peak_max(&bm->peak.cached, cached_bytes(bm, u));
-    }
-}
+/* Caps.                                                               */
 
 /* max_cached: after blocks went back to the pools. */
 static __attribute__((noinline)) void release_over_cap(ga_bm_t *bm, uint64_t cached)
@@ -781,7 +699,7 @@ alloc_slow(ga_bm_t *bm, size_t rs, size_t size, ga_stream_t s, void **ptr, bool 
     if (dropped)
         enforce_cap(bm);
     if (st == GPUARENA_SUCCESS)
-        peaks_after(bm, true);
+        ga_peaks_after(bm, true);
     ga_unlock(&bm->lock);
     return st == GPUARENA_SUCCESS && !bm->plain ? finish_alloc(bm, size, s, ptr) : st;
 }
@@ -1029,7 +947,7 @@ free_slow(ga_bm_t *bm, void *ptr, ga_stream_t s, ga_block_t *b, bool done, bool 
         if (bm->waiters)
             ga_sweep_poll(bm, false);
         enforce_cap(bm);
-        peaks_after(bm, false);
+        ga_peaks_after(bm, false);
     }
     ga_unlock(&bm->lock);
     return st;
@@ -1087,7 +1005,7 @@ gpuarena_status_t ga_bm_lookup(ga_bm_t *bm, const void *ptr, size_t *requested)
 }
 
 /* ------------------------------------------------------------------ */
-/* Trim, statistics, life cycle.                                       */
+/* Trim and life cycle.                                                 */
 
 gpuarena_status_t ga_bm_trim(ga_bm_t *bm, size_t keep)
 {
@@ -1110,73 +1028,6 @@ gpuarena_status_t ga_bm_trim(ga_bm_t *bm, size_t keep)
     ga_bm_update_peaks(bm);
     ga_unlock(&bm->lock);
     return st;
-}
-
-void ga_bm_stats(ga_bm_t *bm, gpuarena_stats_t *st)
-{
-    memset(st, 0, sizeof *st);
-    ga_lock(&bm->lock);
-    int64_t req, inuse;
-    uint64_t allocs, frees, hits;
-    ga_tcache_deltas(bm, &req, &inuse, &allocs, &frees, &hits);
-    st->requested = user_requested(bm, (int64_t)bm->c.requested, req);
-    st->in_use = (uint64_t)((int64_t)bm->c.in_use + inuse);
-    st->reserved = bm->c.reserved;
-    /* A direct provider's reserved and cached bytes are its own (its
-     * stats hook): none here. */
-    st->cached = st->reserved > st->in_use ? st->reserved - st->in_use : 0;
-    /* A peak is never below the value now (a thread cache's view of the
-     * totals may have lagged when it last compared). */
-    peak_max(&bm->peak.requested, st->requested);
-    peak_max(&bm->peak.in_use, st->in_use);
-    peak_max(&bm->peak.reserved, st->reserved);
-    peak_max(&bm->peak.cached, st->cached);
-    st->requested_peak = atomic_load(&bm->peak.requested);
-    st->in_use_peak = atomic_load(&bm->peak.in_use);
-    st->reserved_peak = atomic_load(&bm->peak.reserved);
-    st->cached_peak = atomic_load(&bm->peak.cached);
-    st->allocs = bm->c.allocs + allocs;
-    st->frees = bm->c.frees + frees;
-    st->cache_hits = bm->c.hits + hits;
-    st->cache_misses = bm->c.misses;
-    st->provider_maps = bm->c.maps;
-    st->provider_unmaps = bm->c.unmaps;
-    st->cross_stream_waits = bm->c.waits;
-    st->oom_retries = bm->c.oom_retries;
-    st->oom_failures = bm->c.oom_failures;
-    st->last_oom_request = bm->c.last_oom;
-    st->device_free = bm->c.device_free;
-    st->segments = bm->c.segments;
-    st->live_blocks = bm->c.allocs + allocs - bm->c.frees - frees;
-    st->pending_frees = bm->pending_blocks;
-    st->events_recorded = bm->c.events;
-    st->trims = bm->c.trims;
-    uint64_t nfree = ga_fit_count(&bm->any.fit[0]) + ga_fit_count(&bm->any.fit[1]);
-    for (unsigned i = 0; i < bm->npools; i++)
-        nfree += ga_fit_count(&bm->pools[i]->fit[0]) + ga_fit_count(&bm->pools[i]->fit[1]);
-    st->free_blocks = nfree;
-    ga_unlock(&bm->lock);
-}
-
-void ga_bm_reset_peaks(ga_bm_t *bm)
-{
-    ga_lock(&bm->lock);
-    int64_t req, inuse;
-    uint64_t a, f, h;
-    ga_tcache_deltas(bm, &req, &inuse, &a, &f, &h);
-    uint64_t u = (uint64_t)((int64_t)bm->c.in_use + inuse);
-    atomic_store(&bm->peak.requested, user_requested(bm, (int64_t)bm->c.requested, req));
-    atomic_store(&bm->peak.in_use, u);
-    atomic_store(&bm->peak.reserved, bm->c.reserved);
-    atomic_store(&bm->peak.cached, cached_bytes(bm, u));
-    ga_unlock(&bm->lock);
-}
-
-uint64_t ga_bm_live_blocks(ga_bm_t *bm)
-{
-    gpuarena_stats_t st;
-    ga_bm_stats(bm, &st);
-    return st.live_blocks;
 }
 
 gpuarena_status_t ga_bm_create(ga_provider_t *prov, const ga_settings_t *s, ga_bm_t **out)

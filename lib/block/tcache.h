@@ -5,7 +5,7 @@
  * The owner's alloc and free from its cache are inline here, so that the
  * block manager's alloc and free reach a cached block with no call: on a
  * cached pair, four levels of calls cost more than the cache's own work.
- * Only block.c and tcache.c include this.
+ * Only block.c, tcache.c and (through peaks.h) stats.c include this.
  */
 #ifndef GA_BLOCK_TCACHE_H
 #define GA_BLOCK_TCACHE_H
