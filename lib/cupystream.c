@@ -29,6 +29,8 @@
  */
 #include "cupystream.h"
 
+#include "raise.h" /* ga_sym */
+
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -60,18 +62,7 @@ static struct {
 
 static pthread_once_t api_once = PTHREAD_ONCE_INIT;
 
-/* The function at SYMBOL of the process, as a pointer to function (ISO C
- * has no conversion from void *); false when it is not there. */
-static bool find(const char *symbol, void *fn, size_t fn_size)
-{
-    void *p = dlsym(RTLD_DEFAULT, symbol);
-    memset(fn, 0, fn_size);
-    if (p)
-        memcpy(fn, &p, fn_size < sizeof p ? fn_size : sizeof p);
-    return p != NULL;
-}
-
-#define FIND(field, symbol) find(symbol, &py.field, sizeof py.field)
+#define FIND(field, symbol) ga_sym(RTLD_DEFAULT, symbol, &py.field, sizeof py.field)
 
 static void find_api(void)
 {

@@ -33,14 +33,13 @@
 #include <stdio.h>
 #include <string.h>
 
-/* The function at SYMBOL of HANDLE, as a pointer to function (ISO C has no
- * conversion from void *). */
-static void sym(void *handle, const char *symbol, void *fn, size_t fn_size)
+bool ga_sym(void *handle, const char *symbol, void *fn, size_t fn_size)
 {
     void *p = dlsym(handle, symbol);
     memset(fn, 0, fn_size);
     if (p)
         memcpy(fn, &p, fn_size < sizeof p ? fn_size : sizeof p);
+    return p != NULL;
 }
 
 /* void c10::detail::torchCheckFail(const char *func, const char *file,
@@ -56,7 +55,7 @@ static torch_fail_t torch_fail(void)
     if (!h)
         return NULL;
     torch_fail_t fail;
-    sym(h, TORCH_FAIL_SYMBOL, &fail, sizeof fail);
+    ga_sym(h, TORCH_FAIL_SYMBOL, &fail, sizeof fail);
     /* PyTorch keeps its own reference: FAIL stays valid. */
     dlclose(h);
     return fail;
@@ -99,10 +98,10 @@ void *ga_raise_cupy(gpuarena_status_t st, size_t size)
     py_gil_ensure_t ensure;
     py_gil_release_t release;
     py_err_set_string_t set_string;
-    sym(RTLD_DEFAULT, "Py_IsInitialized", &initialized, sizeof initialized);
-    sym(RTLD_DEFAULT, "PyGILState_Ensure", &ensure, sizeof ensure);
-    sym(RTLD_DEFAULT, "PyGILState_Release", &release, sizeof release);
-    sym(RTLD_DEFAULT, "PyErr_SetString", &set_string, sizeof set_string);
+    ga_sym(RTLD_DEFAULT, "Py_IsInitialized", &initialized, sizeof initialized);
+    ga_sym(RTLD_DEFAULT, "PyGILState_Ensure", &ensure, sizeof ensure);
+    ga_sym(RTLD_DEFAULT, "PyGILState_Release", &release, sizeof release);
+    ga_sym(RTLD_DEFAULT, "PyErr_SetString", &set_string, sizeof set_string);
     /* The exception types are variables of type PyObject *. */
     void **type = dlsym(RTLD_DEFAULT, st == GPUARENA_ERR_OUT_OF_MEMORY ? "PyExc_MemoryError"
                                                                        : "PyExc_RuntimeError");

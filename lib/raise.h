@@ -7,6 +7,7 @@
 
 #include "gpuarena.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h> /* ssize_t */
 
@@ -23,5 +24,11 @@ void ga_raise_torch_error(const char *func);
  * RuntimeError) when a Python interpreter runs this process, and answer
  * what gpuarena_cupy_malloc returns then; else answer NULL. */
 void *ga_raise_cupy(gpuarena_status_t st, size_t size);
+
+/* The function at SYMBOL of HANDLE (RTLD_DEFAULT: the whole process) in
+ * *FN, a pointer to function of FN_SIZE bytes (ISO C has no conversion
+ * from void *); false, *FN zeroed, when it is not there.  For the
+ * frameworks' functions, found at run time (raise.c, cupystream.c). */
+bool ga_sym(void *handle, const char *symbol, void *fn, size_t fn_size);
 
 #endif /* GA_RAISE_H */
