@@ -9,6 +9,7 @@
  * API with sim and host arenas.  Every test asserts on addresses and on
  * statistics, so that a change of behaviour fails it.
  */
+#include "arena.h"
 #include "block/block.h"
 #include "block/internal.h"
 #include "block/tcache.h"
@@ -1174,6 +1175,61 @@ START_TEST(trim_fixed_segments)
 }
 END_TEST
 
+/* A program that makes a stream per step (torch.cuda.Stream() in a loop)
+ * leaves a pool per stream with what it freed there; gpuarena cannot
+ * learn that the stream is gone.  The manager keeps GA_POOLS_MAX pools
+ * at most: the one used longest ago is retired, its blocks to limbo,
+ * where no stream may take them, its own included, until trim has waited
+ * for the device; then they are every stream's (limbo.c). */
+START_TEST(stream_pools_bounded)
+{
+    gpuarena_t *a = NULL;
+    ck_assert_int_eq(gpuarena_create(GPUARENA_SIM, 0, "thread_cache=false", &a), GPUARENA_SUCCESS);
+    ga_bm_t *bm = a->bm;
+    enum { N = GA_POOLS_MAX + 40 };
+    void *first = NULL;
+    for (uintptr_t i = 1; i <= N; i++) {
+        gpuarena_stream_t s = (gpuarena_stream_t)(1000 + i);
+        void *p = NULL;
+        ck_assert_int_eq(gpuarena_alloc(a, 4096, s, &p), GPUARENA_SUCCESS);
+        ck_assert_int_eq(gpuarena_free(a, p, s), GPUARENA_SUCCESS);
+        if (i == 1)
+            first = p;
+        ck_assert_uint_le(bm->npools, GA_POOLS_MAX);
+    }
+    ck_assert_int_eq(gpuarena_check(a), GPUARENA_SUCCESS);
+    ck_assert_uint_eq(bm->npools, GA_POOLS_MAX);
+    ck_assert(ga_limbo_holds(bm));
+    /* The first stream's pool went first: its block is in limbo, and
+     * neither a new stream nor the first one again gets it. */
+    ga_lock(&bm->lock);
+    ga_block_t *b = NULL;
+    for (ga_segment_t *g = bm->segs; g && !b; g = g->next)
+        for (ga_block_t *x = g->first; x; x = x->next)
+            if (x->addr <= (uintptr_t)first && (uintptr_t)first < x->addr + x->size)
+                b = x;
+    ck_assert_ptr_nonnull(b);
+    ck_assert_ptr_eq(b->pool, &bm->limbo);
+    ga_unlock(&bm->lock);
+    void *p = NULL, *q = NULL;
+    ck_assert_int_eq(gpuarena_alloc(a, 4096, (gpuarena_stream_t)(1000 + N + 1), &p),
+                     GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_alloc(a, 4096, (gpuarena_stream_t)1001, &q), GPUARENA_SUCCESS);
+    ck_assert_ptr_ne(p, first);
+    ck_assert_ptr_ne(q, first);
+    ck_assert_int_eq(gpuarena_free(a, p, (gpuarena_stream_t)(1000 + N + 1)), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_free(a, q, (gpuarena_stream_t)1001), GPUARENA_SUCCESS);
+    /* Trim waits for the device: limbo goes back, and with it every byte. */
+    gpuarena_stats_t st;
+    ck_assert_int_eq(gpuarena_trim(a, 0), GPUARENA_SUCCESS);
+    ck_assert(!ga_limbo_holds(bm));
+    ck_assert_int_eq(gpuarena_stats(a, &st), GPUARENA_SUCCESS);
+    ck_assert_uint_eq(st.reserved, 0);
+    ck_assert_int_eq(gpuarena_check(a), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_SUCCESS);
+}
+END_TEST
+
 static gpuarena_t *arena(gpuarena_kind_t kind, const char *opts)
 {
     gpuarena_t *a = NULL;
@@ -2265,6 +2321,7 @@ int main(void)
     tcase_add_test(fit, fit_lists_keep_links_and_bitmaps);
     suite_add_tcase(s, fit);
     TCase *reuse = tcase_create("reuse");
+    tcase_add_test(reuse, stream_pools_bounded);
     tcase_add_test(reuse, reuse_same_stream_at_once);
     tcase_add_test(reuse, reuse_other_stream_after_event);
     tcase_add_test(reuse, reuse_other_stream_wait_policy);

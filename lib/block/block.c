@@ -206,6 +206,7 @@ static inline ga_pool_t *pool_find(ga_bm_t *bm, uint64_t id)
 /* A new pool for S; NULL when out of memory. */
 static __attribute__((noinline)) ga_pool_t *pool_make(ga_bm_t *bm, ga_stream_t s)
 {
+    ga_limbo_make_room(bm);
     ga_pool_t **n = ga_room_for_one(bm->pools, bm->npools, &bm->cap_pools, sizeof *n, 8);
     if (!n)
         return NULL;
@@ -215,6 +216,7 @@ static __attribute__((noinline)) ga_pool_t *pool_make(ga_bm_t *bm, ga_stream_t s
         return NULL;
     p->stream = s;
     p->is_stream = true;
+    p->used = ++bm->pool_clock;
     bm->pools[bm->npools++] = p;
     return p;
 }
@@ -229,6 +231,7 @@ static inline ga_pool_t *pool_get(ga_bm_t *bm, ga_stream_t s)
     if (!p)
         return pool_make(bm, s);
     p->stream.handle = s.handle; /* the newest handle of this stream */
+    p->used = ++bm->pool_clock;
     return p;
 }
 
@@ -256,12 +259,13 @@ static void pool_put(ga_bm_t *bm, ga_pool_t *p, ga_block_t *b)
 /* May a free neighbour in pool Q join a block going into pool P?  Blocks
  * of ANY are safe for every stream, so a stream pool takes them in: the
  * larger block is worth more to its stream than the pieces to the others,
- * and the next sweep gives it back to ANY. */
+ * and the next sweep gives it back to ANY.  Holes and limbo take none in:
+ * limbo's blocks wait for a drain (limbo.c). */
 static inline bool joins(const ga_bm_t *bm, const ga_block_t *n, const ga_pool_t *p)
 {
     if (n->state != BLOCK_FREE && n->state != BLOCK_HOLE)
         return false; /* live, or pending (its pool is where it will go) */
-    return n->pool == p || (n->pool == &bm->any && p != &bm->holes);
+    return n->pool == p || (n->pool == &bm->any && is_stream_pool(p));
 }
 
 /* Merge R, the right neighbour of L, into L (both in no pool). */
@@ -463,6 +467,8 @@ static inline ga_block_t *find_free(ga_bm_t *bm, int cls, size_t rs, ga_stream_t
 {
     size_t limit = bm->set.max_split && rs <= bm->set.max_split ? bm->set.max_split : 0;
     ga_pool_t *p = bm->events ? pool_find(bm, s.id) : NULL;
+    if (p)
+        p->used = ++bm->pool_clock;
     ga_block_t *a = p ? ga_fit_find(&p->fit[cls], rs, limit) : NULL;
     ga_block_t *b = ga_fit_find(&bm->any.fit[cls], rs, limit);
     if (a && (!b || a->size <= b->size))
@@ -1059,6 +1065,7 @@ gpuarena_status_t ga_bm_create(ga_provider_t *prov, const ga_settings_t *s, ga_b
     class_setup(bm, s);
     bm->any.stream.id = GA_STREAM_ANY;
     bm->holes.stream.id = GA_STREAM_ANY;
+    bm->limbo.stream.id = GA_STREAM_ANY;
     bm->direct = ga_provider_is_direct(prov);
     if (bm->direct) {
         /* Every request goes to the provider: nothing is cached here. */

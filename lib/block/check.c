@@ -90,7 +90,7 @@ static gpuarena_status_t check_segment(ga_bm_t *bm, ga_segment_t *g, tally_t *t)
 
 static gpuarena_status_t check_pool(ga_bm_t *bm, ga_pool_t *p, uint64_t *listed)
 {
-    bool stream_pool = p != &bm->any && p != &bm->holes;
+    bool stream_pool = p != &bm->any && p != &bm->holes && p != &bm->limbo;
     if (p->is_stream != stream_pool)
         FAIL("the %s pool says it is%s a stream's", stream_pool ? "stream" : "ANY or hole",
              stream_pool ? " not" : "");
@@ -145,6 +145,11 @@ gpuarena_status_t ga_bm_check(ga_bm_t *bm)
         st = check_pool(bm, &bm->any, &listed);
     if (st == GPUARENA_SUCCESS)
         st = check_pool(bm, &bm->holes, &listed);
+    if (st == GPUARENA_SUCCESS)
+        st = check_pool(bm, &bm->limbo, &listed);
+    if (st == GPUARENA_SUCCESS && bm->npools > GA_POOLS_MAX)
+        st = ga_error(GPUARENA_ERR_CORRUPT, "check: %u stream pools, more than %u", bm->npools,
+                      GA_POOLS_MAX);
     for (unsigned i = 0; i < bm->npools && st == GPUARENA_SUCCESS; i++)
         st = check_pool(bm, bm->pools[i], &listed);
     if (st != GPUARENA_SUCCESS)

@@ -130,6 +130,7 @@ struct ga_pool {
     uint64_t sweep_seq; /* blocks stamped up to this are covered by it */
     bool wanted;        /* another stream missed: record at the next free */
     bool is_stream;     /* a stream's pool, not ANY or HOLE */
+    uint64_t used;      /* the manager's pool_clock when its stream last freed or allocated */
 };
 
 /* Live map (livemap.c): address -> live block, readable without the lock
@@ -308,9 +309,11 @@ struct ga_bm {
     ga_segment_t *segs;              /* every segment */
     ga_segment_t *grow[CLASS_COUNT]; /* the growable segment of each class */
     ga_pool_t any, holes;
-    ga_pool_t **pools; /* stream pools */
+    ga_pool_t limbo;   /* blocks of retired stream pools (limbo.c) */
+    ga_pool_t **pools; /* stream pools, at most GA_POOLS_MAX */
     unsigned npools, cap_pools;
     ga_pool_t *last_pool; /* the one pool_find found last */
+    uint64_t pool_clock;  /* ticks at each use of a stream pool (ga_pool_t.used) */
 
     ga_lmap_t live;
     ga_block_t *spare_blocks; /* recycled block records */
@@ -402,6 +405,16 @@ bool ga_sweep_unsettled(const ga_bm_t *bm);
 /* Everything freed so far made reusable by every stream, waiting for the
  * device; its status (a capture refuses the wait). */
 gpuarena_status_t ga_sweep_drain(ga_bm_t *bm);
+
+/* limbo.c (the manager's lock held).  Stream pools kept at most. */
+#define GA_POOLS_MAX 256
+/* Before a new stream pool is made: with GA_POOLS_MAX of them, retire
+ * the one used longest ago, its free blocks to limbo. */
+void ga_limbo_make_room(ga_bm_t *bm);
+/* Whether limbo holds blocks (only ga_sweep_drain frees them). */
+bool ga_limbo_holds(const ga_bm_t *bm);
+/* Once the device has passed every free (ga_sweep_drain): limbo to ANY. */
+void ga_limbo_release(ga_bm_t *bm);
 
 /* segment.c (the manager's lock held). */
 /* Map memory for RS bytes of class CLS usable by S; the block returned is

@@ -69,7 +69,8 @@ void ga_bm_stats(ga_bm_t *bm, gpuarena_stats_t *st)
     st->pending_frees = bm->pending_blocks;
     st->events_recorded = bm->c.events;
     st->trims = bm->c.trims;
-    uint64_t nfree = ga_fit_count(&bm->any.fit[0]) + ga_fit_count(&bm->any.fit[1]);
+    uint64_t nfree = ga_fit_count(&bm->any.fit[0]) + ga_fit_count(&bm->any.fit[1]) +
+                     ga_fit_count(&bm->limbo.fit[0]) + ga_fit_count(&bm->limbo.fit[1]);
     for (unsigned i = 0; i < bm->npools; i++)
         nfree += ga_fit_count(&bm->pools[i]->fit[0]) + ga_fit_count(&bm->pools[i]->fit[1]);
     st->free_blocks = nfree;

@@ -213,7 +213,7 @@ bool ga_sweep_unsettled(const ga_bm_t *bm)
 {
     if (!bm->events)
         return false;
-    if (bm->pending_blocks)
+    if (bm->pending_blocks || ga_limbo_holds(bm))
         return true;
     for (unsigned i = 0; i < bm->npools; i++)
         if (holds_blocks(bm->pools[i]))
@@ -234,6 +234,7 @@ gpuarena_status_t ga_sweep_drain(ga_bm_t *bm)
         if (st != GPUARENA_SUCCESS)
             return st;            /* refused, or the device is in error: every block stays */
         ga_sweep_poll(bm, false); /* all complete now */
+        ga_limbo_release(bm);
         for (unsigned i = 0; i < bm->npools; i++) {
             ga_pool_t *p = bm->pools[i];
             if (!holds_blocks(p))

@@ -1,0 +1,106 @@
+/*
+ * limbo.c - the pools of streams that may be gone.
+ *
+ * A stream's pool holds the blocks freed on that stream until a sweep, an
+ * event recorded at a later free on the same stream, shows the GPU past
+ * them (sweep.c).  A stream that is destroyed frees nothing more, so its
+ * pool keeps its blocks, and its record, for good: gpuarena never keeps a
+ * stream handle past the call that names it, so it cannot ask the stream
+ * later, nor learn that it was destroyed (CUDA stream ids are never
+ * reused).  A program that makes a new stream for each piece of work
+ * (torch.cuda.Stream() in a loop) then piled up one pool per stream,
+ * about 17 KiB each, and every walk of the pools (each miss asks them
+ * all for a sweep) grew with them.  (Thread caches are still kept per
+ * stream: tcache.c.)
+ *
+ * So the manager keeps at most GA_POOLS_MAX stream pools.  When a new
+ * stream needs one beyond that, the pool whose stream freed or allocated
+ * longest ago is retired: its free blocks move to the limbo pool and its
+ * record goes.  Blocks in limbo are safe for no stream, not even their
+ * own (which pool they came from is forgotten), until the whole device
+ * has passed their frees: ga_sweep_drain, at trim and on the
+ * out-of-memory path, moves them to ANY after its wait.  Until then they
+ * count as cached and merge only with each other, never taking in a
+ * neighbour of ANY, which every stream may use.
+ *
+ * The bound is set well above the streams a program uses in turn (a
+ * PyTorch process has a few dozen per device): a pool retired while its
+ * stream lives only costs that stream the reuse of its blocks until the
+ * next drain.
+ */
+#include "block/internal.h"
+
+#include <stdlib.h>
+
+/* The stream pool used longest ago that may be retired now: none whose
+ * sweep is still out (its event may not be recorded again before it
+ * completes); NULL when none may. */
+static ga_pool_t *oldest_pool(ga_bm_t *bm, unsigned *at)
+{
+    ga_pool_t *best = NULL;
+    for (unsigned i = 0; i < bm->npools; i++) {
+        ga_pool_t *p = bm->pools[i];
+        if (p->sweep)
+            continue;
+        if (!best || p->used < best->used) {
+            best = p;
+            *at = i;
+        }
+    }
+    return best;
+}
+
+/* Move every free block of FROM to TO: out of FROM's index first, merged
+ * into TO once the walk is over (a merge would change the lists walked). */
+static void move_all(ga_bm_t *bm, ga_pool_t *from, ga_pool_t *to)
+{
+    ga_block_t *moved = NULL;
+    for (int cls = 0; cls < CLASS_COUNT; cls++) {
+        ga_fit_t *f = &from->fit[cls];
+        while (!ga_fit_empty(f)) {
+            unsigned fl = (unsigned)__builtin_ctzll(f->fl_map);
+            ga_block_t *b = f->heads[fl][__builtin_ctz(f->sl_map[fl])];
+            ga_bm_pool_take(b);
+            b->fnext = moved;
+            moved = b;
+        }
+    }
+    while (moved) {
+        ga_block_t *b = moved;
+        moved = b->fnext;
+        b->fnext = NULL;
+        ga_bm_coalesce(bm, to, b, 0);
+    }
+}
+
+void ga_limbo_make_room(ga_bm_t *bm)
+{
+    if (bm->npools < GA_POOLS_MAX)
+        return;
+    ga_sweep_poll(bm, false); /* completed sweeps release their blocks to ANY first */
+    unsigned at = 0;
+    ga_pool_t *p = oldest_pool(bm, &at);
+    if (!p)
+        return; /* every pool has a sweep out: one more pool, for now */
+    move_all(bm, p, &bm->limbo);
+    /* Blocks still waiting for the events of their recorded streams were
+     * to go to P once those completed: to limbo instead. */
+    for (ga_waiter_t *w = bm->waiters; w; w = w->next)
+        if (w->block->pool == p)
+            w->block->pool = &bm->limbo;
+    bm->pools[at] = bm->pools[--bm->npools];
+    if (bm->last_pool == p)
+        bm->last_pool = NULL;
+    free(p);
+    ga_sweep_wanted_update(bm);
+}
+
+bool ga_limbo_holds(const ga_bm_t *bm)
+{
+    return !ga_fit_empty(&bm->limbo.fit[CLASS_SMALL]) || !ga_fit_empty(&bm->limbo.fit[CLASS_LARGE]);
+}
+
+void ga_limbo_release(ga_bm_t *bm)
+{
+    move_all(bm, &bm->limbo, &bm->any);
+}
