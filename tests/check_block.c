@@ -1199,7 +1199,7 @@ START_TEST(stream_pools_bounded)
     }
     ck_assert_int_eq(gpuarena_check(a), GPUARENA_SUCCESS);
     ck_assert_uint_eq(bm->npools, GA_POOLS_MAX);
-    ck_assert(ga_limbo_holds(bm));
+    ck_assert(ga_pool_holds(&bm->limbo));
     /* The first stream's pool went first: its block is in limbo, and
      * neither a new stream nor the first one again gets it. */
     ga_lock(&bm->lock);
@@ -1222,7 +1222,7 @@ START_TEST(stream_pools_bounded)
     /* Trim waits for the device: limbo goes back, and with it every byte. */
     gpuarena_stats_t st;
     ck_assert_int_eq(gpuarena_trim(a, 0), GPUARENA_SUCCESS);
-    ck_assert(!ga_limbo_holds(bm));
+    ck_assert(!ga_pool_holds(&bm->limbo));
     ck_assert_int_eq(gpuarena_stats(a, &st), GPUARENA_SUCCESS);
     ck_assert_uint_eq(st.reserved, 0);
     ck_assert_int_eq(gpuarena_check(a), GPUARENA_SUCCESS);

@@ -133,6 +133,12 @@ struct ga_pool {
     uint64_t used;      /* the manager's pool_clock when its stream last freed or allocated */
 };
 
+/* Whether P holds free blocks. */
+static inline bool ga_pool_holds(const ga_pool_t *p)
+{
+    return !ga_fit_empty(&p->fit[CLASS_SMALL]) || !ga_fit_empty(&p->fit[CLASS_LARGE]);
+}
+
 /* Live map (livemap.c): address -> live block, readable without the lock
  * (thread caches free through it) and written under the manager's lock.
  * Buckets of four keys and their values fill one cache line; a key lives
@@ -405,14 +411,16 @@ bool ga_sweep_unsettled(const ga_bm_t *bm);
 /* Everything freed so far made reusable by every stream, waiting for the
  * device; its status (a capture refuses the wait). */
 gpuarena_status_t ga_sweep_drain(ga_bm_t *bm);
+/* Move the free blocks of FROM stamped UPTO or earlier (UINT64_MAX: all)
+ * to TO, merged there with TO's neighbours: a completed sweep's to ANY,
+ * a retired pool's to limbo, limbo's to ANY after a drain. */
+void ga_pool_move(ga_bm_t *bm, ga_pool_t *from, ga_pool_t *to, uint64_t upto);
 
 /* limbo.c (the manager's lock held).  Stream pools kept at most. */
 #define GA_POOLS_MAX 256
 /* Before a new stream pool is made: with GA_POOLS_MAX of them, retire
  * the one used longest ago, its free blocks to limbo. */
 void ga_limbo_make_room(ga_bm_t *bm);
-/* Whether limbo holds blocks (only ga_sweep_drain frees them). */
-bool ga_limbo_holds(const ga_bm_t *bm);
 /* Once the device has passed every free (ga_sweep_drain): limbo to ANY. */
 void ga_limbo_release(ga_bm_t *bm);
 

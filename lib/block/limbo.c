@@ -30,6 +30,7 @@
  */
 #include "block/internal.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 
 /* The stream pool used longest ago that may be retired now: none whose
@@ -50,29 +51,6 @@ static ga_pool_t *oldest_pool(ga_bm_t *bm, unsigned *at)
     return best;
 }
 
-/* Move every free block of FROM to TO: out of FROM's index first, merged
- * into TO once the walk is over (a merge would change the lists walked). */
-static void move_all(ga_bm_t *bm, ga_pool_t *from, ga_pool_t *to)
-{
-    ga_block_t *moved = NULL;
-    for (int cls = 0; cls < CLASS_COUNT; cls++) {
-        ga_fit_t *f = &from->fit[cls];
-        while (!ga_fit_empty(f)) {
-            unsigned fl = (unsigned)__builtin_ctzll(f->fl_map);
-            ga_block_t *b = f->heads[fl][__builtin_ctz(f->sl_map[fl])];
-            ga_bm_pool_take(b);
-            b->fnext = moved;
-            moved = b;
-        }
-    }
-    while (moved) {
-        ga_block_t *b = moved;
-        moved = b->fnext;
-        b->fnext = NULL;
-        ga_bm_coalesce(bm, to, b, 0);
-    }
-}
-
 void ga_limbo_make_room(ga_bm_t *bm)
 {
     if (bm->npools < GA_POOLS_MAX)
@@ -82,7 +60,7 @@ void ga_limbo_make_room(ga_bm_t *bm)
     ga_pool_t *p = oldest_pool(bm, &at);
     if (!p)
         return; /* every pool has a sweep out: one more pool, for now */
-    move_all(bm, p, &bm->limbo);
+    ga_pool_move(bm, p, &bm->limbo, UINT64_MAX);
     /* Blocks still waiting for the events of their recorded streams were
      * to go to P once those completed: to limbo instead. */
     for (ga_waiter_t *w = bm->waiters; w; w = w->next)
@@ -95,12 +73,7 @@ void ga_limbo_make_room(ga_bm_t *bm)
     ga_sweep_wanted_update(bm);
 }
 
-bool ga_limbo_holds(const ga_bm_t *bm)
-{
-    return !ga_fit_empty(&bm->limbo.fit[CLASS_SMALL]) || !ga_fit_empty(&bm->limbo.fit[CLASS_LARGE]);
-}
-
 void ga_limbo_release(ga_bm_t *bm)
 {
-    move_all(bm, &bm->limbo, &bm->any);
+    ga_pool_move(bm, &bm->limbo, &bm->any, UINT64_MAX);
 }

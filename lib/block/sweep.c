@@ -55,22 +55,18 @@ gpuarena_status_t ga_bm_event_record(ga_bm_t *bm, ga_stream_t s, ga_event_t *out
     return GPUARENA_SUCCESS;
 }
 
-/* Move the blocks a completed sweep covers from P to ANY.  The pool's
- * lists are walked whole: this runs only when another stream has missed
- * and a sweep's event has completed, and keeping the blocks in free order
- * instead (an age list) cost every free and every split on a stream. */
-static void sweep_finish(ga_bm_t *bm, ga_pool_t *p)
+void ga_pool_move(ga_bm_t *bm, ga_pool_t *from, ga_pool_t *to, uint64_t upto)
 {
     ga_block_t *covered = NULL;
     for (int cls = 0; cls < CLASS_COUNT; cls++) {
-        ga_fit_t *f = &p->fit[cls];
+        ga_fit_t *f = &from->fit[cls];
         for (uint64_t fm = f->fl_map; fm; fm &= fm - 1) {
             unsigned fl = (unsigned)__builtin_ctzll(fm);
             for (uint32_t sm = f->sl_map[fl]; sm; sm &= sm - 1) {
                 unsigned sl = (unsigned)__builtin_ctz(sm);
                 for (ga_block_t *b = f->heads[fl][sl], *nx; b; b = nx) {
                     nx = b->fnext;
-                    if (b->stamp > p->sweep_seq)
+                    if (b->stamp > upto)
                         continue;
                     /* Out of the index first, merged once the walk is
                      * over: a merge now would change the lists walked. */
@@ -85,8 +81,17 @@ static void sweep_finish(ga_bm_t *bm, ga_pool_t *p)
         ga_block_t *b = covered;
         covered = b->fnext;
         b->fnext = NULL;
-        ga_bm_coalesce(bm, &bm->any, b, 0);
+        ga_bm_coalesce(bm, to, b, 0);
     }
+}
+
+/* Move the blocks a completed sweep covers from P to ANY.  The pool's
+ * lists are walked whole: this runs only when another stream has missed
+ * and a sweep's event has completed, and keeping the blocks in free order
+ * instead (an age list) cost every free and every split on a stream. */
+static void sweep_finish(ga_bm_t *bm, ga_pool_t *p)
+{
+    ga_pool_move(bm, p, &bm->any, p->sweep_seq);
     ga_bm_event_put(bm, p->sweep);
     p->sweep = NULL;
 }
@@ -95,14 +100,9 @@ static void sweep_finish(ga_bm_t *bm, ga_pool_t *p)
  * into P is stamped p->seq; blocks taken since may leave none uncovered,
  * and then a sweep is asked for that releases nothing: a spare event,
  * never a block released early. */
-static bool holds_blocks(const ga_pool_t *p)
-{
-    return !ga_fit_empty(&p->fit[CLASS_SMALL]) || !ga_fit_empty(&p->fit[CLASS_LARGE]);
-}
-
 static bool uncovered(const ga_pool_t *p)
 {
-    return p->seq > p->sweep_seq && holds_blocks(p);
+    return p->seq > p->sweep_seq && ga_pool_holds(p);
 }
 
 /* The streams whose pools want a sweep, for the lock-free free path. */
@@ -213,10 +213,10 @@ bool ga_sweep_unsettled(const ga_bm_t *bm)
 {
     if (!bm->events)
         return false;
-    if (bm->pending_blocks || ga_limbo_holds(bm))
+    if (bm->pending_blocks || ga_pool_holds(&bm->limbo))
         return true;
     for (unsigned i = 0; i < bm->npools; i++)
-        if (holds_blocks(bm->pools[i]))
+        if (ga_pool_holds(bm->pools[i]))
             return true;
     return false;
 }
@@ -237,7 +237,7 @@ gpuarena_status_t ga_sweep_drain(ga_bm_t *bm)
         ga_limbo_release(bm);
         for (unsigned i = 0; i < bm->npools; i++) {
             ga_pool_t *p = bm->pools[i];
-            if (!holds_blocks(p))
+            if (!ga_pool_holds(p))
                 continue;
             if (!p->sweep && ga_bm_event_get(bm, &p->sweep) != GPUARENA_SUCCESS) {
                 p->sweep = NULL;
