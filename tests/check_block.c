@@ -1230,6 +1230,64 @@ START_TEST(stream_pools_bounded)
 }
 END_TEST
 
+/* This thread's caches of BM. */
+static unsigned own_caches(ga_bm_t *bm)
+{
+    unsigned n = 0;
+    for (ga_tcache_t *t = ga_tc_list; t; t = t->t_next)
+        n += t->bm == bm;
+    return n;
+}
+
+/* A thread that frees on a new stream for each step (torch.cuda.Stream()
+ * in a loop) keeps at most TC_PER_ARENA caches of the arena.  The pools
+ * that the retired caches' blocks go to want a sweep that never comes;
+ * they do not send the frees of the new streams past their caches
+ * (wanted_map), where each new stream's pool took in the free memory
+ * around its block: the arena grows by what the dead streams' blocks
+ * hold, not by a granule per stream. */
+START_TEST(stream_caches_bounded)
+{
+    gpuarena_t *a = NULL;
+    ck_assert_int_eq(gpuarena_create(GPUARENA_SIM, 0, "expandable=true", &a), GPUARENA_SUCCESS);
+    ga_bm_t *bm = a->bm;
+    enum { N = 1200 }; /* more than two granules of 2 MiB in 4 KiB blocks */
+    void *first = NULL;
+    for (uintptr_t i = 1; i <= N; i++) {
+        gpuarena_stream_t s = (gpuarena_stream_t)(5000 + i);
+        void *p = NULL;
+        ck_assert_int_eq(gpuarena_alloc(a, 4096, s, &p), GPUARENA_SUCCESS);
+        for (int k = 0; k < 4; k++) {
+            ck_assert_int_eq(gpuarena_free(a, p, s), GPUARENA_SUCCESS);
+            ck_assert_int_eq(gpuarena_alloc(a, 4096, s, &p), GPUARENA_SUCCESS);
+        }
+        ck_assert_int_eq(gpuarena_free(a, p, s), GPUARENA_SUCCESS);
+        if (i == 1)
+            first = p;
+        ck_assert_uint_le(own_caches(bm), TC_PER_ARENA);
+    }
+    ck_assert_int_eq(gpuarena_check(a), GPUARENA_SUCCESS);
+    ck_assert_uint_eq(own_caches(bm), TC_PER_ARENA);
+    gpuarena_stats_t st;
+    ck_assert_int_eq(gpuarena_stats(a, &st), GPUARENA_SUCCESS);
+    /* 1200 blocks of 4 KiB: three granules (a granule per stream once
+     * the first was full, with one wanted bit per id % 64). */
+    ck_assert_uint_le(st.reserved, 3 * 2 * MI);
+    /* The first stream's block left its cache for good: the stream gets
+     * no other block back while it sits in its pool or in limbo. */
+    void *p = NULL;
+    ck_assert_int_eq(gpuarena_alloc(a, 4096, (gpuarena_stream_t)(5000 + N + 1), &p),
+                     GPUARENA_SUCCESS);
+    ck_assert_ptr_ne(p, first);
+    ck_assert_int_eq(gpuarena_free(a, p, (gpuarena_stream_t)(5000 + N + 1)), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_trim(a, 0), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_stats(a, &st), GPUARENA_SUCCESS);
+    ck_assert_uint_eq(st.reserved, 0);
+    ck_assert_int_eq(gpuarena_check(a), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_SUCCESS);
+}
+END_TEST
+
 static gpuarena_t *arena(gpuarena_kind_t kind, const char *opts)
 {
     gpuarena_t *a = NULL;
@@ -2322,6 +2380,7 @@ int main(void)
     suite_add_tcase(s, fit);
     TCase *reuse = tcase_create("reuse");
     tcase_add_test(reuse, stream_pools_bounded);
+    tcase_add_test(reuse, stream_caches_bounded);
     tcase_add_test(reuse, reuse_same_stream_at_once);
     tcase_add_test(reuse, reuse_other_stream_after_event);
     tcase_add_test(reuse, reuse_other_stream_wait_policy);

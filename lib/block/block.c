@@ -491,8 +491,8 @@ static ga_block_t *find_other(ga_bm_t *bm, int cls, size_t rs, ga_stream_t s, ga
             continue;
         if (!p->sweep || b->stamp > p->sweep_seq) {
             p->wanted = true; /* covered next time */
-            atomic_fetch_or_explicit(&bm->wanted_mask, (uint64_t)1 << (p->stream.id & 63),
-                                     memory_order_relaxed);
+            atomic_fetch_or_explicit(ga_wanted_word(bm, p->stream.id),
+                                     (uint64_t)1 << (p->stream.id & 63), memory_order_relaxed);
             continue;
         }
         if (!best || b->size < best->size) {
@@ -888,9 +888,8 @@ gpuarena_status_t ga_bm_free_on(ga_bm_t *bm, void *ptr, ga_stream_t s, bool unch
         else if (host_guard(bm) && !b->uses && bm->prov->ops->stream_idle)
             done = bm->prov->ops->stream_idle(bm->prov, s.handle) == GPUARENA_SUCCESS;
         /* A stream whose pool wants a sweep frees under the lock, which
-         * records it (wanted_mask). */
-        bool sweep =
-            atomic_load_explicit(&bm->wanted_mask, memory_order_relaxed) >> (s.id & 63) & 1;
+         * records it (wanted_map). */
+        bool sweep = ga_wanted(bm, s.id);
         if (bm->set.thread_cache && (!host_guard(bm) || done) && !sweep && ga_tcache_free(bm, b, s))
             return GPUARENA_SUCCESS;
     }

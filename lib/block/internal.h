@@ -294,6 +294,16 @@ typedef struct ga_direct {
     unsigned next;   /* where the next free is written */
 } ga_direct_t;
 
+/* Bits of ga_bm.wanted_map (ga_wanted_word), more than there are pools
+ * (GA_POOLS_MAX): the pools of streams that a program made and destroyed
+ * may want a sweep for good (no free on them will record it).  With one
+ * bit per (id % 64), as there was, 64 of them sent the frees of every
+ * other stream past its thread cache to the lock, and each pool made
+ * then took in the free memory of ANY around it (a granule per stream in
+ * a sim program that made a stream per step).  Stream ids are handed out
+ * in sequence: the last 1024 streams' bits are apart. */
+#define GA_WANTED_BITS 1024
+
 struct ga_bm {
     ga_lock_t lock;
     ga_provider_t *prov;
@@ -343,14 +353,28 @@ struct ga_bm {
      * checks, which add req_drift and their thread's corrections. */
     _Atomic int64_t base_req, base_inuse;
     _Atomic uint64_t base_reserved; /* c.reserved, for the cached peak */
-    /* Bit (id % 64) set while the pool of stream id wants a sweep: a free
-     * on such a stream skips the thread cache, so that the locked free
-     * records the sweep (a thread cache never records events). */
-    _Atomic uint64_t wanted_mask;
+    /* Bit (id % GA_WANTED_BITS) set while the pool of stream id wants a
+     * sweep: a free on such a stream skips the thread cache, so that the
+     * locked free records the sweep (a thread cache never records
+     * events).  See ga_wanted_word. */
+    _Atomic uint64_t wanted_map[GA_WANTED_BITS / 64];
 
     pthread_mutex_t tc_lock; /* guards the list below */
     ga_tcache_t *tcaches;    /* thread caches of this manager */
 };
+
+/* The word of ga_bm.wanted_map that holds stream ID's bit, (ID % 64). */
+static inline _Atomic uint64_t *ga_wanted_word(ga_bm_t *bm, uint64_t id)
+{
+    return &bm->wanted_map[(id / 64) % (GA_WANTED_BITS / 64)];
+}
+
+/* Whether stream ID's bit is set: its pool may want a sweep (read
+ * without the lock: a hint that the locked free makes exact). */
+static inline bool ga_wanted(ga_bm_t *bm, uint64_t id)
+{
+    return atomic_load_explicit(ga_wanted_word(bm, id), memory_order_relaxed) >> (id & 63) & 1;
+}
 
 /* block.c, for tcache.c and check.c (the manager's lock held). */
 /* DONE: the free point is known to have passed (the stream was idle). */
@@ -391,7 +415,7 @@ void ga_bm_event_put(ga_bm_t *bm, ga_event_t ev);
 /* An event recorded on S (the manager's count of events too). */
 gpuarena_status_t ga_bm_event_record(ga_bm_t *bm, ga_stream_t s, ga_event_t *out);
 /* The streams whose pools want a sweep, for the lock-free free path
- * (wanted_mask). */
+ * (wanted_map). */
 void ga_sweep_wanted_update(ga_bm_t *bm);
 /* A stream missed: ask every stream pool with uncovered free blocks for
  * a sweep at its next free. */

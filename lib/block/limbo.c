@@ -10,8 +10,8 @@
  * reused).  A program that makes a new stream for each piece of work
  * (torch.cuda.Stream() in a loop) then piled up one pool per stream,
  * about 17 KiB each, and every walk of the pools (each miss asks them
- * all for a sweep) grew with them.  (Thread caches are still kept per
- * stream: tcache.c.)
+ * all for a sweep) grew with them.  (A thread's caches are bounded
+ * likewise: TC_PER_ARENA, tcache.h.)
  *
  * So the manager keeps at most GA_POOLS_MAX stream pools.  When a new
  * stream needs one beyond that, the pool whose stream freed or allocated

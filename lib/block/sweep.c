@@ -108,11 +108,14 @@ static bool uncovered(const ga_pool_t *p)
 /* The streams whose pools want a sweep, for the lock-free free path. */
 void ga_sweep_wanted_update(ga_bm_t *bm)
 {
-    uint64_t m = 0;
-    for (unsigned i = 0; i < bm->npools; i++)
+    uint64_t m[GA_WANTED_BITS / 64] = {0};
+    for (unsigned i = 0; i < bm->npools; i++) {
+        uint64_t id = bm->pools[i]->stream.id;
         if (bm->pools[i]->wanted && !bm->pools[i]->sweep)
-            m |= (uint64_t)1 << (bm->pools[i]->stream.id & 63);
-    atomic_store_explicit(&bm->wanted_mask, m, memory_order_relaxed);
+            m[ga_wanted_word(bm, id) - bm->wanted_map] |= (uint64_t)1 << (id & 63);
+    }
+    for (unsigned w = 0; w < GA_WANTED_BITS / 64; w++)
+        atomic_store_explicit(&bm->wanted_map[w], m[w], memory_order_relaxed);
 }
 
 /* Another stream missed: ask every stream pool with uncovered free blocks

@@ -4,8 +4,9 @@
  * The common pattern of a caching allocator, free then allocate the same
  * size on the same stream, should take no shared lock.  Each thread keeps,
  * per (manager, stream), a small direct-mapped table of exact sizes, each
- * slot a stack of blocks freed on that stream.  Reuse on the same stream
- * is what stream order allows at once, so no event is involved.  Blocks
+ * slot a stack of blocks freed on that stream, for at most TC_PER_ARENA
+ * streams of a manager (retire_oldest).  Reuse on the same stream is
+ * what stream order allows at once, so no event is involved.  Blocks
  * with record_stream uses never enter a cache.
  *
  * A cached block stays LIVE in the manager (its address stays in the live
@@ -239,6 +240,39 @@ static void thread_exit(void *arg)
     pthread_mutex_unlock(&registry);
 }
 
+/* The thread is about to make another cache of BM: if it has
+ * TC_PER_ARENA of them, the one it used longest ago (the last of BM in
+ * its list, ga_tcache_find) is retired and freed, as at thread exit.  Its
+ * blocks go back to their stream's pool with no event recorded on the
+ * remembered handle: the stream may be gone.  The registry lock held. */
+static void retire_oldest(ga_bm_t *bm)
+{
+    unsigned n = 0;
+    ga_tcache_t **oldest = NULL;
+    for (ga_tcache_t **pp = &ga_tc_list; *pp; pp = &(*pp)->t_next) {
+        if (atomic_load_explicit(&(*pp)->bm, memory_order_relaxed) == bm) {
+            n++;
+            oldest = pp;
+        }
+    }
+    if (n < TC_PER_ARENA)
+        return;
+    ga_tcache_t *t = *oldest;
+    ga_lock(&bm->lock);
+    pthread_mutex_lock(&bm->tc_lock);
+    tc_lock(t);
+    ga_tc_parked -= t->large && ga_tc_parked;
+    retire(t);
+    tc_unlock(t);
+    pthread_mutex_unlock(&bm->tc_lock);
+    ga_bm_enforce_cap(bm); /* the cache's blocks are cached now */
+    ga_unlock(&bm->lock);
+    *oldest = t->t_next;
+    if (ga_tc_last == t)
+        ga_tc_last = NULL;
+    free(t);
+}
+
 static void make_key(void)
 {
     pthread_key_create(&exit_key, thread_exit);
@@ -284,6 +318,7 @@ ga_tcache_t *ga_tcache_create(ga_bm_t *bm, ga_stream_t s)
             pp = &r->t_next;
         }
     }
+    retire_oldest(bm);
     /* Only the first of a thread's caches of BM is alone (tc_mine): the
      * caches of other arenas do not count. */
     t->alone = true;

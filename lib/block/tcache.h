@@ -22,6 +22,16 @@
 #define TC_SLOTS     128
 #define TC_MAX_COUNT 32
 
+/* Caches of one manager that a thread keeps, one per stream it freed
+ * on: a thread that frees on one stream more retires the cache it used
+ * longest ago (ga_tcache_create).  Without a bound, a program that makes
+ * a new stream for each piece of work (torch.cuda.Stream() in a loop)
+ * kept a cache of about 34 KiB per stream per thread, with the blocks it
+ * held, and every walk of the thread's caches grew with them: after
+ * 16384 streams, 555 MiB of host memory and 2 ms per new stream (a sim
+ * arena; check_block's stream_caches_bounded). */
+#define TC_PER_ARENA 8
+
 struct ga_tcache {
     atomic_flag lock;
     _Atomic int active;  /* the owner is in its fast path */
@@ -250,13 +260,21 @@ static inline void tc_cold_probe(ga_tcache_t *t, size_t rounded, unsigned shift)
     t->window = t->matched = 0;
 }
 
+/* This thread's cache of BM for stream ID, or NULL.  One that the walk
+ * finds moves to the front of the thread's list, so that the list runs
+ * from the cache used last to the one used longest ago, which
+ * ga_tcache_create retires; the cache used last (ga_tc_last) is found
+ * with no walk.  Only the owner reads or changes its list. */
 static inline ga_tcache_t *ga_tcache_find(ga_bm_t *bm, uint64_t id)
 {
     ga_tcache_t *t = ga_tc_last;
     if (t && t->bm == bm && t->stream.id == id)
         return t;
-    for (t = ga_tc_list; t; t = t->t_next) {
+    for (ga_tcache_t **pp = &ga_tc_list; (t = *pp); pp = &t->t_next) {
         if (t->bm == bm && t->stream.id == id) {
+            *pp = t->t_next;
+            t->t_next = ga_tc_list;
+            ga_tc_list = t;
             ga_tc_last = t;
             return t;
         }
