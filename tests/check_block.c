@@ -1239,6 +1239,16 @@ static unsigned own_caches(ga_bm_t *bm)
     return n;
 }
 
+/* Whether this thread has a cache of BM for stream ID (no walk of
+ * ga_tcache_find, which would count as a use). */
+static bool has_cache(ga_bm_t *bm, uint64_t id)
+{
+    for (ga_tcache_t *t = ga_tc_list; t; t = t->t_next)
+        if (t->bm == bm && t->stream.id == id)
+            return true;
+    return false;
+}
+
 /* A thread that frees on a new stream for each step (torch.cuda.Stream()
  * in a loop) keeps at most TC_PER_ARENA caches of the arena.  The pools
  * that the retired caches' blocks go to want a sweep that never comes;
@@ -1268,6 +1278,21 @@ START_TEST(stream_caches_bounded)
     }
     ck_assert_int_eq(gpuarena_check(a), GPUARENA_SUCCESS);
     ck_assert_uint_eq(own_caches(bm), TC_PER_ARENA);
+    /* The cache retired is the one used longest ago, not the one made
+     * first: the oldest stream, used again, keeps its cache, and the
+     * next oldest's goes. */
+    const uint64_t old = 5000 + N - TC_PER_ARENA + 1;
+    ck_assert(has_cache(bm, old));
+    ck_assert(has_cache(bm, old + 1));
+    void *u = NULL;
+    ck_assert_int_eq(gpuarena_alloc(a, 8192, (gpuarena_stream_t)old, &u), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_free(a, u, (gpuarena_stream_t)old), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_alloc(a, 8192, (gpuarena_stream_t)(5000 + N + 1), &u),
+                     GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_free(a, u, (gpuarena_stream_t)(5000 + N + 1)), GPUARENA_SUCCESS);
+    ck_assert(has_cache(bm, old));
+    ck_assert(!has_cache(bm, old + 1));
+    ck_assert_uint_eq(own_caches(bm), TC_PER_ARENA);
     gpuarena_stats_t st;
     ck_assert_int_eq(gpuarena_stats(a, &st), GPUARENA_SUCCESS);
     /* 1200 blocks of 4 KiB: three granules (a granule per stream once
@@ -1276,10 +1301,10 @@ START_TEST(stream_caches_bounded)
     /* The first stream's block left its cache for good: the stream gets
      * no other block back while it sits in its pool or in limbo. */
     void *p = NULL;
-    ck_assert_int_eq(gpuarena_alloc(a, 4096, (gpuarena_stream_t)(5000 + N + 1), &p),
+    ck_assert_int_eq(gpuarena_alloc(a, 4096, (gpuarena_stream_t)(5000 + N + 2), &p),
                      GPUARENA_SUCCESS);
     ck_assert_ptr_ne(p, first);
-    ck_assert_int_eq(gpuarena_free(a, p, (gpuarena_stream_t)(5000 + N + 1)), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_free(a, p, (gpuarena_stream_t)(5000 + N + 2)), GPUARENA_SUCCESS);
     ck_assert_int_eq(gpuarena_trim(a, 0), GPUARENA_SUCCESS);
     ck_assert_int_eq(gpuarena_stats(a, &st), GPUARENA_SUCCESS);
     ck_assert_uint_eq(st.reserved, 0);

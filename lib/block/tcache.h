@@ -29,8 +29,13 @@
  * kept a cache of about 34 KiB per stream per thread, with the blocks it
  * held, and every walk of the thread's caches grew with them: after
  * 16384 streams, 555 MiB of host memory and 2 ms per new stream (a sim
- * arena; check_block's stream_caches_bounded). */
-#define TC_PER_ARENA 8
+ * arena; check_block's stream_caches_bounded).  With 16, a thread that
+ * takes turns at up to 16 streams pays what it did before (a sim pair of
+ * 4 KiB with 16 streams in turn: 64 ns, against 47 with 8 and 38 with
+ * one: the walks); with 17 or more, every change of stream retires a
+ * cache and misses (300 ns a pair, against 67-122 unbounded); with 8,
+ * that price started at 9 streams. */
+#define TC_PER_ARENA 16
 
 struct ga_tcache {
     atomic_flag lock;
@@ -54,6 +59,7 @@ struct ga_tcache {
     uint64_t allocs, frees;         /* every cache alloc is a hit: allocs counts both */
     ga_tcache_t *bm_prev, *bm_next; /* in the manager's list */
     ga_tcache_t *t_next;            /* in the thread's list */
+    uint64_t chosen;                /* ga_tc_clock when the thread last turned to it */
     /* Slot i: a stack of n[i] blocks of key[i] bytes each (key 0 when
      * empty).  Keys and counts are apart from the stacks, so that a probe
      * reads one or two cache lines, not the two slots' stacks. */
@@ -99,6 +105,11 @@ extern _Thread_local bool ga_tc_any GA_TLS_IE;
  * while it is 0, and while it is 1 and the cache used last holds the
  * block. */
 extern _Thread_local unsigned ga_tc_parked GA_TLS_IE;
+/* Ticks each time the thread turns to another of its caches (made, or
+ * found by the walk of ga_tcache_find): the cache whose turn came
+ * longest ago is the one it used longest ago, since it uses one at a
+ * time.  ga_tcache_create retires that one. */
+extern _Thread_local uint64_t ga_tc_clock GA_TLS_IE;
 
 /* Flush T, a cache of BM whose probes nearly all missed, and make it
  * cold (tcache.c); the manager's lock not held. */
@@ -260,21 +271,17 @@ static inline void tc_cold_probe(ga_tcache_t *t, size_t rounded, unsigned shift)
     t->window = t->matched = 0;
 }
 
-/* This thread's cache of BM for stream ID, or NULL.  One that the walk
- * finds moves to the front of the thread's list, so that the list runs
- * from the cache used last to the one used longest ago, which
- * ga_tcache_create retires; the cache used last (ga_tc_last) is found
- * with no walk.  Only the owner reads or changes its list. */
+/* This thread's cache of BM for stream ID, or NULL: the one used last
+ * with no walk, else the walk of the thread's list, which stamps what it
+ * finds (ga_tc_clock).  Only the owner reads or changes its list. */
 static inline ga_tcache_t *ga_tcache_find(ga_bm_t *bm, uint64_t id)
 {
     ga_tcache_t *t = ga_tc_last;
     if (t && t->bm == bm && t->stream.id == id)
         return t;
-    for (ga_tcache_t **pp = &ga_tc_list; (t = *pp); pp = &t->t_next) {
+    for (t = ga_tc_list; t; t = t->t_next) {
         if (t->bm == bm && t->stream.id == id) {
-            *pp = t->t_next;
-            t->t_next = ga_tc_list;
-            ga_tc_list = t;
+            t->chosen = ++ga_tc_clock;
             ga_tc_last = t;
             return t;
         }
