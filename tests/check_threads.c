@@ -1,7 +1,7 @@
 /*
  * check_threads.c - the arenas under concurrent use.
  *
- * threads: 4 threads, each on two shared streams and a private one,
+ * threads: 4 threads, each on two shared streams and private ones,
  *   GA_TEST_OPS operations each (default 1,000,000), on a sim and a host
  *   arena with thread caches on (issue 4), small ones (16 KiB), so that
  *   larger blocks go through the caches' large slot.
@@ -95,9 +95,12 @@ static void *work(void *arg)
     worker_t *w = arg;
     blk_t live[MAX_LIVE];
     unsigned n = 0;
-    /* Streams 1 and 2 are shared by every thread; 100 + id is private. */
-    gpuarena_stream_t mine = stream(100 + w->id);
+    /* Streams 1 and 2 are shared by every thread; the private one
+     * changes every 256 operations, in turn among 20: more than a thread
+     * keeps caches for (16 an arena), so that caches are retired while
+     * other threads flush them, trim, and take the lock. */
     for (unsigned long op = 0; op < w->ops; op++) {
+        gpuarena_stream_t mine = stream(100 + 32 * w->id + (op / 256) % 20);
         uint64_t r = ga_test_rand(&w->rng);
         unsigned what = (unsigned)(r % 100);
         unsigned pick = (unsigned)(r >> 8) % 4;

@@ -217,23 +217,29 @@ static void retire(ga_tcache_t *t)
     t->bm = NULL;
 }
 
+/* The owner retires its cache T of BM: the library's lock order, from
+ * the manager's lock down (the registry lock held). */
+static void owner_retire(ga_bm_t *bm, ga_tcache_t *t)
+{
+    ga_lock(&bm->lock);
+    pthread_mutex_lock(&bm->tc_lock);
+    tc_lock(t);
+    ga_tc_parked -= t->large && ga_tc_parked;
+    retire(t);
+    tc_unlock(t);
+    pthread_mutex_unlock(&bm->tc_lock);
+    ga_bm_enforce_cap(bm); /* the cache's blocks are cached now */
+    ga_unlock(&bm->lock);
+}
+
 static void thread_exit(void *arg)
 {
     (void)arg;
     pthread_mutex_lock(&registry);
     for (ga_tcache_t *t = ga_tc_list, *n; t; t = n) {
         n = t->t_next;
-        ga_bm_t *bm = t->bm;
-        if (bm) {
-            ga_lock(&bm->lock);
-            pthread_mutex_lock(&bm->tc_lock);
-            tc_lock(t);
-            retire(t);
-            tc_unlock(t);
-            pthread_mutex_unlock(&bm->tc_lock);
-            ga_bm_enforce_cap(bm); /* the cache's blocks are cached now */
-            ga_unlock(&bm->lock);
-        }
+        if (t->bm)
+            owner_retire(t->bm, t);
         free(t);
     }
     ga_tc_list = ga_tc_last = NULL;
@@ -262,15 +268,7 @@ static ga_tcache_t *retire_oldest(ga_bm_t *bm)
     if (n < TC_PER_ARENA)
         return NULL;
     ga_tcache_t *t = *oldest;
-    ga_lock(&bm->lock);
-    pthread_mutex_lock(&bm->tc_lock);
-    tc_lock(t);
-    ga_tc_parked -= t->large && ga_tc_parked;
-    retire(t);
-    tc_unlock(t);
-    pthread_mutex_unlock(&bm->tc_lock);
-    ga_bm_enforce_cap(bm); /* the cache's blocks are cached now */
-    ga_unlock(&bm->lock);
+    owner_retire(bm, t);
     *oldest = t->t_next;
     if (ga_tc_last == t)
         ga_tc_last = NULL;
