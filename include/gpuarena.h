@@ -113,7 +113,11 @@ typedef struct gpuarena_stats {
     uint64_t advice_applied;     /* cuMemAdvise calls applied */
     uint64_t advice_skipped;     /* advice the device cannot honour */
     uint64_t device_free;        /* device free bytes at the last OOM */
-    uint64_t spare_[9];          /* room for growth; always zero */
+    /* Streams: free memory that not every stream may take yet. */
+    uint64_t stream_pools;   /* streams whose frees the arena keeps apart */
+    uint64_t stream_cached;  /* bytes of free blocks only their stream may take */
+    uint64_t retired_cached; /* bytes of retired streams' free blocks, no stream's */
+    uint64_t spare_[6];      /* room for growth; always zero */
 } gpuarena_stats_t;
 
 /* Library information. */

@@ -85,6 +85,12 @@ static void print_table(FILE *out, gpuarena_t *a, const gpuarena_stats_t *st)
             st->provider_unmaps, st->trims);
     fprintf(out, "  events recorded %" PRIu64 ", cross-stream waits %" PRIu64 "\n",
             st->events_recorded, st->cross_stream_waits);
+    if (st->stream_pools || st->retired_cached)
+        fprintf(out,
+                "  streams %" PRIu64 ": cached for their stream only %s, for none until a trim "
+                "%s\n",
+                st->stream_pools, human(st->stream_cached, b1, sizeof b1),
+                human(st->retired_cached, b2, sizeof b2));
     size_t max_cached, max_reserved;
     ga_bm_caps(a->bm, &max_cached, &max_reserved);
     if (max_cached != SIZE_MAX || max_reserved != SIZE_MAX)
@@ -150,6 +156,9 @@ static void print_json(FILE *out, gpuarena_t *a, const gpuarena_stats_t *st, boo
     F(advice_applied);
     F(advice_skipped);
     F(device_free);
+    F(stream_pools);
+    F(stream_cached);
+    F(retired_cached);
 #undef F
     /* The caps, null when there is none. */
     size_t caps[2];

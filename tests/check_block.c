@@ -1200,6 +1200,17 @@ START_TEST(stream_pools_bounded)
     ck_assert_int_eq(gpuarena_check(a), GPUARENA_SUCCESS);
     ck_assert_uint_eq(bm->npools, GA_POOLS_MAX);
     ck_assert(ga_pool_holds(&bm->limbo));
+    /* The statistics tell apart what the live pools hold, what limbo
+     * holds (at least the retired streams' blocks) and the rest, ANY's. */
+    gpuarena_stats_t sp;
+    ck_assert_int_eq(gpuarena_stats(a, &sp), GPUARENA_SUCCESS);
+    ck_assert_uint_eq(sp.stream_pools, GA_POOLS_MAX);
+    ck_assert_uint_ge(sp.retired_cached, (N - GA_POOLS_MAX) * 4096);
+    ck_assert_uint_ge(sp.stream_cached, GA_POOLS_MAX * 4096);
+    uint64_t nany = 0, any = 0;
+    for (int cls = 0; cls < CLASS_COUNT; cls++)
+        ga_fit_tally(&bm->any.fit[cls], &nany, &any);
+    ck_assert_uint_eq(sp.stream_cached + sp.retired_cached + any, sp.cached);
     /* The first stream's pool went first: its block is in limbo, and
      * neither a new stream nor the first one again gets it. */
     ga_lock(&bm->lock);
@@ -1225,6 +1236,8 @@ START_TEST(stream_pools_bounded)
     ck_assert(!ga_pool_holds(&bm->limbo));
     ck_assert_int_eq(gpuarena_stats(a, &st), GPUARENA_SUCCESS);
     ck_assert_uint_eq(st.reserved, 0);
+    ck_assert_uint_eq(st.retired_cached, 0);
+    ck_assert_uint_eq(st.stream_cached, 0);
     ck_assert_int_eq(gpuarena_check(a), GPUARENA_SUCCESS);
     ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_SUCCESS);
 }

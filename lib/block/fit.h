@@ -105,17 +105,26 @@ static inline bool ga_fit_empty(const ga_fit_t *f)
     return f->fl_map == 0;
 }
 
-/* Blocks in the index, counted by a walk of its lists: for statistics
- * only.  No count is kept: every insert and remove would pay for it. */
-static inline uint64_t ga_fit_count(const ga_fit_t *f)
+/* Blocks in the index and their bytes, added to *N and *BYTES by a walk
+ * of its lists: for statistics only.  No count is kept: every insert and
+ * remove would pay for it. */
+static inline void ga_fit_tally(const ga_fit_t *f, uint64_t *n, uint64_t *bytes)
 {
-    uint64_t n = 0;
     for (uint64_t fm = f->fl_map; fm; fm &= fm - 1) {
         unsigned fl = (unsigned)__builtin_ctzll(fm);
         for (uint32_t sm = f->sl_map[fl]; sm; sm &= sm - 1)
-            for (const ga_block_t *b = f->heads[fl][__builtin_ctz(sm)]; b; b = b->fnext)
-                n++;
+            for (const ga_block_t *b = f->heads[fl][__builtin_ctz(sm)]; b; b = b->fnext) {
+                ++*n;
+                *bytes += b->size;
+            }
     }
+}
+
+/* Blocks in the index (ga_fit_tally). */
+static inline uint64_t ga_fit_count(const ga_fit_t *f)
+{
+    uint64_t n = 0, bytes = 0;
+    ga_fit_tally(f, &n, &bytes);
     return n;
 }
 

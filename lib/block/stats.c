@@ -30,6 +30,13 @@ void ga_bm_update_peaks(ga_bm_t *bm)
     ga_peak_max(&bm->peak.cached, ga_cached_bytes(bm, u));
 }
 
+/* P's free blocks and bytes, added to *N and *BYTES. */
+static void pool_tally(const ga_pool_t *p, uint64_t *n, uint64_t *bytes)
+{
+    for (int cls = 0; cls < CLASS_COUNT; cls++)
+        ga_fit_tally(&p->fit[cls], n, bytes);
+}
+
 void ga_bm_stats(ga_bm_t *bm, gpuarena_stats_t *st)
 {
     memset(st, 0, sizeof *st);
@@ -69,11 +76,13 @@ void ga_bm_stats(ga_bm_t *bm, gpuarena_stats_t *st)
     st->pending_frees = bm->pending_blocks;
     st->events_recorded = bm->c.events;
     st->trims = bm->c.trims;
-    uint64_t nfree = ga_fit_count(&bm->any.fit[0]) + ga_fit_count(&bm->any.fit[1]) +
-                     ga_fit_count(&bm->limbo.fit[0]) + ga_fit_count(&bm->limbo.fit[1]);
+    uint64_t nfree = 0, any = 0;
+    pool_tally(&bm->any, &nfree, &any);
+    pool_tally(&bm->limbo, &nfree, &st->retired_cached);
     for (unsigned i = 0; i < bm->npools; i++)
-        nfree += ga_fit_count(&bm->pools[i]->fit[0]) + ga_fit_count(&bm->pools[i]->fit[1]);
+        pool_tally(bm->pools[i], &nfree, &st->stream_cached);
     st->free_blocks = nfree;
+    st->stream_pools = bm->npools;
     ga_unlock(&bm->lock);
 }
 

@@ -84,7 +84,10 @@ module gpuarena
      integer(c_int64_t) :: advice_applied
      integer(c_int64_t) :: advice_skipped
      integer(c_int64_t) :: device_free
-     integer(c_int64_t) :: spare_(9)
+     integer(c_int64_t) :: stream_pools
+     integer(c_int64_t) :: stream_cached
+     integer(c_int64_t) :: retired_cached
+     integer(c_int64_t) :: spare_(6)
   end type gpuarena_stats_t
 
   public :: gpuarena_get, gpuarena_destroy, gpuarena_kind

@@ -14,7 +14,7 @@ size_t ga_ftest_stats_size(void)
 }
 
 /* Offsets of a few fields spread over the struct: 0 requested, 1 allocs,
- * 2 trims, 3 device_free, 4 spare_. */
+ * 2 trims, 3 device_free, 4 spare_, 5 retired_cached. */
 size_t ga_ftest_stats_offset(int field)
 {
     switch (field) {
@@ -28,6 +28,8 @@ size_t ga_ftest_stats_offset(int field)
         return offsetof(gpuarena_stats_t, device_free);
     case 4:
         return offsetof(gpuarena_stats_t, spare_);
+    case 5:
+        return offsetof(gpuarena_stats_t, retired_cached);
     default:
         return (size_t)-1;
     }

@@ -142,6 +142,7 @@ contains
     call expect(off(s, c_loc(s%trims)) == stats_offset(2), 'offset of trims differs')
     call expect(off(s, c_loc(s%device_free)) == stats_offset(3), 'offset of device_free differs')
     call expect(off(s, c_loc(s%spare_)) == stats_offset(4), 'offset of spare_ differs')
+    call expect(off(s, c_loc(s%retired_cached)) == stats_offset(5), 'offset of retired_cached differs')
   end subroutine layout
 
   ! The offset of the field at p in s.
