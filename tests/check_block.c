@@ -1206,6 +1206,12 @@ START_TEST(stream_pools_bounded)
     ck_assert_int_eq(gpuarena_stats(a, &sp), GPUARENA_SUCCESS);
     ck_assert_uint_eq(sp.stream_pools, GA_POOLS_MAX);
     ck_assert_uint_ge(sp.retired_cached, (N - GA_POOLS_MAX) * 4096);
+    /* Each stream's free took in the free rest of its granule; the next
+     * stream's miss gave back what no stream used (ga_pool_reclaim), and
+     * the retired pools left in limbo only what their streams freed: the
+     * 296 blocks of 4 KiB fit one granule of 2 MiB, not one each. */
+    ck_assert_uint_le(sp.reserved, 2 * MI);
+    ck_assert_uint_le(sp.retired_cached, 2 * (N - GA_POOLS_MAX) * 4096);
     ck_assert_uint_ge(sp.stream_cached, GA_POOLS_MAX * 4096);
     uint64_t nany = 0, any = 0;
     for (int cls = 0; cls < CLASS_COUNT; cls++)
@@ -1239,6 +1245,39 @@ START_TEST(stream_pools_bounded)
     ck_assert_uint_eq(st.retired_cached, 0);
     ck_assert_uint_eq(st.stream_cached, 0);
     ck_assert_int_eq(gpuarena_check(a), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_SUCCESS);
+}
+END_TEST
+
+/* A stream pool takes in the free memory of ANY around what its stream
+ * frees; when the pool is retired, that memory goes back to ANY, and
+ * limbo keeps only what the stream used (sweep.c, part_out): here each
+ * pool holds its stream's 4 KiB and the 4 KiB after it, freed with no
+ * stream, and no allocation misses in between to give those back. */
+START_TEST(retired_pools_keep_only_what_streams_used)
+{
+    gpuarena_t *a = NULL;
+    ck_assert_int_eq(gpuarena_create(GPUARENA_SIM, 0, "thread_cache=false", &a), GPUARENA_SUCCESS);
+    enum { N = GA_POOLS_MAX + 40 };
+    static void *p[N], *q[N];
+    for (unsigned i = 0; i < N; i++) {
+        ck_assert_int_eq(gpuarena_alloc(a, 4096, GPUARENA_STREAM_HOST, &p[i]), GPUARENA_SUCCESS);
+        ck_assert_int_eq(gpuarena_alloc(a, 4096, GPUARENA_STREAM_HOST, &q[i]), GPUARENA_SUCCESS);
+    }
+    for (unsigned i = 0; i < N; i++) {
+        ck_assert_int_eq(gpuarena_free(a, q[i], GPUARENA_STREAM_HOST), GPUARENA_SUCCESS);
+        ck_assert_int_eq(gpuarena_free(a, p[i], (gpuarena_stream_t)(uintptr_t)(7000 + i)),
+                         GPUARENA_SUCCESS);
+    }
+    gpuarena_stats_t st;
+    ck_assert_int_eq(gpuarena_stats(a, &st), GPUARENA_SUCCESS);
+    ck_assert_uint_eq(st.stream_pools, GA_POOLS_MAX);
+    ck_assert_uint_eq(st.retired_cached, (N - GA_POOLS_MAX) * 4096);
+    ck_assert_uint_ge(st.stream_cached, GA_POOLS_MAX * 4096);
+    ck_assert_int_eq(gpuarena_check(a), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_trim(a, 0), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_stats(a, &st), GPUARENA_SUCCESS);
+    ck_assert_uint_eq(st.reserved, 0);
     ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_SUCCESS);
 }
 END_TEST
@@ -1893,7 +1932,10 @@ static uint64_t fault_sweep(bool growable, const char *opts)
         if (k > calls)
             break;
     }
-    ck_assert_uint_gt(calls, 5);
+    /* Enough calls for the sweep to fail several (5 in one setting, since
+     * stream pools give back what they took in from ANY before the arena
+     * grows: ga_pool_reclaim). */
+    ck_assert_uint_ge(calls, 5);
     return injected;
 }
 
@@ -2419,6 +2461,7 @@ int main(void)
     TCase *reuse = tcase_create("reuse");
     tcase_add_test(reuse, stream_pools_bounded);
     tcase_add_test(reuse, stream_caches_bounded);
+    tcase_add_test(reuse, retired_pools_keep_only_what_streams_used);
     tcase_add_test(reuse, reuse_same_stream_at_once);
     tcase_add_test(reuse, reuse_other_stream_after_event);
     tcase_add_test(reuse, reuse_other_stream_wait_policy);

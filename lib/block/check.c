@@ -119,6 +119,13 @@ static gpuarena_status_t check_pool(ga_bm_t *bm, ga_pool_t *p, uint64_t *listed)
                     if (stream_pool && b->stamp > p->seq)
                         FAIL("block %p has stamp %" PRIu64 " beyond its pool's %" PRIu64,
                              (void *)b->addr, b->stamp, p->seq);
+                    /* The part its stream used lies inside it (or is
+                     * empty): outside, it would keep a neighbour's memory
+                     * from ANY when the pool gives its unused parts back. */
+                    if (stream_pool && b->ulo < b->uhi &&
+                        (b->ulo < b->addr || b->uhi > b->addr + b->size))
+                        FAIL("block %p of %zu bytes has its used part at %p-%p", (void *)b->addr,
+                             b->size, (void *)b->ulo, (void *)b->uhi);
                     n++;
                 }
             }

@@ -83,7 +83,20 @@ typedef struct ga_block {
     _Alignas(64) uint64_t stamp; /* FREE in a stream pool: free sequence number */
     ga_segment_t *seg;
     uint64_t stream_id; /* LIVE: id of the allocation stream */
+    uintptr_t ulo, uhi; /* FREE in a stream pool: the part its stream used (ga_block_used) */
 } ga_block_t;
+
+/* A free block of a stream pool holds what its stream freed, and may hold
+ * free memory of ANY that it took in (block.c, joins), which its stream
+ * never used since: every stream may have that part back at once, with no
+ * event (sweep.c, ga_pool_reclaim; a retired pool's goes to ANY, not to
+ * limbo).  [ulo, uhi) covers the part the stream used, pieces merged
+ * taking the span of theirs; empty (ulo > uhi) when there is none. */
+static inline void ga_block_used(ga_block_t *b, bool all)
+{
+    b->ulo = all ? b->addr : UINTPTR_MAX;
+    b->uhi = all ? b->addr + b->size : 0;
+}
 
 _Static_assert(sizeof(ga_block_t) == 128, "a block record is two cache lines");
 
@@ -445,6 +458,11 @@ void ga_pool_move(ga_bm_t *bm, ga_pool_t *from, ga_pool_t *to, uint64_t upto);
 /* Before a new stream pool is made: with GA_POOLS_MAX of them, retire
  * the one used longest ago, its free blocks to limbo. */
 void ga_limbo_make_room(ga_bm_t *bm);
+/* sweep.c: give the parts of stream pools' free blocks that their
+ * streams never used to ANY (before the arena grows for stream ID, whose
+ * own pool is left whole); whether any went. */
+bool ga_pool_reclaim(ga_bm_t *bm, uint64_t id);
+
 /* Once the device has passed every free (ga_sweep_drain): limbo to ANY. */
 void ga_limbo_release(ga_bm_t *bm);
 

@@ -18,7 +18,9 @@
  * longest ago is retired: its free blocks move to the limbo pool and its
  * record goes.  Blocks in limbo are safe for no stream, not even their
  * own (which pool they came from is forgotten), until the whole device
- * has passed their frees: ga_sweep_drain, at trim and on the
+ * has passed their frees; only what the pool's stream used goes there,
+ * the free memory of ANY that the pool took in going back to ANY
+ * (ga_block_used, sweep.c's part_out).  ga_sweep_drain, at trim and on the
  * out-of-memory path, moves them to ANY after its wait.  Until then they
  * count as cached and merge only with each other, never taking in a
  * neighbour of ANY, which every stream may use.

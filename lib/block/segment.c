@@ -363,6 +363,7 @@ gpuarena_status_t ga_seg_grow(ga_bm_t *bm, int cls, size_t rs, ga_stream_t s, ga
         if (st != GPUARENA_SUCCESS)
             return st;
         ga_pool_t *p = nb->prev->pool; /* the block extended */
+        ga_block_used(nb, false);      /* new memory: no stream used it */
         *out = ga_bm_coalesce(bm, p, nb, p->is_stream ? ++p->seq : 0);
         return GPUARENA_SUCCESS;
     }

@@ -55,6 +55,37 @@ gpuarena_status_t ga_bm_event_record(ga_bm_t *bm, ga_stream_t s, ga_event_t *out
     return GPUARENA_SUCCESS;
 }
 
+/* Free block B, out of a stream pool and in no pool: the parts of it that
+ * its stream never used (ga_block_used) to ANY, the rest to TO (its own
+ * pool: put back as it is, its neighbours there merged already, where
+ * merging would take the parts just given to ANY in again; limbo: merged
+ * there).  What a split cannot cut off (no record) stays with the rest. */
+static void part_out(ga_bm_t *bm, ga_block_t *b, ga_pool_t *to)
+{
+    if (b->ulo >= b->uhi) {
+        ga_bm_coalesce(bm, &bm->any, b, 0);
+        return;
+    }
+    uintptr_t lo = b->ulo, hi = b->uhi;
+    ga_block_t *t;
+    if (lo > b->addr && (t = ga_bm_split(bm, b, lo - b->addr))) {
+        ga_bm_coalesce(bm, &bm->any, b, 0);
+        b = t;
+    }
+    if (hi < b->addr + b->size && (t = ga_bm_split(bm, b, hi - b->addr)))
+        ga_bm_coalesce(bm, &bm->any, t, 0);
+    if (to->is_stream)
+        ga_bm_pool_put(bm, to, b);
+    else
+        ga_bm_coalesce(bm, to, b, 0);
+}
+
+/* Whether B, free in a stream pool, holds a part its stream never used. */
+static bool has_unused(const ga_block_t *b)
+{
+    return b->ulo >= b->uhi || b->ulo > b->addr || b->uhi < b->addr + b->size;
+}
+
 void ga_pool_move(ga_bm_t *bm, ga_pool_t *from, ga_pool_t *to, uint64_t upto)
 {
     ga_block_t *covered = NULL;
@@ -81,8 +112,48 @@ void ga_pool_move(ga_bm_t *bm, ga_pool_t *from, ga_pool_t *to, uint64_t upto)
         ga_block_t *b = covered;
         covered = b->fnext;
         b->fnext = NULL;
-        ga_bm_coalesce(bm, to, b, 0);
+        /* Into limbo goes only what the retired pool's stream used. */
+        if (from->is_stream && to == &bm->limbo)
+            part_out(bm, b, to);
+        else
+            ga_bm_coalesce(bm, to, b, 0);
     }
+}
+
+bool ga_pool_reclaim(ga_bm_t *bm, uint64_t id)
+{
+    bool moved = false;
+    for (unsigned i = 0; i < bm->npools; i++) {
+        ga_pool_t *p = bm->pools[i];
+        if (p->stream.id == id)
+            continue; /* its stream has all of it already */
+        ga_block_t *some = NULL;
+        for (int cls = 0; cls < CLASS_COUNT; cls++) {
+            ga_fit_t *f = &p->fit[cls];
+            for (uint64_t fm = f->fl_map; fm; fm &= fm - 1) {
+                unsigned fl = (unsigned)__builtin_ctzll(fm);
+                for (uint32_t sm = f->sl_map[fl]; sm; sm &= sm - 1) {
+                    unsigned sl = (unsigned)__builtin_ctz(sm);
+                    for (ga_block_t *b = f->heads[fl][sl], *nx; b; b = nx) {
+                        nx = b->fnext;
+                        if (!has_unused(b))
+                            continue;
+                        ga_bm_pool_take(b); /* split once the walk is over */
+                        b->fnext = some;
+                        some = b;
+                    }
+                }
+            }
+        }
+        moved |= some != NULL;
+        while (some) {
+            ga_block_t *b = some;
+            some = b->fnext;
+            b->fnext = NULL;
+            part_out(bm, b, p);
+        }
+    }
+    return moved;
 }
 
 /* Move the blocks a completed sweep covers from P to ANY.  The pool's
