@@ -261,8 +261,8 @@ static void pool_put(ga_bm_t *bm, ga_pool_t *p, ga_block_t *b)
  * larger block is worth more to its stream than the pieces to the others,
  * and the next sweep gives it back to ANY; the part its stream did not
  * use since goes back sooner, before the arena grows for another stream
- * (ga_pool_reclaim) and when the pool is retired (ga_block_used).  Holes and limbo take none in:
- * limbo's blocks wait for a drain (limbo.c). */
+ * (ga_pool_reclaim) and when the pool is retired (ga_block_used).  Holes
+ * and limbo take none in: limbo's blocks wait for a drain (limbo.c). */
 static inline bool joins(const ga_bm_t *bm, const ga_block_t *n, const ga_pool_t *p)
 {
     if (n->state != BLOCK_FREE && n->state != BLOCK_HOLE)

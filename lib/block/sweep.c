@@ -86,32 +86,46 @@ static bool has_unused(const ga_block_t *b)
     return b->ulo >= b->uhi || b->ulo > b->addr || b->uhi < b->addr + b->size;
 }
 
-void ga_pool_move(ga_bm_t *bm, ga_pool_t *from, ga_pool_t *to, uint64_t upto)
+/* Take out of P's index the free blocks stamped up to UPTO, only those
+ * with a part their stream never used if UNUSED (has_unused), and return
+ * them linked through fnext: merged or split only once the walk is over,
+ * since that would change the lists walked. */
+static ga_block_t *take_out(ga_pool_t *p, uint64_t upto, bool unused)
 {
-    ga_block_t *covered = NULL;
+    ga_block_t *out = NULL;
     for (int cls = 0; cls < CLASS_COUNT; cls++) {
-        ga_fit_t *f = &from->fit[cls];
+        ga_fit_t *f = &p->fit[cls];
         for (uint64_t fm = f->fl_map; fm; fm &= fm - 1) {
             unsigned fl = (unsigned)__builtin_ctzll(fm);
             for (uint32_t sm = f->sl_map[fl]; sm; sm &= sm - 1) {
                 unsigned sl = (unsigned)__builtin_ctz(sm);
                 for (ga_block_t *b = f->heads[fl][sl], *nx; b; b = nx) {
                     nx = b->fnext;
-                    if (b->stamp > upto)
+                    if (b->stamp > upto || (unused && !has_unused(b)))
                         continue;
-                    /* Out of the index first, merged once the walk is
-                     * over: a merge now would change the lists walked. */
                     ga_bm_pool_take(b);
-                    b->fnext = covered;
-                    covered = b;
+                    b->fnext = out;
+                    out = b;
                 }
             }
         }
     }
-    while (covered) {
-        ga_block_t *b = covered;
-        covered = b->fnext;
-        b->fnext = NULL;
+    return out;
+}
+
+/* The next block of a list of take_out, unlinked. */
+static ga_block_t *next_out(ga_block_t **list)
+{
+    ga_block_t *b = *list;
+    *list = b->fnext;
+    b->fnext = NULL;
+    return b;
+}
+
+void ga_pool_move(ga_bm_t *bm, ga_pool_t *from, ga_pool_t *to, uint64_t upto)
+{
+    for (ga_block_t *list = take_out(from, upto, false); list;) {
+        ga_block_t *b = next_out(&list);
         /* Into limbo goes only what the retired pool's stream used. */
         if (from->is_stream && to == &bm->limbo)
             part_out(bm, b, to);
@@ -127,31 +141,10 @@ bool ga_pool_reclaim(ga_bm_t *bm, uint64_t id)
         ga_pool_t *p = bm->pools[i];
         if (p->stream.id == id)
             continue; /* its stream has all of it already */
-        ga_block_t *some = NULL;
-        for (int cls = 0; cls < CLASS_COUNT; cls++) {
-            ga_fit_t *f = &p->fit[cls];
-            for (uint64_t fm = f->fl_map; fm; fm &= fm - 1) {
-                unsigned fl = (unsigned)__builtin_ctzll(fm);
-                for (uint32_t sm = f->sl_map[fl]; sm; sm &= sm - 1) {
-                    unsigned sl = (unsigned)__builtin_ctz(sm);
-                    for (ga_block_t *b = f->heads[fl][sl], *nx; b; b = nx) {
-                        nx = b->fnext;
-                        if (!has_unused(b))
-                            continue;
-                        ga_bm_pool_take(b); /* split once the walk is over */
-                        b->fnext = some;
-                        some = b;
-                    }
-                }
-            }
-        }
-        moved |= some != NULL;
-        while (some) {
-            ga_block_t *b = some;
-            some = b->fnext;
-            b->fnext = NULL;
-            part_out(bm, b, p);
-        }
+        ga_block_t *list = take_out(p, UINT64_MAX, true);
+        moved |= list != NULL;
+        while (list)
+            part_out(bm, next_out(&list), p);
     }
     return moved;
 }

@@ -251,9 +251,9 @@ static void thread_exit(void *arg)
 /* The thread is about to make another cache of BM: if it has
  * TC_PER_ARENA of them, the one it used longest ago (ga_tc_clock) is
  * retired, as at thread exit, and its record returned for the new cache;
- * else NULL.  Its blocks go back to their
- * stream's pool with no event recorded on the remembered handle: the
- * stream may be gone.  The registry lock held. */
+ * else NULL.  Its blocks go back to their stream's pool with no event
+ * recorded on the remembered handle: the stream may be gone.  The
+ * registry lock held. */
 static ga_tcache_t *retire_oldest(ga_bm_t *bm)
 {
     unsigned n = 0;
