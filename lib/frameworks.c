@@ -11,11 +11,13 @@
  * Built with -fexceptions (lib/Makefile.am): PyTorch's exception unwinds
  * through gpuarena_torch_alloc.  The free and record-stream hooks never
  * raise: PyTorch calls them from destructors, where an exception would
- * end the program.
+ * end the program; a free they cannot make during a CUDA graph capture
+ * is made after it (deferred.c), and every hook first makes those.
  */
 #include "arena.h"
 #include "cuda/cuda.h"
 #include "cupystream.h"
+#include "deferred.h"
 #include "errors.h"
 #include "raise.h"
 
@@ -23,6 +25,7 @@
 
 void *gpuarena_torch_alloc(ssize_t size, int device, void *stream)
 {
+    ga_deferred_retry();
     gpuarena_status_t st;
     void *p = NULL;
     if (size < 0) {
@@ -41,16 +44,18 @@ void *gpuarena_torch_alloc(ssize_t size, int device, void *stream)
 void gpuarena_torch_free(void *ptr, ssize_t size, int device, void *stream)
 {
     (void)size;
+    ga_deferred_retry();
     if (!ptr)
         return;
     gpuarena_t *a;
     if (gpuarena_get(GPUARENA_DEVICE, device, &a) != GPUARENA_SUCCESS)
         return;
-    (void)gpuarena_free(a, ptr, stream);
+    ga_deferred_free(a, ptr, stream, "gpuarena_torch_free");
 }
 
 void gpuarena_torch_record_stream(void *ptr, void *stream)
 {
+    ga_deferred_retry();
     if (!ptr)
         return;
     gpuarena_t *a = ga_default_arena_of(GPUARENA_DEVICE, ptr);
@@ -68,6 +73,7 @@ void gpuarena_torch_record_stream(void *ptr, void *stream)
  * made.  Never raises (see above). */
 void gpuarena_torch_empty_cache(void)
 {
+    ga_deferred_retry();
     for (int d = 0; d < GA_MAX_DEVICES; d++) {
         gpuarena_t *a = ga_default_arena(GPUARENA_DEVICE, d);
         if (a)
@@ -82,6 +88,7 @@ void gpuarena_torch_empty_cache(void)
  * destructor: a failure is raised. */
 void gpuarena_torch_set_memory_fraction(double fraction, int device)
 {
+    ga_deferred_retry();
     gpuarena_status_t st;
     gpuarena_t *a = NULL;
     size_t total = 0;
@@ -118,6 +125,7 @@ static gpuarena_status_t cupy_capture_check(gpuarena_t *a)
  * of the caller's (gpuarena_create) to allocate from instead. */
 void *gpuarena_cupy_malloc(void *param, size_t size, int device)
 {
+    ga_deferred_retry();
     gpuarena_t *a = param;
     gpuarena_status_t st = GPUARENA_SUCCESS;
     if (!a)
@@ -132,10 +140,11 @@ void *gpuarena_cupy_malloc(void *param, size_t size, int device)
 
 void gpuarena_cupy_free(void *param, void *ptr, int device)
 {
+    ga_deferred_retry();
     if (!ptr)
         return;
     gpuarena_t *a = param;
     if (!a && gpuarena_get(GPUARENA_DEVICE, device, &a) != GPUARENA_SUCCESS)
         return;
-    (void)gpuarena_free(a, ptr, NULL);
+    ga_deferred_free(a, ptr, NULL, "gpuarena_cupy_free");
 }

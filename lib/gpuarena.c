@@ -8,6 +8,7 @@
 
 #include "arena.h"
 #include "config/config.h"
+#include "deferred.h"
 #include "errors.h"
 #include "trace/trace.h"
 
@@ -109,6 +110,7 @@ gpuarena_status_t gpuarena_destroy(gpuarena_t *a)
                         "gpuarena_destroy: a default arena (gpuarena_get) lives until exit");
     if (a->forked)
         return ga_arena_forked(a, "gpuarena_destroy");
+    ga_deferred_retry(); /* a hook's frees that a capture held back */
     if (ga_bm_live_blocks(a->bm) != 0)
         return ga_error(GPUARENA_ERR_BUSY, "gpuarena_destroy: %llu blocks are still live",
                         (unsigned long long)ga_bm_live_blocks(a->bm));
@@ -246,6 +248,7 @@ gpuarena_status_t gpuarena_trim(gpuarena_t *a, size_t keep_bytes)
         return ga_error(GPUARENA_ERR_INVALID_ARGUMENT, "gpuarena_trim: arena is NULL");
     if (a->forked)
         return ga_arena_forked(a, "gpuarena_trim");
+    ga_deferred_retry();
     return ga_bm_trim(a->bm, keep_bytes);
 }
 

@@ -540,6 +540,59 @@ START_TEST(free_on_a_captured_stream)
 }
 END_TEST
 
+/* PyTorch's and CuPy's free hooks return nothing, so a free that gpuarena
+ * refuses during a CUDA graph capture (the block has recorded uses: its
+ * free would record an event on a stream being captured) is not dropped
+ * with its block live for good: the hook keeps it, and the next call of
+ * a hook, gpuarena_trim or gpuarena_destroy after the capture makes it
+ * (deferred.c).  Nothing disturbs the capture meanwhile. */
+START_TEST(hooks_free_after_the_capture)
+{
+    fake_open();
+    void *const c = (void *)0x5000, *const d = (void *)0x6000;
+    gpuarena_t *dev = NULL;
+    ck_assert_int_eq(gpuarena_get(GPUARENA_DEVICE, 0, &dev), GPUARENA_SUCCESS);
+    void *p = gpuarena_torch_alloc(4096, 0, c);
+    ck_assert_ptr_nonnull(p);
+    gpuarena_torch_record_stream(p, d);
+    gpuarena_stats_t before, now;
+    ck_assert_int_eq(gpuarena_stats(dev, &before), GPUARENA_SUCCESS);
+    ck_assert_uint_eq(before.live_blocks, 1);
+    fake.capture(d);
+    gpuarena_torch_free(p, 4096, 0, c);
+    ck_assert_msg(strstr(gpuarena_last_error(), "waits for the capture") != NULL, "%s",
+                  gpuarena_last_error());
+    gpuarena_torch_empty_cache(); /* the capture goes on: the free still waits */
+    gpuarena_torch_free(NULL, 0, 0, c);
+    same_counts(dev, &before);
+    fake.capture(NULL);
+    gpuarena_torch_free(NULL, 0, 0, c); /* any hook call, even one with nothing to free */
+    ck_assert_int_eq(gpuarena_stats(dev, &now), GPUARENA_SUCCESS);
+    ck_assert_uint_eq(now.live_blocks, 0);
+    ck_assert_uint_eq(now.frees, before.frees + 1);
+    ck_assert_int_eq(gpuarena_check(dev), GPUARENA_SUCCESS);
+
+    /* CuPy's hook frees on the legacy stream, whose check fails while a
+     * blocking stream is captured; an arena of the caller's (PARAM), which
+     * gpuarena_destroy refuses while the free waits and destroys once it
+     * could make it. */
+    gpuarena_t *a = NULL;
+    ck_assert_int_eq(gpuarena_create(GPUARENA_DEVICE, 0, NULL, &a), GPUARENA_SUCCESS);
+    void *q = gpuarena_cupy_malloc(a, 4096, 0);
+    ck_assert_ptr_nonnull(q);
+    ck_assert_int_eq(gpuarena_record_stream(a, q, c), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_stats(a, &before), GPUARENA_SUCCESS);
+    fake.blocking_capture(1);
+    gpuarena_cupy_free(a, q, 0);
+    ck_assert_int_eq(gpuarena_trim(a, 0), GPUARENA_SUCCESS);
+    same_counts(a, &before);
+    ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_ERR_BUSY);
+    fake.blocking_capture(0);
+    ck_assert_int_eq(fake.count("disturbed"), 0);
+    ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_SUCCESS);
+}
+END_TEST
+
 /* What device_arena_in_a_forked_child hands its child. */
 typedef struct {
     gpuarena_t *a, *dp;
@@ -713,6 +766,7 @@ int main(int argc, char **argv)
         driver_pool_frees_when_the_wait_fails,  driver_pool_under_max_reserved,
         legacy_stream_asks_only_off_the_cache,  free_on_a_captured_stream,
         device_arena_in_a_forked_child,         fork_during_the_driver_load,
-        out_of_memory_and_trim_spare_a_capture, peer_access_opens_to_the_peers};
+        out_of_memory_and_trim_spare_a_capture, peer_access_opens_to_the_peers,
+        hooks_free_after_the_capture};
     return ga_check_tests("fakecuda", 0, tests, sizeof tests / sizeof tests[0]);
 }

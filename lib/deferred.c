@@ -1,0 +1,108 @@
+/*
+ * deferred.c - frees that a framework's free hook could not make yet.
+ *
+ * gpuarena_free refuses a free, and changes nothing, when it would have
+ * to reach the driver with a stream that is being captured into a CUDA
+ * graph: an event for the block's recorded uses (record_stream), a sweep
+ * that its stream's pool owes another stream, or, on the legacy stream,
+ * any of these while another thread captures on a blocking stream
+ * (gpuarena(7), STREAMS).  A C caller sees the status and frees again
+ * after the capture.  PyTorch's and CuPy's free hooks return nothing, and
+ * the framework believes the memory freed: the block would stay live, out
+ * of every pool, for the rest of the process.
+ *
+ * Such a free can be made once the capture has ended, as PyTorch's own
+ * allocator defers the events of the frees made during a capture until
+ * no capture is under way.  So the hooks keep it here, and the next call
+ * of any hook, of gpuarena_trim or of gpuarena_destroy makes it (the
+ * oldest first, until one is still refused: its capture goes on, and the
+ * others are left for the next call rather than each costing a query).
+ * Until then its block counts as live in the arena's statistics, which
+ * is what it is.
+ *
+ * A stack with no lock: a hook pushes with a compare-and-swap, a retry
+ * takes the whole stack with one exchange and pushes back what it could
+ * not make.  Nothing is held across a fork (fork.c) or between threads,
+ * and while the stack is empty a hook pays one load (deferred.h).  A
+ * take-all stack has no ABA problem: a push only links to the head it saw
+ * and succeeds only while that is still the head.
+ */
+#include "deferred.h"
+
+#include "errors.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+typedef struct deferred {
+    struct deferred *next;
+    gpuarena_t *arena;
+    void *ptr;
+    gpuarena_stream_t stream;
+} deferred_t;
+
+_Atomic(void *) ga_deferred_head;
+
+static void push(deferred_t *d)
+{
+    void *head = atomic_load_explicit(&ga_deferred_head, memory_order_relaxed);
+    do
+        d->next = head;
+    while (!atomic_compare_exchange_weak_explicit(&ga_deferred_head, &head, d, memory_order_release,
+                                                  memory_order_relaxed));
+}
+
+void ga_deferred_free(gpuarena_t *a, void *ptr, gpuarena_stream_t stream, const char *fn)
+{
+    gpuarena_status_t st = gpuarena_free(a, ptr, stream);
+    if (st != GPUARENA_ERR_STREAM_CAPTURE)
+        return; /* made, or refused for good (a bad pointer): the reason is kept */
+    /* The refusal's reason, copied: ga_error writes the buffer it is in. */
+    char why[GA_ERROR_MAX];
+    snprintf(why, sizeof why, "%s", gpuarena_last_error());
+    deferred_t *d = malloc(sizeof *d);
+    if (!d) {
+        ga_error(GPUARENA_ERR_HOST_MEMORY,
+                 "%s: the free of %p was refused (%s) and no host memory was left to keep it "
+                 "for later: the block stays live",
+                 fn, ptr, why);
+        return;
+    }
+    d->arena = a;
+    d->ptr = ptr;
+    d->stream = stream;
+    push(d);
+    ga_error(st,
+             "%s: the free of %p waits for the capture to end (%s); the next call of a hook, "
+             "gpuarena_trim or gpuarena_destroy makes it",
+             fn, ptr, why);
+}
+
+void ga_deferred_retry_slow(void)
+{
+    deferred_t *d = atomic_exchange_explicit(&ga_deferred_head, NULL, memory_order_acquire);
+    /* Oldest first: the stack holds the newest on top. */
+    deferred_t *old = NULL;
+    while (d) {
+        deferred_t *next = d->next;
+        d->next = old;
+        old = d;
+        d = next;
+    }
+    bool stop = false;
+    for (d = old; d; d = old) {
+        old = d->next;
+        if (!stop) {
+            gpuarena_status_t st = gpuarena_free(d->arena, d->ptr, d->stream);
+            stop = st == GPUARENA_ERR_STREAM_CAPTURE;
+            if (!stop) {
+                /* Made, or refused for another reason that a later try
+                 * would meet again (an arena in a forked child). */
+                free(d);
+                continue;
+            }
+        }
+        push(d);
+    }
+}

@@ -1,0 +1,32 @@
+/*
+ * deferred.h - frees that a framework's free hook could not make yet
+ * (deferred.c).
+ */
+#ifndef GA_DEFERRED_H
+#define GA_DEFERRED_H
+
+#include "gpuarena.h"
+
+#include <stdatomic.h>
+
+/* The newest deferred free, NULL when none waits: read by every hook. */
+extern _Atomic(void *) ga_deferred_head;
+
+/* Free PTR to A on STREAM as gpuarena_free does, for FN, a hook that
+ * returns nothing (gpuarena_torch_free, gpuarena_cupy_free): a free
+ * refused because a stream is being captured into a CUDA graph is kept
+ * and made by a later ga_deferred_retry, not dropped. */
+void ga_deferred_free(gpuarena_t *a, void *ptr, gpuarena_stream_t stream, const char *fn);
+
+/* Make the deferred frees whose capture has ended (deferred.c). */
+void ga_deferred_retry_slow(void);
+
+/* Every hook, gpuarena_trim and gpuarena_destroy call this first: one
+ * load while nothing waits. */
+static inline void ga_deferred_retry(void)
+{
+    if (__builtin_expect(atomic_load_explicit(&ga_deferred_head, memory_order_relaxed) != NULL, 0))
+        ga_deferred_retry_slow();
+}
+
+#endif /* GA_DEFERRED_H */
