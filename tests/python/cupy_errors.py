@@ -72,4 +72,44 @@ cupy.cuda.Device(0).synchronize()
 g.launch(stream=s)
 s.synchronize()
 check("capture with out= only, launched", bool((y == 5).all()), "y == 5 after the launch")
+
+# An array released during a capture on a blocking stream, whose free
+# must reach the driver (a use on another stream was recorded with
+# gpuarena_record_stream, so the free records an event): the legacy
+# stream, which CuPy's hook frees on, may not be used then.  CuPy believes
+# the memory freed; gpuarena keeps the free and makes it at the first
+# hook call after the capture (deferred.c), without breaking the capture.
+arena = ctypes.c_void_p()
+lib.gpuarena_get(0, 0, ctypes.byref(arena))  # GPUARENA_DEVICE, device 0
+stats = (ctypes.c_uint64 * 40)()  # gpuarena_stats_t: live_blocks is the 20th
+
+
+def live():
+    lib.gpuarena_stats(arena, stats)
+    return stats[19]
+
+
+z = cupy.empty(1 << 20, dtype=cupy.uint8)
+other = cupy.cuda.Stream(non_blocking=True)
+st = lib.gpuarena_record_stream(arena, ctypes.c_void_p(z.data.ptr), ctypes.c_void_p(other.ptr))
+check("record_stream of an array", st == 0, "status %d" % st)
+cupy.cuda.Device(0).synchronize()
+before = live()
+blocking = cupy.cuda.Stream()
+with blocking:
+    blocking.begin_capture()
+    cupy.multiply(x, 7, out=y)
+    del z
+    during = live()
+    g = blocking.end_capture()
+w = cupy.empty(16, dtype=cupy.uint8)  # a hook call after the capture
+del w
+after = live()
+check("free during a blocking capture made after it",
+      after == before - 1, "live blocks %d before, %d during, %d after (%s)"
+      % (before, during, after, "kept for after the capture" if during == before else "made at once"))
+y.fill(0)
+g.launch(stream=blocking)
+blocking.synchronize()
+check("that capture, launched", bool((y == 7).all()), "y == 7 after the launch")
 sys.exit(1 if failures else 0)
