@@ -20,17 +20,22 @@
  * Until then its block counts as live in the arena's statistics, which
  * is what it is.
  *
- * A stack with no lock: a hook pushes with a compare-and-swap, a retry
- * takes the whole stack with one exchange and pushes back what it could
- * not make.  Nothing is held across a fork (fork.c) or between threads,
- * and while the stack is empty a hook pays one load (deferred.h).  A
- * take-all stack has no ABA problem: a push only links to the head it saw
- * and succeeds only while that is still the head.
+ * A hook pushes onto a stack with a compare-and-swap, and while the
+ * stack is empty a hook pays one load (deferred.h).  A retry takes the
+ * whole stack under a mutex, makes what it can and pushes back the rest;
+ * gpuarena_destroy takes that mutex even when the stack is empty
+ * (ga_deferred_settle), so that it never checks an arena's live blocks
+ * while another thread's retry is making a free into that arena: it
+ * would find the block live and refuse, or destroy the arena under the
+ * free.  fork.c takes the mutex around fork(), before every lock that a
+ * free may take.  A take-all stack has no ABA problem: a push only links
+ * to the head it saw and succeeds only while that is still the head.
  */
 #include "deferred.h"
 
 #include "errors.h"
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,6 +48,7 @@ typedef struct deferred {
 } deferred_t;
 
 _Atomic(void *) ga_deferred_head;
+static pthread_mutex_t retry_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static void push(deferred_t *d)
 {
@@ -79,7 +85,8 @@ void ga_deferred_free(gpuarena_t *a, void *ptr, gpuarena_stream_t stream, const 
              fn, ptr, why);
 }
 
-void ga_deferred_retry_slow(void)
+/* The retry, the mutex held. */
+static void retry_locked(void)
 {
     deferred_t *d = atomic_exchange_explicit(&ga_deferred_head, NULL, memory_order_acquire);
     /* Oldest first: the stack holds the newest on top. */
@@ -105,4 +112,29 @@ void ga_deferred_retry_slow(void)
         }
         push(d);
     }
+}
+
+void ga_deferred_retry_slow(void)
+{
+    pthread_mutex_lock(&retry_lock);
+    retry_locked();
+    pthread_mutex_unlock(&retry_lock);
+}
+
+void ga_deferred_settle(void)
+{
+    pthread_mutex_lock(&retry_lock);
+    if (atomic_load_explicit(&ga_deferred_head, memory_order_relaxed))
+        retry_locked();
+    pthread_mutex_unlock(&retry_lock);
+}
+
+void ga_deferred_fork_lock(void)
+{
+    pthread_mutex_lock(&retry_lock);
+}
+
+void ga_deferred_fork_unlock(void)
+{
+    pthread_mutex_unlock(&retry_lock);
 }

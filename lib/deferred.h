@@ -21,8 +21,17 @@ void ga_deferred_free(gpuarena_t *a, void *ptr, gpuarena_stream_t stream, const 
 /* Make the deferred frees whose capture has ended (deferred.c). */
 void ga_deferred_retry_slow(void);
 
-/* Every hook, gpuarena_trim and gpuarena_destroy call this first: one
- * load while nothing waits. */
+/* gpuarena_destroy: the retry, and a wait for any retry that another
+ * thread is making (deferred.c says why). */
+void ga_deferred_settle(void);
+
+/* fork.c: the retry's mutex held across fork(), released in both
+ * processes after it. */
+void ga_deferred_fork_lock(void);
+void ga_deferred_fork_unlock(void);
+
+/* Every hook and gpuarena_trim call this first: one load while nothing
+ * waits. */
 static inline void ga_deferred_retry(void)
 {
     if (__builtin_expect(atomic_load_explicit(&ga_deferred_head, memory_order_relaxed) != NULL, 0))

@@ -11,7 +11,9 @@
  * handler), in the order the rest of the library takes them, and lets
  * them go in both processes after it:
  *
- *   the registry of default arenas (gpuarena.c), the configuration
+ *   the retry of the frees that framework hooks deferred (deferred.c,
+ *   which frees into arenas while it holds it), the registry of
+ *   default arenas (gpuarena.c), the configuration
  *   (config/config.c), the list of arenas (arena.c), the registry of
  *   thread caches, then each arena's block manager: its lock, taken from
  *   whichever thread it was biased to, and each of its thread caches,
@@ -45,12 +47,14 @@
 #include "block/lock.h"
 #include "config/config.h"
 #include "cuda/cuda.h"
+#include "deferred.h"
 #include "report.h"
 
 #include <pthread.h>
 
 static void prepare(void)
 {
+    ga_deferred_fork_lock();
     ga_defaults_fork_lock();
     ga_config_fork_lock();
     ga_arenas_fork_prepare();
@@ -65,6 +69,7 @@ static void parent(void)
     ga_arenas_fork_parent();
     ga_config_fork_unlock();
     ga_defaults_fork_unlock();
+    ga_deferred_fork_unlock();
 }
 
 static void child(void)
@@ -75,6 +80,7 @@ static void child(void)
     ga_report_fork_child();
     ga_config_fork_unlock();
     ga_defaults_fork_unlock();
+    ga_deferred_fork_unlock();
 }
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;

@@ -110,7 +110,7 @@ gpuarena_status_t gpuarena_destroy(gpuarena_t *a)
                         "gpuarena_destroy: a default arena (gpuarena_get) lives until exit");
     if (a->forked)
         return ga_arena_forked(a, "gpuarena_destroy");
-    ga_deferred_retry(); /* a hook's frees that a capture held back */
+    ga_deferred_settle(); /* a hook's frees that a capture held back */
     if (ga_bm_live_blocks(a->bm) != 0)
         return ga_error(GPUARENA_ERR_BUSY, "gpuarena_destroy: %llu blocks are still live",
                         (unsigned long long)ga_bm_live_blocks(a->bm));
