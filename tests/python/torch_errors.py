@@ -4,10 +4,13 @@ out of memory." with gpuarena's reason, a CUDA graph capture that
 allocates must raise one that says the stream is captured, and after each
 the process must go on computing correct results on the GPU (PyTorch
 does not check the allocator's pointer: a NULL would have become a tensor
-without memory and an illegal address that ends the CUDA context).
+without memory and an illegal address that ends the CUDA context).  A
+tensor released inside a capture whose free gpuarena must refuse then
+(an event on the capturing stream) is freed after it, not kept live.
 
 Usage: torch_errors.py LIBGPUARENA; exit status 0 when all hold.
 """
+import ctypes
 import sys
 
 import torch
@@ -56,4 +59,44 @@ except RuntimeError as e:
     check("capture that allocates", "gpuarena" in msg and "captur" in msg, msg.splitlines()[0][:300])
 torch.cuda.synchronize()
 still_computes("the capture")
+
+# A tensor released inside a capture on S2, with a use on S2 recorded
+# (gpuarena_record_stream, as Tensor.record_stream's hook does): its free
+# would record an event on S2, which the capture forbids, so gpuarena
+# refuses it; the free hook keeps it, and the first hook call after the
+# capture makes it (deferred.c).  The capture itself is not broken.
+lib = ctypes.CDLL(sys.argv[1])
+arena = ctypes.c_void_p()
+lib.gpuarena_get(0, 0, ctypes.byref(arena))  # GPUARENA_DEVICE, device 0
+stats = (ctypes.c_uint64 * 40)()  # gpuarena_stats_t: live_blocks is the 20th
+
+
+def live():
+    lib.gpuarena_stats(arena, stats)
+    return stats[19]
+
+
+a = torch.empty(1 << 20, dtype=torch.uint8, device=dev)
+z = torch.zeros(1 << 16, device=dev)
+s2 = torch.cuda.Stream()
+s2.wait_stream(torch.cuda.current_stream())
+st = lib.gpuarena_record_stream(arena, ctypes.c_void_p(a.data_ptr()),
+                               ctypes.c_void_p(s2.cuda_stream))
+check("record_stream of a tensor", st == 0, "status %d" % st)
+torch.cuda.synchronize()
+before = live()
+g2 = torch.cuda.CUDAGraph()
+with torch.cuda.graph(g2, stream=s2):
+    del a
+    during = live()
+    z.add_(1)
+w = torch.empty(16, device=dev)  # a hook call after the capture
+del w
+after = live()
+check("free during a capture made after it", after == before - 1,
+      "live blocks %d before, %d during, %d after (%s)"
+      % (before, during, after, "kept for after the capture" if during == before else "made at once"))
+g2.replay()
+torch.cuda.synchronize()
+check("that capture, replayed", float(z.sum()) == float(1 << 16), "sum of z after one replay")
 sys.exit(1 if failures else 0)
