@@ -117,7 +117,8 @@ typedef struct gpuarena_stats {
     uint64_t stream_pools;   /* streams whose frees the arena keeps apart */
     uint64_t stream_cached;  /* bytes of free blocks only their stream may take */
     uint64_t retired_cached; /* bytes of retired streams' free blocks, no stream's */
-    uint64_t spare_[6];      /* room for growth; always zero */
+    uint64_t deferred_frees; /* frees a framework hook keeps until a capture ends */
+    uint64_t spare_[5];      /* room for growth; always zero */
 } gpuarena_stats_t;
 
 /* Library information. */

@@ -11,6 +11,7 @@
 #include "gpuarena.h"
 #include "providers/provider.h"
 
+#include <stdatomic.h>
 #include <stdbool.h>
 
 struct gpuarena {
@@ -25,6 +26,9 @@ struct gpuarena {
     /* In a child made by fork(2): the arena's memory is the GPU's, which
      * the child cannot use (fork.c); every call on it is refused. */
     bool forked;
+    /* Frees of its blocks that a framework hook keeps until a CUDA graph
+     * capture ends (deferred.c): the statistic deferred_frees. */
+    _Atomic uint64_t deferred;
     struct gpuarena *next; /* list of all arenas, under the registry lock */
 };
 

@@ -33,6 +33,7 @@
  */
 #include "deferred.h"
 
+#include "arena.h"
 #include "errors.h"
 
 #include <pthread.h>
@@ -78,6 +79,7 @@ void ga_deferred_free(gpuarena_t *a, void *ptr, gpuarena_stream_t stream, const 
     d->arena = a;
     d->ptr = ptr;
     d->stream = stream;
+    atomic_fetch_add_explicit(&a->deferred, 1, memory_order_relaxed);
     push(d);
     ga_error(st,
              "%s: the free of %p waits for the capture to end (%s); the next call of a hook, "
@@ -106,6 +108,7 @@ static void retry_locked(void)
             if (!stop) {
                 /* Made, or refused for another reason that a later try
                  * would meet again (an arena in a forked child). */
+                atomic_fetch_sub_explicit(&d->arena->deferred, 1, memory_order_relaxed);
                 free(d);
                 continue;
             }

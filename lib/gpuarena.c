@@ -258,6 +258,7 @@ gpuarena_status_t gpuarena_stats(gpuarena_t *a, gpuarena_stats_t *st)
         return ga_error(GPUARENA_ERR_INVALID_ARGUMENT, "gpuarena_stats: %s is NULL",
                         a ? "stats" : "arena");
     ga_bm_stats(a->bm, st);
+    st->deferred_frees = atomic_load_explicit(&a->deferred, memory_order_relaxed);
     /* Not in a forked child: a provider's hook may ask the driver (pool =
      * driver), so the figures a kind keeps itself read 0 there. */
     if (a->prov->ops->stats && !a->forked)

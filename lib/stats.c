@@ -91,6 +91,11 @@ static void print_table(FILE *out, gpuarena_t *a, const gpuarena_stats_t *st)
                 "%s\n",
                 st->stream_pools, human(st->stream_cached, b1, sizeof b1),
                 human(st->retired_cached, b2, sizeof b2));
+    if (st->deferred_frees)
+        fprintf(out,
+                "  frees kept until a CUDA graph capture ends %" PRIu64
+                " (framework hooks; their blocks count as live)\n",
+                st->deferred_frees);
     size_t max_cached, max_reserved;
     ga_bm_caps(a->bm, &max_cached, &max_reserved);
     if (max_cached != SIZE_MAX || max_reserved != SIZE_MAX)
@@ -159,6 +164,7 @@ static void print_json(FILE *out, gpuarena_t *a, const gpuarena_stats_t *st, boo
     F(stream_pools);
     F(stream_cached);
     F(retired_cached);
+    F(deferred_frees);
 #undef F
     /* The caps, null when there is none. */
     size_t caps[2];

@@ -565,11 +565,14 @@ START_TEST(hooks_free_after_the_capture)
     gpuarena_torch_empty_cache(); /* the capture goes on: the free still waits */
     gpuarena_torch_free(NULL, 0, 0, c);
     same_counts(dev, &before);
+    ck_assert_int_eq(gpuarena_stats(dev, &now), GPUARENA_SUCCESS);
+    ck_assert_uint_eq(now.deferred_frees, 1);
     fake.capture(NULL);
     gpuarena_torch_free(NULL, 0, 0, c); /* any hook call, even one with nothing to free */
     ck_assert_int_eq(gpuarena_stats(dev, &now), GPUARENA_SUCCESS);
     ck_assert_uint_eq(now.live_blocks, 0);
     ck_assert_uint_eq(now.frees, before.frees + 1);
+    ck_assert_uint_eq(now.deferred_frees, 0);
     ck_assert_int_eq(gpuarena_check(dev), GPUARENA_SUCCESS);
 
     /* CuPy's hook frees on the legacy stream, whose check fails while a
@@ -586,6 +589,10 @@ START_TEST(hooks_free_after_the_capture)
     gpuarena_cupy_free(a, q, 0);
     ck_assert_int_eq(gpuarena_trim(a, 0), GPUARENA_SUCCESS);
     same_counts(a, &before);
+    ck_assert_int_eq(gpuarena_stats(a, &now), GPUARENA_SUCCESS);
+    ck_assert_uint_eq(now.deferred_frees, 1);
+    ck_assert_int_eq(gpuarena_stats(dev, &now), GPUARENA_SUCCESS);
+    ck_assert_uint_eq(now.deferred_frees, 0); /* counted for the block's arena only */
     ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_ERR_BUSY);
     fake.blocking_capture(0);
     ck_assert_int_eq(fake.count("disturbed"), 0);
@@ -760,13 +767,18 @@ int main(int argc, char **argv)
         perror("check_fakecuda: execv");
         return EXIT_FAILURE;
     }
-    const TTest *tests[] = {
-        decommit_stops_where_unmap_fails,       decommit_retries_a_failed_unmap,
-        release_failure_still_unmaps,           failed_commit_undo_does_not_wedge,
-        driver_pool_frees_when_the_wait_fails,  driver_pool_under_max_reserved,
-        legacy_stream_asks_only_off_the_cache,  free_on_a_captured_stream,
-        device_arena_in_a_forked_child,         fork_during_the_driver_load,
-        out_of_memory_and_trim_spare_a_capture, peer_access_opens_to_the_peers,
-        hooks_free_after_the_capture};
+    const TTest *tests[] = {decommit_stops_where_unmap_fails,
+                            decommit_retries_a_failed_unmap,
+                            release_failure_still_unmaps,
+                            failed_commit_undo_does_not_wedge,
+                            driver_pool_frees_when_the_wait_fails,
+                            driver_pool_under_max_reserved,
+                            legacy_stream_asks_only_off_the_cache,
+                            free_on_a_captured_stream,
+                            device_arena_in_a_forked_child,
+                            fork_during_the_driver_load,
+                            out_of_memory_and_trim_spare_a_capture,
+                            peer_access_opens_to_the_peers,
+                            hooks_free_after_the_capture};
     return ga_check_tests("fakecuda", 0, tests, sizeof tests / sizeof tests[0]);
 }

@@ -87,7 +87,8 @@ module gpuarena
      integer(c_int64_t) :: stream_pools
      integer(c_int64_t) :: stream_cached
      integer(c_int64_t) :: retired_cached
-     integer(c_int64_t) :: spare_(6)
+     integer(c_int64_t) :: deferred_frees
+     integer(c_int64_t) :: spare_(5)
   end type gpuarena_stats_t
 
   public :: gpuarena_get, gpuarena_destroy, gpuarena_kind

@@ -14,7 +14,7 @@ size_t ga_ftest_stats_size(void)
 }
 
 /* Offsets of a few fields spread over the struct: 0 requested, 1 allocs,
- * 2 trims, 3 device_free, 4 spare_, 5 retired_cached. */
+ * 2 trims, 3 device_free, 4 spare_, 5 retired_cached, 6 deferred_frees. */
 size_t ga_ftest_stats_offset(int field)
 {
     switch (field) {
@@ -30,6 +30,8 @@ size_t ga_ftest_stats_offset(int field)
         return offsetof(gpuarena_stats_t, spare_);
     case 5:
         return offsetof(gpuarena_stats_t, retired_cached);
+    case 6:
+        return offsetof(gpuarena_stats_t, deferred_frees);
     default:
         return (size_t)-1;
     }

@@ -143,6 +143,7 @@ contains
     call expect(off(s, c_loc(s%device_free)) == stats_offset(3), 'offset of device_free differs')
     call expect(off(s, c_loc(s%spare_)) == stats_offset(4), 'offset of spare_ differs')
     call expect(off(s, c_loc(s%retired_cached)) == stats_offset(5), 'offset of retired_cached differs')
+    call expect(off(s, c_loc(s%deferred_frees)) == stats_offset(6), 'offset of deferred_frees differs')
   end subroutine layout
 
   ! The offset of the field at p in s.
