@@ -60,11 +60,8 @@ static void push(deferred_t *d)
                                                   memory_order_relaxed));
 }
 
-void ga_deferred_free(gpuarena_t *a, void *ptr, gpuarena_stream_t stream, const char *fn)
+void ga_deferred_keep(gpuarena_t *a, void *ptr, gpuarena_stream_t stream, const char *fn)
 {
-    gpuarena_status_t st = gpuarena_free(a, ptr, stream);
-    if (st != GPUARENA_ERR_STREAM_CAPTURE)
-        return; /* made, or refused for good (a bad pointer): the reason is kept */
     /* The refusal's reason, copied: ga_error writes the buffer it is in. */
     char why[GA_ERROR_MAX];
     snprintf(why, sizeof why, "%s", gpuarena_last_error());
@@ -81,7 +78,7 @@ void ga_deferred_free(gpuarena_t *a, void *ptr, gpuarena_stream_t stream, const 
     d->stream = stream;
     atomic_fetch_add_explicit(&a->deferred, 1, memory_order_relaxed);
     push(d);
-    ga_error(st,
+    ga_error(GPUARENA_ERR_STREAM_CAPTURE,
              "%s: the free of %p waits for the capture to end (%s); the next call of a hook, "
              "gpuarena_trim or gpuarena_destroy makes it",
              fn, ptr, why);

@@ -12,11 +12,11 @@
 /* The newest deferred free, NULL when none waits: read by every hook. */
 extern _Atomic(void *) ga_deferred_head;
 
-/* Free PTR to A on STREAM as gpuarena_free does, for FN, a hook that
- * returns nothing (gpuarena_torch_free, gpuarena_cupy_free): a free
- * refused because a stream is being captured into a CUDA graph is kept
- * and made by a later ga_deferred_retry, not dropped. */
-void ga_deferred_free(gpuarena_t *a, void *ptr, gpuarena_stream_t stream, const char *fn);
+/* Keep the free of PTR to A on STREAM, which gpuarena_free has just
+ * refused with GPUARENA_ERR_STREAM_CAPTURE in FN, a hook that returns
+ * nothing (gpuarena_torch_free, gpuarena_cupy_free), for a later
+ * ga_deferred_retry to make. */
+void ga_deferred_keep(gpuarena_t *a, void *ptr, gpuarena_stream_t stream, const char *fn);
 
 /* Make the deferred frees whose capture has ended (deferred.c). */
 void ga_deferred_retry_slow(void);

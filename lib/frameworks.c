@@ -50,7 +50,8 @@ void gpuarena_torch_free(void *ptr, ssize_t size, int device, void *stream)
     gpuarena_t *a;
     if (gpuarena_get(GPUARENA_DEVICE, device, &a) != GPUARENA_SUCCESS)
         return;
-    ga_deferred_free(a, ptr, stream, "gpuarena_torch_free");
+    if (gpuarena_free(a, ptr, stream) == GPUARENA_ERR_STREAM_CAPTURE)
+        ga_deferred_keep(a, ptr, stream, "gpuarena_torch_free");
 }
 
 void gpuarena_torch_record_stream(void *ptr, void *stream)
@@ -146,5 +147,6 @@ void gpuarena_cupy_free(void *param, void *ptr, int device)
     gpuarena_t *a = param;
     if (!a && gpuarena_get(GPUARENA_DEVICE, device, &a) != GPUARENA_SUCCESS)
         return;
-    ga_deferred_free(a, ptr, NULL, "gpuarena_cupy_free");
+    if (gpuarena_free(a, ptr, NULL) == GPUARENA_ERR_STREAM_CAPTURE)
+        ga_deferred_keep(a, ptr, NULL, "gpuarena_cupy_free");
 }
