@@ -165,6 +165,14 @@ void gpuarena_torch_free(void *ptr, ssize_t size, int device, void *stream);
 void gpuarena_torch_record_stream(void *ptr, void *stream);
 void gpuarena_torch_empty_cache(void);
 void gpuarena_torch_set_memory_fraction(double fraction, int device);
+/* PyTorch's id of a CUDA graph's memory pool (c10::cuda::MempoolId_t, a
+ * pair of unsigned long long), passed by value as PyTorch passes it. */
+typedef struct gpuarena_torch_pool {
+    unsigned long long first, second;
+} gpuarena_torch_pool_t;
+void gpuarena_torch_begin_allocate_to_pool(int device, gpuarena_torch_pool_t pool, void *filter);
+void gpuarena_torch_end_allocate_to_pool(int device, gpuarena_torch_pool_t pool);
+void gpuarena_torch_release_pool(int device, gpuarena_torch_pool_t pool);
 void *gpuarena_cupy_malloc(void *param, size_t size, int device);
 void gpuarena_cupy_free(void *param, void *ptr, int device);
 

@@ -11,8 +11,10 @@
  * handler), in the order the rest of the library takes them, and lets
  * them go in both processes after it:
  *
- *   the retry of the frees that framework hooks deferred (deferred.c,
- *   which frees into arenas while it holds it), the registry of
+ *   the pools of PyTorch's CUDA graphs (graphpool.c, which makes,
+ *   frees into and destroys arenas while it holds it), the retry of
+ *   the frees that framework hooks deferred (deferred.c, which frees
+ *   into arenas while it holds it), the registry of
  *   default arenas (gpuarena.c), the configuration
  *   (config/config.c), the list of arenas (arena.c), the registry of
  *   thread caches, then each arena's block manager: its lock, taken from
@@ -48,12 +50,14 @@
 #include "config/config.h"
 #include "cuda/cuda.h"
 #include "deferred.h"
+#include "graphpool.h"
 #include "report.h"
 
 #include <pthread.h>
 
 static void prepare(void)
 {
+    ga_graph_pool_fork_lock();
     ga_deferred_fork_lock();
     ga_defaults_fork_lock();
     ga_config_fork_lock();
@@ -70,6 +74,7 @@ static void parent(void)
     ga_config_fork_unlock();
     ga_defaults_fork_unlock();
     ga_deferred_fork_unlock();
+    ga_graph_pool_fork_unlock();
 }
 
 static void child(void)
@@ -81,6 +86,7 @@ static void child(void)
     ga_config_fork_unlock();
     ga_defaults_fork_unlock();
     ga_deferred_fork_unlock();
+    ga_graph_pool_fork_unlock();
 }
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;

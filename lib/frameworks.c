@@ -19,6 +19,7 @@
 #include "cupystream.h"
 #include "deferred.h"
 #include "errors.h"
+#include "graphpool.h"
 #include "raise.h"
 
 #include <stdint.h>
@@ -35,6 +36,11 @@ void *gpuarena_torch_alloc(ssize_t size, int device, void *stream)
         st = gpuarena_get(GPUARENA_DEVICE, device, &a);
         if (st == GPUARENA_SUCCESS)
             st = gpuarena_alloc(a, (size_t)size, stream, &p);
+        /* Refused for a capture: the graph's pool, if this thread
+         * allocates to one (graphpool.c). */
+        if (st == GPUARENA_ERR_STREAM_CAPTURE &&
+            atomic_load_explicit(&ga_graph_pools, memory_order_relaxed))
+            st = ga_graph_pool_alloc(device, (size_t)size, stream, &p);
     }
     if (st != GPUARENA_SUCCESS)
         ga_raise_torch(st, size); /* returns where PyTorch is not loaded */
@@ -50,6 +56,11 @@ void gpuarena_torch_free(void *ptr, ssize_t size, int device, void *stream)
     gpuarena_t *a;
     if (gpuarena_get(GPUARENA_DEVICE, device, &a) != GPUARENA_SUCCESS)
         return;
+    /* A block of a graph's pool goes back there (graphpool.c). */
+    gpuarena_status_t st;
+    if (atomic_load_explicit(&ga_graph_pools, memory_order_relaxed) && !ga_bm_holds(a->bm, ptr) &&
+        ga_graph_pool_free(ptr, stream, &st))
+        return;
     if (gpuarena_free(a, ptr, stream) == GPUARENA_ERR_STREAM_CAPTURE)
         ga_deferred_keep(a, ptr, stream, "gpuarena_torch_free");
 }
@@ -60,6 +71,8 @@ void gpuarena_torch_record_stream(void *ptr, void *stream)
     if (!ptr)
         return;
     gpuarena_t *a = ga_default_arena_of(GPUARENA_DEVICE, ptr);
+    if (!a && atomic_load_explicit(&ga_graph_pools, memory_order_relaxed))
+        a = ga_graph_pool_arena_of(ptr);
     if (!a) {
         ga_error(GPUARENA_ERR_INVALID_POINTER,
                  "gpuarena_torch_record_stream: %p is not a live block of a default device arena",

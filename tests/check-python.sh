@@ -3,8 +3,9 @@
 # (gpuarena_torch_alloc(3), gpuarena_cupy_malloc(3)), each compared with the
 # framework's own allocator run in a separate process; and their failures
 # (torch_errors.py, cupy_errors.py): raised as exceptions, the process
-# still computing after them; and PyTorch's record_stream and empty_cache
-# hooks (torch_hooks.py).  Exits 77 without
+# still computing after them; PyTorch's record_stream and empty_cache
+# hooks (torch_hooks.py); and CUDA graphs with the graph-pool hooks
+# (torch_graphs.py, compared with PyTorch's own allocator too).  Exits 77 without
 # python3, without the framework, or without a GPU; each framework that is
 # missing is skipped on its own.
 : "${srcdir:=$(dirname "$0")}"
@@ -89,6 +90,7 @@ alone() {
 
 run torch torch_train.py torch "torch.cuda.is_available()"
 run cupy cupy_ops.py cupy "cupy.cuda.runtime.getDeviceCount() > 0"
+run torch-graphs torch_graphs.py torch "torch.cuda.is_available()"
 alone torch-errors torch_errors.py torch "torch.cuda.is_available()"
 alone torch-hooks torch_hooks.py torch "torch.cuda.is_available()"
 alone cupy-errors cupy_errors.py cupy "cupy.cuda.runtime.getDeviceCount() > 0"

@@ -600,6 +600,64 @@ START_TEST(hooks_free_after_the_capture)
 }
 END_TEST
 
+/* PyTorch's CUDA graph pools (graphpool.c): between begin and end of
+ * allocating to a pool, an allocation on a captured stream that the
+ * default arena refuses comes from the pool's own arena, with nothing
+ * that disturbs the capture; a block freed during the capture is taken
+ * again by the capture, in stream order; the default arena is untouched
+ * and never hands out the pool's blocks; once the pool is released and
+ * its last block freed, its memory goes back to the driver. */
+START_TEST(torch_graph_pools)
+{
+    fake_open();
+    void *const c = (void *)0x5000, *const d = (void *)0x6000;
+    gpuarena_t *dev = NULL;
+    ck_assert_int_eq(gpuarena_get(GPUARENA_DEVICE, 0, &dev), GPUARENA_SUCCESS);
+    const gpuarena_torch_pool_t id = {0, 7};
+    void *e = gpuarena_torch_alloc(MIB, 0, c);
+    ck_assert_ptr_nonnull(e);
+    gpuarena_torch_free(e, MIB, 0, c); /* cached in the default arena */
+    gpuarena_stats_t before;
+    ck_assert_int_eq(gpuarena_stats(dev, &before), GPUARENA_SUCCESS);
+    int handles = fake.handles();
+
+    fake.capture(c);
+    ck_assert_ptr_null(gpuarena_torch_alloc(MIB, 0, c)); /* no pool begun: refused */
+    ck_assert_msg(strstr(gpuarena_last_error(), "captured") != NULL, "%s", gpuarena_last_error());
+    gpuarena_torch_begin_allocate_to_pool(0, id, NULL);
+    void *p = gpuarena_torch_alloc(4096, 0, c), *q = gpuarena_torch_alloc(MIB, 0, c);
+    ck_assert_ptr_nonnull(p);
+    ck_assert_ptr_nonnull(q);
+    ck_assert_ptr_ne(q, e);
+    gpuarena_torch_record_stream(p, d); /* a pool block is known to the hook */
+    ck_assert_int_eq(gpuarena_torch_alloc(0, 0, c) == NULL, 1);
+    gpuarena_torch_free(q, MIB, 0, c); /* a temporary of the captured code */
+    void *q2 = gpuarena_torch_alloc(MIB, 0, c);
+    ck_assert_ptr_eq(q2, q);
+    same_counts(dev, &before);
+    ck_assert_int_gt(fake.handles(), handles); /* the pool mapped its own memory */
+    gpuarena_torch_end_allocate_to_pool(0, id);
+    ck_assert_ptr_null(gpuarena_torch_alloc(MIB, 0, c)); /* ended: refused again */
+    fake.capture(NULL);
+    ck_assert_int_eq(fake.count("disturbed"), 0);
+
+    /* After the capture: the graph's output freed by eager code goes back
+     * to the pool; eager allocations come from the default arena. */
+    gpuarena_torch_free(q2, MIB, 0, c);
+    void *x = gpuarena_torch_alloc(MIB, 0, c);
+    ck_assert_ptr_eq(x, e);
+    gpuarena_torch_free(x, MIB, 0, c);
+    gpuarena_torch_release_pool(0, id);
+    ck_assert_int_gt(fake.handles(), handles); /* P is still live */
+    gpuarena_torch_free(p, 4096, 0, c);
+    ck_assert_int_eq(fake.handles(), handles); /* the pool's arena is gone */
+    gpuarena_stats_t after;
+    ck_assert_int_eq(gpuarena_stats(dev, &after), GPUARENA_SUCCESS);
+    ck_assert_uint_eq(after.live_blocks, 0);
+    ck_assert_int_eq(gpuarena_check(dev), GPUARENA_SUCCESS);
+}
+END_TEST
+
 /* What device_arena_in_a_forked_child hands its child. */
 typedef struct {
     gpuarena_t *a, *dp;
@@ -767,18 +825,13 @@ int main(int argc, char **argv)
         perror("check_fakecuda: execv");
         return EXIT_FAILURE;
     }
-    const TTest *tests[] = {decommit_stops_where_unmap_fails,
-                            decommit_retries_a_failed_unmap,
-                            release_failure_still_unmaps,
-                            failed_commit_undo_does_not_wedge,
-                            driver_pool_frees_when_the_wait_fails,
-                            driver_pool_under_max_reserved,
-                            legacy_stream_asks_only_off_the_cache,
-                            free_on_a_captured_stream,
-                            device_arena_in_a_forked_child,
-                            fork_during_the_driver_load,
-                            out_of_memory_and_trim_spare_a_capture,
-                            peer_access_opens_to_the_peers,
-                            hooks_free_after_the_capture};
+    const TTest *tests[] = {
+        decommit_stops_where_unmap_fails,       decommit_retries_a_failed_unmap,
+        release_failure_still_unmaps,           failed_commit_undo_does_not_wedge,
+        driver_pool_frees_when_the_wait_fails,  driver_pool_under_max_reserved,
+        legacy_stream_asks_only_off_the_cache,  free_on_a_captured_stream,
+        device_arena_in_a_forked_child,         fork_during_the_driver_load,
+        out_of_memory_and_trim_spare_a_capture, peer_access_opens_to_the_peers,
+        hooks_free_after_the_capture,           torch_graph_pools};
     return ga_check_tests("fakecuda", 0, tests, sizeof tests / sizeof tests[0]);
 }

@@ -1027,6 +1027,14 @@ out:
     return st;
 }
 
+bool ga_bm_holds(ga_bm_t *bm, const void *ptr)
+{
+    /* As ga_bm_free_on's lookup: records live as long as the manager. */
+    uintptr_t a = (uintptr_t)ptr;
+    const ga_block_t *b = ga_lmap_find(&bm->live, a);
+    return b && b->addr == a && b->state == BLOCK_LIVE;
+}
+
 gpuarena_status_t ga_bm_lookup(ga_bm_t *bm, const void *ptr, size_t *requested)
 {
     uintptr_t a = (uintptr_t)ptr;

@@ -97,6 +97,12 @@ void ga_bm_fork_prepare(ga_bm_t *bm);
 void ga_bm_fork_parent(ga_bm_t *bm);
 void ga_bm_fork_child(ga_bm_t *bm, bool usable);
 
+/* Whether PTR is the start of a block that BM handed out and that is
+ * live or in a thread cache: one lookup with no lock, for telling which
+ * of several arenas a pointer belongs to (graphpool.c).  A true answer
+ * is stable for as long as the caller owns the block. */
+bool ga_bm_holds(ga_bm_t *bm, const void *ptr);
+
 /* Number of blocks live now (for leak checks of tests and tools). */
 uint64_t ga_bm_live_blocks(ga_bm_t *bm);
 

@@ -1,0 +1,203 @@
+/*
+ * graphpool.c - the memory pools of PyTorch's CUDA graphs.
+ *
+ * A block allocated during a CUDA graph capture belongs to the graph for
+ * as long as the graph may be replayed: every replay writes it again.
+ * So gpuarena refuses allocations on a capturing stream (gpuarena(7),
+ * STREAMS): reused after the capture, the block would be written by the
+ * replays under its new owner.  PyTorch solves this with a private pool
+ * per graph, and tells its allocator when a capture begins and ends
+ * allocating to a pool and when a pool is given back (its allocator's
+ * beginAllocateToPool, endAllocateToPool and releasePool, which
+ * CUDAPluggableAllocator forwards to the functions a library installs).
+ *
+ * Here each pool is a private device arena (pool=arena,
+ * cross_stream=never), made at the pool's first allocation.  Between
+ * gpuarena_torch_begin_allocate_to_pool and its end, an allocation of
+ * the same thread that the default arena refuses because its stream is
+ * being captured is served by the pool's arena instead, without the
+ * capture check; such an arena never records, queries or waits on events
+ * (cross_stream=never) and maps memory only with the calls a capture
+ * allows (cuMemCreate, cuMemMap, cuMemSetAccess; cuMemAlloc in relaxed
+ * mode), so the capture is not disturbed.  A block freed during the
+ * capture goes back to the pool, where later allocations of the capture
+ * (and of later captures into the same pool, as PyTorch shares pools
+ * between graphs) take it in stream order; it never goes back to the
+ * default arena, which is what keeps replays safe.  Once the pool is
+ * released and none of its blocks is live, its arena is destroyed and
+ * its memory goes back to the driver.
+ *
+ * PyTorch also passes a filter, a std::function that says which streams'
+ * allocations go to the pool (those captured under the graph's capture
+ * id).  C cannot call it; the pool takes instead the allocations that
+ * the capture check refuses, from the thread that began allocating to it:
+ * PyTorch begins a capture and allocates for it from one thread, and a
+ * thread captures one graph at a time.  An allocation that is not being
+ * captured (another stream, or torch.cuda.MemPool's use_mem_pool outside
+ * a capture) goes to the default arena as before.
+ */
+#include "graphpool.h"
+
+#include "arena.h"
+#include "deferred.h"
+#include "errors.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+
+typedef struct gpool {
+    struct gpool *next;
+    int device;
+    gpuarena_torch_pool_t id;
+    gpuarena_t *arena; /* made at the first allocation */
+    unsigned users;    /* threads between begin and end */
+    bool released;     /* destroyed once no user is left and no block is live */
+} gpool_t;
+
+/* Guards the list and every pool's fields; taken before any arena's
+ * locks (fork.c). */
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static gpool_t *pools;
+_Atomic int ga_graph_pools;
+/* The pool this thread allocates to, between begin and end. */
+static _Thread_local gpool_t *current;
+
+static gpool_t *find(int device, gpuarena_torch_pool_t id)
+{
+    for (gpool_t *g = pools; g; g = g->next)
+        if (g->device == device && g->id.first == id.first && g->id.second == id.second)
+            return g;
+    return NULL;
+}
+
+/* Destroy G if it was released, no thread allocates to it and none of
+ * its blocks is live (the lock held). */
+static void settle(gpool_t *g)
+{
+    if (!g->released || g->users || (g->arena && ga_bm_live_blocks(g->arena->bm) != 0))
+        return;
+    if (g->arena)
+        (void)gpuarena_destroy(g->arena); /* what the driver keeps is reported there */
+    for (gpool_t **pp = &pools; *pp; pp = &(*pp)->next) {
+        if (*pp == g) {
+            *pp = g->next;
+            break;
+        }
+    }
+    free(g);
+    atomic_fetch_sub_explicit(&ga_graph_pools, 1, memory_order_relaxed);
+}
+
+void gpuarena_torch_begin_allocate_to_pool(int device, gpuarena_torch_pool_t pool, void *filter)
+{
+    (void)filter; /* PyTorch's std::function, which C cannot call (see above) */
+    ga_deferred_retry();
+    pthread_mutex_lock(&lock);
+    gpool_t *g = find(device, pool);
+    if (!g && (g = calloc(1, sizeof *g)) != NULL) {
+        g->device = device;
+        g->id = pool;
+        g->next = pools;
+        pools = g;
+        atomic_fetch_add_explicit(&ga_graph_pools, 1, memory_order_relaxed);
+    }
+    if (g) {
+        g->users++;
+        g->released = false;
+    } else {
+        ga_error(GPUARENA_ERR_HOST_MEMORY,
+                 "gpuarena_torch_begin_allocate_to_pool: no host memory for the pool's record: "
+                 "allocations of the capture will be refused");
+    }
+    current = g;
+    pthread_mutex_unlock(&lock);
+}
+
+void gpuarena_torch_end_allocate_to_pool(int device, gpuarena_torch_pool_t pool)
+{
+    ga_deferred_retry();
+    pthread_mutex_lock(&lock);
+    gpool_t *g = find(device, pool);
+    if (g && g->users)
+        g->users--;
+    if (current == g)
+        current = NULL;
+    if (g)
+        settle(g);
+    pthread_mutex_unlock(&lock);
+}
+
+void gpuarena_torch_release_pool(int device, gpuarena_torch_pool_t pool)
+{
+    ga_deferred_retry();
+    pthread_mutex_lock(&lock);
+    gpool_t *g = find(device, pool);
+    if (g) {
+        g->released = true;
+        settle(g);
+    }
+    pthread_mutex_unlock(&lock);
+}
+
+gpuarena_status_t ga_graph_pool_alloc(int device, size_t size, void *stream, void **ptr)
+{
+    gpool_t *g = current;
+    if (!g || g->device != device)
+        return GPUARENA_ERR_STREAM_CAPTURE; /* the default arena's refusal stands */
+    /* G lives while this thread is one of its users. */
+    gpuarena_status_t st = GPUARENA_SUCCESS;
+    pthread_mutex_lock(&lock);
+    if (!g->arena)
+        st = gpuarena_create(GPUARENA_DEVICE, device, "pool=arena,cross_stream=never", &g->arena);
+    gpuarena_t *a = g->arena;
+    pthread_mutex_unlock(&lock);
+    if (st != GPUARENA_SUCCESS)
+        return st;
+    /* The stream's id without the capture check that refused it. */
+    ga_stream_t s = {.handle = stream};
+    st = a->prov->ops->stream_id(a->prov, stream, &s.id);
+    if (st == GPUARENA_SUCCESS)
+        st = ga_bm_alloc_on(a->bm, size, s, ptr, false);
+    return st;
+}
+
+bool ga_graph_pool_free(void *ptr, void *stream, gpuarena_status_t *st)
+{
+    bool found = false;
+    pthread_mutex_lock(&lock);
+    for (gpool_t *g = pools; g; g = g->next) {
+        if (!g->arena || !ga_bm_holds(g->arena->bm, ptr))
+            continue;
+        /* Under the lock: the arena is destroyed only under it, once
+         * nothing is live, and this free may be its last block's. */
+        *st = gpuarena_free(g->arena, ptr, stream);
+        if (*st == GPUARENA_ERR_STREAM_CAPTURE)
+            ga_deferred_keep(g->arena, ptr, stream, "gpuarena_torch_free");
+        settle(g);
+        found = true;
+        break;
+    }
+    pthread_mutex_unlock(&lock);
+    return found;
+}
+
+gpuarena_t *ga_graph_pool_arena_of(const void *ptr)
+{
+    gpuarena_t *a = NULL;
+    pthread_mutex_lock(&lock);
+    for (gpool_t *g = pools; g && !a; g = g->next)
+        if (g->arena && ga_bm_holds(g->arena->bm, ptr))
+            a = g->arena;
+    pthread_mutex_unlock(&lock);
+    return a;
+}
+
+void ga_graph_pool_fork_lock(void)
+{
+    pthread_mutex_lock(&lock);
+}
+
+void ga_graph_pool_fork_unlock(void)
+{
+    pthread_mutex_unlock(&lock);
+}

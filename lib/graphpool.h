@@ -1,0 +1,36 @@
+/*
+ * graphpool.h - the memory pools of PyTorch's CUDA graphs, for the PyTorch
+ * entry points (graphpool.c).
+ */
+#ifndef GA_GRAPHPOOL_H
+#define GA_GRAPHPOOL_H
+
+#include "gpuarena.h"
+
+#include <stdatomic.h>
+#include <stdbool.h>
+
+/* Pools that exist (begun and not yet given back): while 0, the hooks
+ * ask nothing more. */
+extern _Atomic int ga_graph_pools;
+
+/* An allocation of SIZE bytes on STREAM of DEVICE that the default arena
+ * refused with GPUARENA_ERR_STREAM_CAPTURE: from the pool that this
+ * thread allocates to (gpuarena_torch_begin_allocate_to_pool), if it has
+ * one on DEVICE.  Its status; GPUARENA_ERR_STREAM_CAPTURE, the refusal's
+ * message kept, where the thread has none. */
+gpuarena_status_t ga_graph_pool_alloc(int device, size_t size, void *stream, void **ptr);
+
+/* Free PTR on STREAM if it is a block of a graph's pool: true when it
+ * was one (whatever the free's status, left in *ST), false when no pool
+ * holds it. */
+bool ga_graph_pool_free(void *ptr, void *stream, gpuarena_status_t *st);
+
+/* The arena of the graph pool that holds PTR, or NULL. */
+gpuarena_t *ga_graph_pool_arena_of(const void *ptr);
+
+/* fork.c: the pools' lock held across fork(), outermost. */
+void ga_graph_pool_fork_lock(void);
+void ga_graph_pool_fork_unlock(void);
+
+#endif /* GA_GRAPHPOOL_H */
