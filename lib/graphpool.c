@@ -28,17 +28,26 @@
  * its memory goes back to the driver.
  *
  * PyTorch also passes a filter, a std::function that says which streams'
- * allocations go to the pool (those captured under the graph's capture
- * id).  C cannot call it; the pool takes instead the allocations that
- * the capture check refuses, from the thread that began allocating to it:
- * PyTorch begins a capture and allocates for it from one thread, and a
- * thread captures one graph at a time.  An allocation that is not being
- * captured (another stream, or torch.cuda.MemPool's use_mem_pool outside
- * a capture) goes to the default arena as before.
+ * allocations go to the pool: those captured under the graph's capture
+ * id.  C cannot call it, so the same rule is kept another way.  PyTorch
+ * begins allocating to the pool just before the capture begins, when
+ * there is no capture id yet; the first allocation that the default
+ * arena refuses for a capture binds the capture's id
+ * (cuStreamGetCaptureInfo) to a pool of its device that is begun and not
+ * yet bound: the one its thread began, else the only such pool.  Every
+ * later allocation under that capture id goes to that pool, whatever its
+ * thread: the backward pass that make_graphed_callables captures runs in
+ * autograd's own threads.  When two threads begin pools on one device at
+ * once and a third thread allocates first for one of the captures, the
+ * pool cannot be told and the allocation is refused, as without pools.
+ * An allocation that is not being captured (another stream, or
+ * torch.cuda.MemPool's use_mem_pool outside a capture) goes to the
+ * default arena as before.
  */
 #include "graphpool.h"
 
 #include "arena.h"
+#include "cuda/cuda.h"
 #include "deferred.h"
 #include "errors.h"
 
@@ -51,7 +60,9 @@ typedef struct gpool {
     gpuarena_torch_pool_t id;
     gpuarena_t *arena; /* made at the first allocation */
     unsigned users;    /* threads between begin and end */
-    bool released;     /* destroyed once no user is left and no block is live */
+    bool bound;        /* to CAPTURE, the id of the capture it serves */
+    uint64_t capture;
+    bool released; /* destroyed once no user is left and no block is live */
 } gpool_t;
 
 /* Guards the list and every pool's fields; taken before any arena's
@@ -118,8 +129,8 @@ void gpuarena_torch_end_allocate_to_pool(int device, gpuarena_torch_pool_t pool)
     ga_deferred_retry();
     pthread_mutex_lock(&lock);
     gpool_t *g = find(device, pool);
-    if (g && g->users)
-        g->users--;
+    if (g && g->users && !--g->users)
+        g->bound = false; /* a later capture into the pool binds its own id */
     if (current == g)
         current = NULL;
     if (g)
@@ -139,18 +150,48 @@ void gpuarena_torch_release_pool(int device, gpuarena_torch_pool_t pool)
     pthread_mutex_unlock(&lock);
 }
 
+/* The pool that serves capture CID on DEVICE, bound to it now if need
+ * be (see the top), or NULL; the lock held. */
+static gpool_t *pool_of_capture(int device, uint64_t cid)
+{
+    gpool_t *unbound = NULL;
+    unsigned n = 0;
+    for (gpool_t *g = pools; g; g = g->next) {
+        if (g->device != device || !g->users)
+            continue;
+        if (g->bound && g->capture == cid)
+            return g;
+        if (!g->bound) {
+            unbound = g;
+            n++;
+        }
+    }
+    gpool_t *g = current && current->device == device && current->users && !current->bound ? current
+                 : n == 1                                                                  ? unbound
+                                                                                           : NULL;
+    if (g) {
+        g->bound = true;
+        g->capture = cid;
+    }
+    return g;
+}
+
 gpuarena_status_t ga_graph_pool_alloc(int device, size_t size, void *stream, void **ptr)
 {
-    gpool_t *g = current;
-    if (!g || g->device != device)
+    uint64_t cid;
+    if (!ga_cuda_capture_id(stream, &cid))
         return GPUARENA_ERR_STREAM_CAPTURE; /* the default arena's refusal stands */
-    /* G lives while this thread is one of its users. */
     gpuarena_status_t st = GPUARENA_SUCCESS;
     pthread_mutex_lock(&lock);
-    if (!g->arena)
+    gpool_t *g = pool_of_capture(device, cid);
+    if (g && !g->arena)
         st = gpuarena_create(GPUARENA_DEVICE, device, "pool=arena,cross_stream=never", &g->arena);
-    gpuarena_t *a = g->arena;
+    gpuarena_t *a = g ? g->arena : NULL;
     pthread_mutex_unlock(&lock);
+    /* A has users until the capture ends, after this allocation: it is
+     * not destroyed under it. */
+    if (!g)
+        return GPUARENA_ERR_STREAM_CAPTURE;
     if (st != GPUARENA_SUCCESS)
         return st;
     /* The stream's id without the capture check that refused it. */

@@ -600,11 +600,23 @@ START_TEST(hooks_free_after_the_capture)
 }
 END_TEST
 
+/* Allocates 1 MiB with PyTorch's hook on the stream in *ARG, as
+ * autograd's threads do for make_graphed_callables' backward capture;
+ * the block replaces *ARG. */
+static void *torch_alloc_on(void *arg)
+{
+    void **io = arg;
+    *io = gpuarena_torch_alloc(MIB, 0, *io);
+    return NULL;
+}
+
 /* PyTorch's CUDA graph pools (graphpool.c): between begin and end of
  * allocating to a pool, an allocation on a captured stream that the
  * default arena refuses comes from the pool's own arena, with nothing
  * that disturbs the capture; a block freed during the capture is taken
- * again by the capture, in stream order; the default arena is untouched
+ * again by the capture, in stream order; an allocation of another thread
+ * under the same capture (autograd's, for a backward pass) goes to the
+ * same pool, even as the capture's first; the default arena is untouched
  * and never hands out the pool's blocks; once the pool is released and
  * its last block freed, its memory goes back to the driver. */
 START_TEST(torch_graph_pools)
@@ -625,7 +637,14 @@ START_TEST(torch_graph_pools)
     ck_assert_ptr_null(gpuarena_torch_alloc(MIB, 0, c)); /* no pool begun: refused */
     ck_assert_msg(strstr(gpuarena_last_error(), "captured") != NULL, "%s", gpuarena_last_error());
     gpuarena_torch_begin_allocate_to_pool(0, id, NULL);
+    void *t = c;
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, torch_alloc_on, &t), 0);
+    ck_assert_int_eq(pthread_join(th, NULL), 0);
+    ck_assert_ptr_nonnull(t);
+    gpuarena_torch_free(t, MIB, 0, c);
     void *p = gpuarena_torch_alloc(4096, 0, c), *q = gpuarena_torch_alloc(MIB, 0, c);
+    ck_assert_ptr_eq(q, t); /* the pool that the other thread's allocation bound */
     ck_assert_ptr_nonnull(p);
     ck_assert_ptr_nonnull(q);
     ck_assert_ptr_ne(q, e);

@@ -53,6 +53,7 @@
     X(cuStreamGetId, 12000, 1)                                                                     \
     X(cuStreamGetCtx, 9020, 1)                                                                     \
     X(cuStreamIsCapturing, 10000, 1)                                                               \
+    X(cuStreamGetCaptureInfo, 10010, 0)                                                            \
     X(cuStreamSynchronize, 2000, 1)                                                                \
     X(cuCtxSynchronize, 2000, 1)                                                                   \
     X(cuThreadExchangeStreamCaptureMode, 10010, 1)                                                 \
@@ -753,6 +754,19 @@ static inline gpuarena_status_t capture_check(void *stream)
 gpuarena_status_t ga_cuda_stream_check(void *stream)
 {
     return capture_check(stream);
+}
+
+bool ga_cuda_capture_id(void *stream, uint64_t *id)
+{
+    if (!cu.cuStreamGetCaptureInfo)
+        return false;
+    CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+    cuuint64_t v = 0;
+    if (cu.cuStreamGetCaptureInfo((CUstream)stream, &cs, &v) != CUDA_SUCCESS ||
+        cs != CU_STREAM_CAPTURE_STATUS_ACTIVE)
+        return false;
+    *id = v;
+    return true;
 }
 
 gpuarena_status_t ga_cuda_stream_resolve(void *ctx, void *stream, uint64_t *id)

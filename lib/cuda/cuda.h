@@ -127,6 +127,10 @@ bool ga_cuda_stream_id_cached(void *ctx, void *stream, uint64_t *id);
  * (or when the call is illegal because another capture is under way in
  * global mode). */
 gpuarena_status_t ga_cuda_stream_check(void *stream);
+/* The id of the capture that STREAM takes part in, unique in the process
+ * (cuStreamGetCaptureInfo): true while the capture is active; false when
+ * it is not, or the driver cannot say.  A query: it disturbs no capture. */
+bool ga_cuda_capture_id(void *stream, uint64_t *id);
 /* Both for a stream handle (not NULL nor a default stream): the capture
  * check, then the id, from this thread's recent streams when it is there.
  * One call on the hot path of every stream-ordered alloc and free. */

@@ -392,6 +392,18 @@ static CUresult f_capturing(CUstream s, CUstreamCaptureStatus *st)
     return CUDA_SUCCESS;
 }
 
+/* A captured stream's capture id: its handle's value (one capture at a
+ * time here). */
+static CUresult f_capture_info(CUstream s, CUstreamCaptureStatus *st, cuuint64_t *id)
+{
+    if (is_legacy(s) && __atomic_load_n(&blocking_capture, __ATOMIC_SEQ_CST))
+        return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
+    bool on = !is_legacy(s) && is_captured(s);
+    *st = on ? CU_STREAM_CAPTURE_STATUS_ACTIVE : CU_STREAM_CAPTURE_STATUS_NONE;
+    *id = on ? (cuuint64_t)(uintptr_t)s : 0;
+    return CUDA_SUCCESS;
+}
+
 static CUresult f_stream_sync(CUstream s)
 {
     if (disturbs(s))
@@ -689,6 +701,7 @@ static const struct {
     E(cuStreamGetId, f_stream_id),
     E(cuStreamGetCtx, f_stream_ctx),
     E(cuStreamIsCapturing, f_capturing),
+    E(cuStreamGetCaptureInfo, f_capture_info),
     E(cuStreamSynchronize, f_stream_sync),
     E(cuStreamQuery, f_stream_query),
     E(cuCtxSynchronize, f_ctx_sync),
