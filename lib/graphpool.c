@@ -150,6 +150,27 @@ void gpuarena_torch_release_pool(int device, gpuarena_torch_pool_t pool)
     pthread_mutex_unlock(&lock);
 }
 
+/* A pool's arena.  Its streams are named by their handles: the driver's
+ * cuStreamGetId fails on a capturing stream and invalidates the capture
+ * (measured on an H200, CUDA 13), and a thread of the capture, such as
+ * autograd's, may meet the stream first in the capture. */
+static gpuarena_status_t make_arena(int device, gpuarena_t **out)
+{
+    gpuarena_t *a = NULL;
+    gpuarena_status_t st =
+        gpuarena_create(GPUARENA_DEVICE, device, "pool=arena,cross_stream=never", &a);
+    if (st != GPUARENA_SUCCESS)
+        return st;
+    if (!a->prov->ops->name_by_handle) {
+        (void)gpuarena_destroy(a);
+        return ga_error(GPUARENA_ERR_NOT_SUPPORTED,
+                        "a CUDA graph pool's arena cannot name streams by their handles");
+    }
+    a->prov->ops->name_by_handle(a->prov);
+    *out = a;
+    return GPUARENA_SUCCESS;
+}
+
 /* The pool that serves capture CID on DEVICE, bound to it now if need
  * be (see the top), or NULL; the lock held. */
 static gpool_t *pool_of_capture(int device, uint64_t cid)
@@ -179,13 +200,15 @@ static gpool_t *pool_of_capture(int device, uint64_t cid)
 gpuarena_status_t ga_graph_pool_alloc(int device, size_t size, void *stream, void **ptr)
 {
     uint64_t cid;
-    if (!ga_cuda_capture_id(stream, &cid))
+    /* The per-thread default stream is one handle for many streams, which
+     * a pool's arena cannot name by handle (make_arena). */
+    if (stream == GA_CUDA_STREAM_PER_THREAD || !ga_cuda_capture_id(stream, &cid))
         return GPUARENA_ERR_STREAM_CAPTURE; /* the default arena's refusal stands */
     gpuarena_status_t st = GPUARENA_SUCCESS;
     pthread_mutex_lock(&lock);
     gpool_t *g = pool_of_capture(device, cid);
     if (g && !g->arena)
-        st = gpuarena_create(GPUARENA_DEVICE, device, "pool=arena,cross_stream=never", &g->arena);
+        st = make_arena(device, &g->arena);
     gpuarena_t *a = g ? g->arena : NULL;
     pthread_mutex_unlock(&lock);
     /* A has users until the capture ends, after this allocation: it is

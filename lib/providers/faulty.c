@@ -312,6 +312,11 @@ static gpuarena_status_t w_stream_resolve(ga_provider_t *p, gpuarena_stream_t s,
     return st == GPUARENA_SUCCESS ? IN(p)->ops->stream_resolve(IN(p), s, defer, id) : st;
 }
 
+static void w_name_by_handle(ga_provider_t *p)
+{
+    IN(p)->ops->name_by_handle(IN(p));
+}
+
 static gpuarena_status_t w_event_create(ga_provider_t *p, ga_event_t *ev)
 {
     gpuarena_status_t st = fault(p, GA_FAULT_EVENT_CREATE, DRV);
@@ -467,6 +472,7 @@ gpuarena_status_t ga_fault_wrap(ga_provider_t **pp)
     WRAP(stream_id, w_stream_id);
     WRAP(stream_check, w_stream_check);
     WRAP(stream_resolve, w_stream_resolve);
+    f->ops.name_by_handle = o->name_by_handle ? w_name_by_handle : NULL;
     WRAP(event_create, w_event_create);
     WRAP(event_destroy, w_event_destroy);
     WRAP(event_record, w_event_record);

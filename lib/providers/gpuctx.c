@@ -94,9 +94,28 @@ static gpuarena_status_t query(void *ctx, void *s, void *out)
     return ga_cuda_stream_query(s);
 }
 
+/* A stream's id from its handle (name_by_handle): the handle, with the
+ * top bit set so that it is none of the driver's ids (small counts).  A
+ * handle is reused only once its stream was destroyed and its work done
+ * (see cuda.c): a new stream with it then inherits a pool whose frees
+ * have passed. */
+static inline uint64_t handle_id(gpuarena_stream_t s)
+{
+    return (uint64_t)(uintptr_t)s | (uint64_t)1 << 63;
+}
+
+void ga_gpuctx_name_by_handle(ga_provider_t *p)
+{
+    ga_gpuctx_of(p)->by_handle = true;
+}
+
 gpuarena_status_t ga_gpuctx_stream_id(ga_provider_t *p, gpuarena_stream_t s, uint64_t *id)
 {
     ga_gpuctx_t *g = ga_gpuctx_of(p);
+    if (g->by_handle && names_context(s)) {
+        *id = handle_id(s);
+        return GPUARENA_SUCCESS;
+    }
     if (s == NULL || s == GA_CUDA_STREAM_LEGACY) {
         *id = g->legacy_id;
         return GPUARENA_SUCCESS;
@@ -137,6 +156,10 @@ gpuarena_status_t ga_gpuctx_stream_resolve(ga_provider_t *p, gpuarena_stream_t s
                                            uint64_t *id)
 {
     ga_gpuctx_t *g = ga_gpuctx_of(p);
+    if (g->by_handle && names_context(s)) {
+        *id = handle_id(s);
+        return defer ? GA_UNCHECKED : ga_cuda_stream_check(s);
+    }
     if (s != NULL && s != GA_CUDA_STREAM_LEGACY) {
         if (defer && ga_cuda_stream_id_cached(g->ctx, s, id))
             return GA_UNCHECKED;

@@ -23,6 +23,7 @@ typedef struct ga_gpuctx {
     int ordinal;
     void *ctx;          /* the device's primary context (retained) */
     uint64_t legacy_id; /* cuStreamGetId of the legacy stream */
+    bool by_handle;     /* streams named by their handles (name_by_handle) */
     pthread_mutex_t lock;
     void *events[GA_GPUCTX_EVENT_POOL];
     unsigned nevents;
@@ -74,6 +75,7 @@ gpuarena_status_t ga_gpuctx_stream_id(ga_provider_t *p, gpuarena_stream_t s, uin
 gpuarena_status_t ga_gpuctx_stream_check(ga_provider_t *p, gpuarena_stream_t s);
 gpuarena_status_t ga_gpuctx_stream_resolve(ga_provider_t *p, gpuarena_stream_t s, bool defer,
                                            uint64_t *id);
+void ga_gpuctx_name_by_handle(ga_provider_t *p);
 gpuarena_status_t ga_gpuctx_event_create(ga_provider_t *p, ga_event_t *ev);
 void ga_gpuctx_event_destroy(ga_provider_t *p, ga_event_t ev);
 gpuarena_status_t ga_gpuctx_event_record(ga_provider_t *p, ga_event_t ev, gpuarena_stream_t s);
@@ -90,9 +92,10 @@ gpuarena_status_t ga_gpuctx_memzero(ga_provider_t *p, void *ptr, size_t size, gp
 /* The entries of these operations in a provider's table. */
 #define GA_GPUCTX_OPS                                                                              \
     .stream_id = ga_gpuctx_stream_id, .stream_check = ga_gpuctx_stream_check,                      \
-    .stream_resolve = ga_gpuctx_stream_resolve, .event_create = ga_gpuctx_event_create,            \
-    .event_destroy = ga_gpuctx_event_destroy, .event_record = ga_gpuctx_event_record,              \
-    .event_query = ga_gpuctx_event_query, .event_sync = ga_gpuctx_event_sync,                      \
-    .stream_wait = ga_gpuctx_stream_wait, .sync_all = ga_gpuctx_sync_all
+    .name_by_handle = ga_gpuctx_name_by_handle, .stream_resolve = ga_gpuctx_stream_resolve,        \
+    .event_create = ga_gpuctx_event_create, .event_destroy = ga_gpuctx_event_destroy,              \
+    .event_record = ga_gpuctx_event_record, .event_query = ga_gpuctx_event_query,                  \
+    .event_sync = ga_gpuctx_event_sync, .stream_wait = ga_gpuctx_stream_wait,                      \
+    .sync_all = ga_gpuctx_sync_all
 
 #endif /* GA_PROVIDERS_GPUCTX_H */

@@ -369,8 +369,14 @@ static CUresult f_ctx_id(CUcontext c, unsigned long long *id)
 /* ---------------------------------------------------------------------- */
 /* Streams and events: all work is done at once. */
 
+/* Measured on an H200 (CUDA 13): cuStreamGetId on a stream being
+ * captured fails, in either capture mode, and invalidates the capture. */
 static CUresult f_stream_id(CUstream s, unsigned long long *id)
 {
+    if (!is_legacy(s) && is_captured(s)) {
+        __atomic_add_fetch(&n_disturbed, 1, __ATOMIC_SEQ_CST);
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    }
     *id = s == NULL || s == CU_STREAM_LEGACY ? 100 : (unsigned long long)(uintptr_t)s;
     return CUDA_SUCCESS;
 }
