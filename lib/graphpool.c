@@ -220,6 +220,11 @@ gpuarena_status_t ga_graph_pool_alloc(int device, size_t size, void *stream, voi
     /* The stream's id without the capture check that refused it. */
     ga_stream_t s = {.handle = stream};
     st = a->prov->ops->stream_id(a->prov, stream, &s.id);
+    /* The stream's pool made now: a free into a pool not made yet asks
+     * whether the stream is captured, and would be refused until the
+     * capture ends (deferred.c), its block not reused by the capture. */
+    if (st == GPUARENA_SUCCESS)
+        st = ga_bm_make_pool(a->bm, s);
     if (st == GPUARENA_SUCCESS)
         st = ga_bm_alloc_on(a->bm, size, s, ptr, false);
     return st;

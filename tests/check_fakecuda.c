@@ -653,6 +653,13 @@ START_TEST(torch_graph_pools)
     gpuarena_torch_free(q, MIB, 0, c); /* a temporary of the captured code */
     void *q2 = gpuarena_torch_alloc(MIB, 0, c);
     ck_assert_ptr_eq(q2, q);
+    /* Above thread_cache_large: the free goes to the pool's lock, not
+     * refused for the capture, and the capture takes the block again. */
+    void *big = gpuarena_torch_alloc(128 * MIB, 0, c);
+    ck_assert_ptr_nonnull(big);
+    gpuarena_torch_free(big, 128 * MIB, 0, c);
+    ck_assert_ptr_eq(gpuarena_torch_alloc(128 * MIB, 0, c), big);
+    gpuarena_torch_free(big, 128 * MIB, 0, c);
     same_counts(dev, &before);
     ck_assert_int_gt(fake.handles(), handles); /* the pool mapped its own memory */
     gpuarena_torch_end_allocate_to_pool(0, id);

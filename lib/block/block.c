@@ -1027,6 +1027,17 @@ out:
     return st;
 }
 
+gpuarena_status_t ga_bm_make_pool(ga_bm_t *bm, ga_stream_t s)
+{
+    if (s.id == GA_STREAM_ANY)
+        return GPUARENA_SUCCESS;
+    ga_lock(&bm->lock);
+    ga_pool_t *p = pool_get(bm, s);
+    ga_unlock(&bm->lock);
+    return p ? GPUARENA_SUCCESS
+             : ga_error(GPUARENA_ERR_HOST_MEMORY, "no host memory for a stream's pool record");
+}
+
 bool ga_bm_holds(ga_bm_t *bm, const void *ptr)
 {
     /* As ga_bm_free_on's lookup: records live as long as the manager. */

@@ -97,6 +97,13 @@ void ga_bm_fork_prepare(ga_bm_t *bm);
 void ga_bm_fork_parent(ga_bm_t *bm);
 void ga_bm_fork_child(ga_bm_t *bm, bool usable);
 
+/* Make the pool that frees on S go to, if there is none yet: a free on
+ * a stream with no pool asks the provider whether S is being captured
+ * (free_names_stream), which a graph pool's free during its capture must
+ * not be refused for (graphpool.c).  GPUARENA_ERR_HOST_MEMORY when there
+ * is no memory for it. */
+gpuarena_status_t ga_bm_make_pool(ga_bm_t *bm, ga_stream_t s);
+
 /* Whether PTR is the start of a block that BM handed out and that is
  * live or in a thread cache: one lookup with no lock, for telling which
  * of several arenas a pointer belongs to (graphpool.c).  A true answer
