@@ -34,7 +34,7 @@ cupy.cuda.Device(0).synchronize()
 out = {"mode": mode, "results": res}
 if mode == "gpuarena":
     arena = ctypes.c_void_p()
-    stats = (ctypes.c_uint64 * 36)()
+    stats = (ctypes.c_uint64 * 40)()  # gpuarena_stats_t: 40 fields
     assert lib.gpuarena_get(0, 0, ctypes.byref(arena)) == 0
     assert lib.gpuarena_stats(arena, ctypes.byref(stats)) == 0
     out["allocs"] = int(stats[8])

@@ -52,7 +52,7 @@ out = {"mode": mode, "losses": losses}
 if mode == "gpuarena":
     lib = ctypes.CDLL(libpath)
     arena = ctypes.c_void_p()
-    stats = (ctypes.c_uint64 * 36)()
+    stats = (ctypes.c_uint64 * 40)()  # gpuarena_stats_t: 40 fields
     assert lib.gpuarena_get(0, 0, ctypes.byref(arena)) == 0
     assert lib.gpuarena_stats(arena, ctypes.byref(stats)) == 0
     # gpuarena_stats_t: requested, requested_peak, in_use, in_use_peak,
