@@ -175,7 +175,7 @@ static gpuarena_status_t make_arena(int device, gpuarena_t **out)
  * be (see the top), or NULL; the lock held. */
 static gpool_t *pool_of_capture(int device, uint64_t cid)
 {
-    gpool_t *unbound = NULL;
+    gpool_t *unbound = NULL, *mine = NULL;
     unsigned n = 0;
     for (gpool_t *g = pools; g; g = g->next) {
         if (g->device != device || !g->users)
@@ -185,11 +185,13 @@ static gpool_t *pool_of_capture(int device, uint64_t cid)
         if (!g->bound) {
             unbound = g;
             n++;
+            /* Compared, not followed: a thread that began a pool and
+             * left its end to another would hold a stale pointer. */
+            if (g == current)
+                mine = g;
         }
     }
-    gpool_t *g = current && current->device == device && current->users && !current->bound ? current
-                 : n == 1                                                                  ? unbound
-                                                                                           : NULL;
+    gpool_t *g = mine ? mine : n == 1 ? unbound : NULL;
     if (g) {
         g->bound = true;
         g->capture = cid;
