@@ -35,6 +35,7 @@
 
 #include "arena.h"
 #include "errors.h"
+#include "graphpool.h"
 
 #include <pthread.h>
 #include <stdbool.h>
@@ -84,8 +85,8 @@ void ga_deferred_keep(gpuarena_t *a, void *ptr, gpuarena_stream_t stream, const 
              fn, ptr, why);
 }
 
-/* The retry, the mutex held. */
-static void retry_locked(void)
+/* The retry, the mutex held; whether it made a free. */
+static bool retry_locked(void)
 {
     deferred_t *d = atomic_exchange_explicit(&ga_deferred_head, NULL, memory_order_acquire);
     /* Oldest first: the stack holds the newest on top. */
@@ -96,7 +97,7 @@ static void retry_locked(void)
         old = d;
         d = next;
     }
-    bool stop = false;
+    bool stop = false, made = false;
     for (d = old; d; d = old) {
         old = d->next;
         if (!stop) {
@@ -107,18 +108,25 @@ static void retry_locked(void)
                  * would meet again (an arena in a forked child). */
                 atomic_fetch_sub_explicit(&d->arena->deferred, 1, memory_order_relaxed);
                 free(d);
+                made = true;
                 continue;
             }
         }
         push(d);
     }
+    return made;
 }
 
 void ga_deferred_retry_slow(void)
 {
     pthread_mutex_lock(&retry_lock);
-    retry_locked();
+    bool made = retry_locked();
     pthread_mutex_unlock(&retry_lock);
+    /* The free may have been the last live block of a released graph
+     * pool (graphpool.c), whose lock is taken before this one: asked
+     * after it is let go. */
+    if (made && atomic_load_explicit(&ga_graph_pools, memory_order_relaxed))
+        ga_graph_pool_settle_all();
 }
 
 void ga_deferred_settle(void)

@@ -252,6 +252,16 @@ bool ga_graph_pool_free(void *ptr, void *stream, gpuarena_status_t *st)
     return found;
 }
 
+void ga_graph_pool_settle_all(void)
+{
+    pthread_mutex_lock(&lock);
+    for (gpool_t *g = pools, *next; g; g = next) {
+        next = g->next;
+        settle(g);
+    }
+    pthread_mutex_unlock(&lock);
+}
+
 gpuarena_t *ga_graph_pool_arena_of(const void *ptr)
 {
     gpuarena_t *a = NULL;

@@ -26,6 +26,10 @@ gpuarena_status_t ga_graph_pool_alloc(int device, size_t size, void *stream, voi
  * holds it. */
 bool ga_graph_pool_free(void *ptr, void *stream, gpuarena_status_t *st);
 
+/* Destroy the released pools none of whose blocks is live any more: a
+ * deferred free (deferred.c) may have freed the last one. */
+void ga_graph_pool_settle_all(void);
+
 /* The arena of the graph pool that holds PTR, or NULL. */
 gpuarena_t *ga_graph_pool_arena_of(const void *ptr);
 

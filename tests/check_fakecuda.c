@@ -675,7 +675,14 @@ START_TEST(torch_graph_pools)
     gpuarena_torch_free(x, MIB, 0, c);
     gpuarena_torch_release_pool(0, id);
     ck_assert_int_gt(fake.handles(), handles); /* P is still live */
+    /* P's free is refused while D, which P was recorded on, is captured:
+     * kept (deferred.c), and made by the next hook call after the
+     * capture, which then destroys the released pool's arena. */
+    fake.capture(d);
     gpuarena_torch_free(p, 4096, 0, c);
+    ck_assert_int_gt(fake.handles(), handles);
+    fake.capture(NULL);
+    gpuarena_torch_free(NULL, 0, 0, c);
     ck_assert_int_eq(fake.handles(), handles); /* the pool's arena is gone */
     gpuarena_stats_t after;
     ck_assert_int_eq(gpuarena_stats(dev, &after), GPUARENA_SUCCESS);
