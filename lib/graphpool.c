@@ -232,21 +232,27 @@ gpuarena_status_t ga_graph_pool_alloc(int device, size_t size, void *stream, voi
     return st;
 }
 
+/* The pool whose arena holds PTR, or NULL; the lock held. */
+static gpool_t *holder(const void *ptr)
+{
+    for (gpool_t *g = pools; g; g = g->next)
+        if (g->arena && ga_bm_holds(g->arena->bm, ptr))
+            return g;
+    return NULL;
+}
+
 bool ga_graph_pool_free(void *ptr, void *stream, gpuarena_status_t *st)
 {
-    bool found = false;
     pthread_mutex_lock(&lock);
-    for (gpool_t *g = pools; g; g = g->next) {
-        if (!g->arena || !ga_bm_holds(g->arena->bm, ptr))
-            continue;
+    gpool_t *g = holder(ptr);
+    bool found = g != NULL;
+    if (found) {
         /* Under the lock: the arena is destroyed only under it, once
          * nothing is live, and this free may be its last block's. */
         *st = gpuarena_free(g->arena, ptr, stream);
         if (*st == GPUARENA_ERR_STREAM_CAPTURE)
             ga_deferred_keep(g->arena, ptr, stream, "gpuarena_torch_free");
-        settle(g);
-        found = true;
-        break;
+        settle(g); /* may free G */
     }
     pthread_mutex_unlock(&lock);
     return found;
@@ -264,11 +270,9 @@ void ga_graph_pool_settle_all(void)
 
 gpuarena_t *ga_graph_pool_arena_of(const void *ptr)
 {
-    gpuarena_t *a = NULL;
     pthread_mutex_lock(&lock);
-    for (gpool_t *g = pools; g && !a; g = g->next)
-        if (g->arena && ga_bm_holds(g->arena->bm, ptr))
-            a = g->arena;
+    gpool_t *g = holder(ptr);
+    gpuarena_t *a = g ? g->arena : NULL;
     pthread_mutex_unlock(&lock);
     return a;
 }
