@@ -11,6 +11,8 @@ Usage: cupy_errors.py LIBGPUARENA; exit status 0 when all hold.
 import ctypes
 import sys
 
+import gastats
+
 import cupy
 
 lib = ctypes.CDLL(sys.argv[1])
@@ -79,14 +81,11 @@ check("capture with out= only, launched", bool((y == 5).all()), "y == 5 after th
 # stream, which CuPy's hook frees on, may not be used then.  CuPy believes
 # the memory freed; gpuarena keeps the free and makes it at the first
 # hook call after the capture (deferred.c), without breaking the capture.
-arena = ctypes.c_void_p()
-lib.gpuarena_get(0, 0, ctypes.byref(arena))  # GPUARENA_DEVICE, device 0
-stats = (ctypes.c_uint64 * 40)()  # gpuarena_stats_t: live_blocks is the 20th
+arena = gastats.default_arena(lib)
 
 
 def live():
-    lib.gpuarena_stats(arena, stats)
-    return stats[19]
+    return gastats.stats(lib, arena).live_blocks
 
 
 z = cupy.empty(1 << 20, dtype=cupy.uint8)

@@ -8,6 +8,8 @@ import ctypes
 import json
 import sys
 
+import gastats
+
 import cupy
 
 mode, libpath = sys.argv[1], sys.argv[2]
@@ -33,10 +35,7 @@ cupy.cuda.Device(0).synchronize()
 
 out = {"mode": mode, "results": res}
 if mode == "gpuarena":
-    arena = ctypes.c_void_p()
-    stats = (ctypes.c_uint64 * 40)()  # gpuarena_stats_t: 40 fields
-    assert lib.gpuarena_get(0, 0, ctypes.byref(arena)) == 0
-    assert lib.gpuarena_stats(arena, ctypes.byref(stats)) == 0
-    out["allocs"] = int(stats[8])
-    out["peak_reserved"] = int(stats[5])
+    stats = gastats.stats(lib, gastats.default_arena(lib))
+    out["allocs"] = stats.allocs
+    out["peak_reserved"] = stats.reserved_peak
 print(json.dumps(out))

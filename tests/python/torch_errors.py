@@ -13,6 +13,8 @@ Usage: torch_errors.py LIBGPUARENA; exit status 0 when all hold.
 import ctypes
 import sys
 
+import gastats
+
 import torch
 
 alloc = torch.cuda.memory.CUDAPluggableAllocator(
@@ -66,14 +68,11 @@ still_computes("the capture")
 # refuses it; the free hook keeps it, and the first hook call after the
 # capture makes it (deferred.c).  The capture itself is not broken.
 lib = ctypes.CDLL(sys.argv[1])
-arena = ctypes.c_void_p()
-lib.gpuarena_get(0, 0, ctypes.byref(arena))  # GPUARENA_DEVICE, device 0
-stats = (ctypes.c_uint64 * 40)()  # gpuarena_stats_t: live_blocks is the 20th
+arena = gastats.default_arena(lib)
 
 
 def live():
-    lib.gpuarena_stats(arena, stats)
-    return stats[19]
+    return gastats.stats(lib, arena).live_blocks
 
 
 a = torch.empty(1 << 20, dtype=torch.uint8, device=dev)

@@ -18,6 +18,7 @@ import sys
 
 os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
 
+import gastats  # noqa: E402
 import torch  # noqa: E402
 
 mode, libpath = sys.argv[1], sys.argv[2]
@@ -94,12 +95,9 @@ torch.cuda.synchronize()
 
 out = {"mode": mode, "results": results}
 if mode == "gpuarena":
-    arena = ctypes.c_void_p()
-    stats = (ctypes.c_uint64 * 40)()  # gpuarena_stats_t: 40 fields
-    assert lib.gpuarena_get(0, 0, ctypes.byref(arena)) == 0
-    assert lib.gpuarena_stats(arena, ctypes.byref(stats)) == 0
-    out["peak_reserved"] = int(stats[5])
-    out["allocs"] = int(stats[8])
+    stats = gastats.stats(lib, gastats.default_arena(lib))
+    out["peak_reserved"] = stats.reserved_peak
+    out["allocs"] = stats.allocs
 else:
     out["peak_reserved"] = int(torch.cuda.max_memory_reserved(dev))
     out["allocs"] = None

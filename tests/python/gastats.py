@@ -1,0 +1,39 @@
+"""gpuarena_stats_t for the Python tests, by field name.
+
+Each script used to hand gpuarena_stats a ctypes array of its own size
+and read fields by index: two gave 36 uint64 for the 40 of the
+structure, and the call wrote past them.  The fields below follow
+include/gpuarena.h in order (check-python-stats.sh compares them with
+the header on every make check).
+"""
+import ctypes
+
+FIELDS = (
+    "requested", "requested_peak", "in_use", "in_use_peak", "reserved", "reserved_peak",
+    "cached", "cached_peak", "allocs", "frees", "cache_hits", "cache_misses", "provider_maps",
+    "provider_unmaps", "cross_stream_waits", "oom_retries", "oom_failures", "last_oom_request",
+    "segments", "live_blocks", "free_blocks", "pending_frees", "events_recorded", "trims",
+    "numa_nodes", "numa_fallbacks", "prefetches", "prefetches_skipped", "advice_applied",
+    "advice_skipped", "device_free", "stream_pools", "stream_cached", "retired_cached",
+    "deferred_frees")
+SPARE = 5
+
+
+class Stats(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_uint64) for name in FIELDS] + [("spare_", ctypes.c_uint64 * SPARE)]
+
+
+def default_arena(lib, device=0):
+    """The default device arena of DEVICE (gpuarena_get)."""
+    arena = ctypes.c_void_p()
+    st = lib.gpuarena_get(0, device, ctypes.byref(arena))  # GPUARENA_DEVICE
+    assert st == 0, "gpuarena_get: status %d" % st
+    return arena
+
+
+def stats(lib, arena):
+    """ARENA's statistics (gpuarena_stats), a Stats."""
+    s = Stats()
+    st = lib.gpuarena_stats(arena, ctypes.byref(s))
+    assert st == 0, "gpuarena_stats: status %d" % st
+    return s
