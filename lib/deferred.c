@@ -117,24 +117,30 @@ static bool retry_locked(void)
     return made;
 }
 
-void ga_deferred_retry_slow(void)
+/* The retry under the mutex, which it waits for when another thread's
+ * retry holds it; whether it made a free. */
+static bool retry(void)
 {
     pthread_mutex_lock(&retry_lock);
     bool made = retry_locked();
     pthread_mutex_unlock(&retry_lock);
+    return made;
+}
+
+void ga_deferred_retry_slow(void)
+{
     /* The free may have been the last live block of a released graph
      * pool (graphpool.c), whose lock is taken before this one: asked
      * after it is let go. */
-    if (made && atomic_load_explicit(&ga_graph_pools, memory_order_relaxed))
+    if (retry() && atomic_load_explicit(&ga_graph_pools, memory_order_relaxed))
         ga_graph_pool_settle_all();
 }
 
 void ga_deferred_settle(void)
 {
-    pthread_mutex_lock(&retry_lock);
-    if (atomic_load_explicit(&ga_deferred_head, memory_order_relaxed))
-        retry_locked();
-    pthread_mutex_unlock(&retry_lock);
+    /* Not the graph pools: graphpool.c destroys their arenas, with their
+     * lock held. */
+    (void)retry();
 }
 
 void ga_deferred_fork_lock(void)
