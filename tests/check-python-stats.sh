@@ -1,7 +1,8 @@
 #!/bin/sh
 # check-python-stats.sh - the Python tests' view of gpuarena_stats_t
 # (python/gastats.py) names the header's fields in the header's order, and
-# a sim arena's statistics read through it say what the arena did.  Skips
+# a sim arena's statistics read through it (and through gastats.arenas,
+# from gpuarena_stats_print's JSON) say what the arena did.  Skips
 # (77) without python3 or the shared library.
 . "${srcdir:-$(dirname "$0")}/libdir.sh"
 command -v python3 > /dev/null 2>&1 || { echo "SKIP: no python3"; exit 77; }
@@ -34,8 +35,16 @@ if (s.allocs, s.live_blocks, s.requested, s.deferred_frees) != (1, 1, 4096, 0):
           "requested %d, deferred_frees %d" % (s.allocs, s.live_blocks, s.requested,
                                                s.deferred_frees))
     ok = False
+# gastats.arenas: the same arena, one of the list that stats_print writes.
+sims = [a for a in gastats.arenas(lib) if a["kind"] == "sim"]
+if len(sims) != 1 or sims[0]["live_blocks"] != 1 or sims[0]["requested"] != 4096:
+    print("FAIL: gastats.arenas lists the sim arenas as %s" % sims)
+    ok = False
 assert lib.gpuarena_free(arena, p, ctypes.c_void_p(-1)) == 0
 assert lib.gpuarena_destroy(arena) == 0
+if any(a["kind"] == "sim" for a in gastats.arenas(lib)):
+    print("FAIL: gastats.arenas lists a destroyed arena")
+    ok = False
 print("%d fields as in gpuarena.h; a sim arena reads as it should" % len(gastats.FIELDS) if ok else "")
 sys.exit(0 if ok else 1)
 PYEOF

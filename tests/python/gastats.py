@@ -37,3 +37,29 @@ def stats(lib, arena):
     st = lib.gpuarena_stats(arena, ctypes.byref(s))
     assert st == 0, "gpuarena_stats: status %d" % st
     return s
+
+
+def arenas(lib):
+    """Every live arena, as gpuarena_stats_print(3) writes them in JSON: a
+    list of dicts with "kind", "device" and the statistics.  Graph pools'
+    private arenas are among them."""
+    import json
+    import os
+    import tempfile
+    libc = ctypes.CDLL(None)
+    libc.fopen.restype = ctypes.c_void_p
+    libc.fopen.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
+    libc.fclose.argtypes = [ctypes.c_void_p]
+    lib.gpuarena_stats_print.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+    fd, path = tempfile.mkstemp(suffix=".json")
+    os.close(fd)
+    try:
+        f = libc.fopen(path.encode(), b"w")
+        assert f, "fopen %s failed" % path
+        st = lib.gpuarena_stats_print(f, b"json")
+        libc.fclose(f)
+        assert st == 0, "gpuarena_stats_print: status %d" % st
+        with open(path) as j:
+            return json.load(j)["arenas"]
+    finally:
+        os.unlink(path)
