@@ -40,9 +40,11 @@
  * autograd's own threads.  When two threads begin pools on one device at
  * once and a third thread allocates first for one of the captures, the
  * pool cannot be told and the allocation is refused, as without pools.
- * An allocation that is not being captured (another stream, or
- * torch.cuda.MemPool's use_mem_pool outside a capture) goes to the
- * default arena as before.
+ * An allocation that is not being captured (another stream) goes to the
+ * default arena as before.  (torch.cuda.MemPool, whose use_mem_pool
+ * begins a pool for a thread with no capture, cannot be made for an
+ * allocator that CUDAPluggableAllocator loads: PyTorch 2.11 refuses
+ * createOrIncrefPool, measured on the H200.)
  */
 #include "graphpool.h"
 
