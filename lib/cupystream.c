@@ -10,8 +10,9 @@
  * CuPy frees it, a later allocation would get the block and every launch
  * would write over it (seen on an H100 with CuPy 14).  Knowing CuPy's
  * current stream, gpuarena_cupy_malloc asks the driver whether it is
- * being captured, and refuses as gpuarena_alloc does on a capturing
- * stream.
+ * being captured, and then serves the allocation from the capture's own
+ * pool (graphpool.c), or refuses it as gpuarena_alloc does on a
+ * capturing stream.
  *
  * The interpreter is reached through its C API found with dlsym (CuPy
  * runs in a Python process, whose executable exports it; libgpuarena

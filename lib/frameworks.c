@@ -121,33 +121,39 @@ void gpuarena_torch_set_memory_fraction(double fraction, int device)
     ga_bm_set_caps(a->bm, NULL, &cap);
 }
 
-/* Refuse an allocation while CuPy's current stream is being captured
- * into a CUDA graph (cupystream.c says why); a stream that cannot be
- * asked (another device's, a handle the driver refuses) is let be: the
- * block is on the legacy stream all the same. */
-static gpuarena_status_t cupy_capture_check(gpuarena_t *a)
+/* GPUARENA_ERR_STREAM_CAPTURE while CuPy's current stream, left in
+ * *STREAM, is being captured into a CUDA graph (cupystream.c says why); a
+ * stream that cannot be asked (another device's, a handle the driver
+ * refuses) is let be: the block is on the legacy stream all the same. */
+static gpuarena_status_t cupy_capture_check(gpuarena_t *a, void **stream)
 {
-    void *stream = NULL;
-    if (!a->settings.cupy_capture_check || !ga_cupy_current_stream(&stream) || !stream)
+    *stream = NULL;
+    if (!a->settings.cupy_capture_check || !ga_cupy_current_stream(stream) || !*stream)
         return GPUARENA_SUCCESS;
     ga_stream_t s;
-    gpuarena_status_t st = ga_arena_stream(a, stream, false, &s);
+    gpuarena_status_t st = ga_arena_stream(a, *stream, false, &s);
     return st == GPUARENA_ERR_STREAM_CAPTURE ? st : GPUARENA_SUCCESS;
 }
 
 /* PARAM: NULL for the default device arena of DEVICE, or a gpuarena_t *
- * of the caller's (gpuarena_create) to allocate from instead. */
+ * of the caller's (gpuarena_create) to allocate from instead.  During a
+ * capture of CuPy's current stream the default arena's allocations come
+ * from the capture's own pool (graphpool.c); a caller's arena refuses. */
 void *gpuarena_cupy_malloc(void *param, size_t size, int device)
 {
     ga_deferred_retry();
+    if (atomic_load_explicit(&ga_graph_pools_gone, memory_order_relaxed))
+        ga_graph_pool_collect();
     gpuarena_t *a = param;
     gpuarena_status_t st = GPUARENA_SUCCESS;
     if (!a)
         st = gpuarena_get(GPUARENA_DEVICE, device, &a);
-    void *p = NULL;
+    void *p = NULL, *stream = NULL;
     if (st == GPUARENA_SUCCESS && size && !a->forked)
-        st = cupy_capture_check(a);
-    if (st == GPUARENA_SUCCESS)
+        st = cupy_capture_check(a, &stream);
+    if (st == GPUARENA_ERR_STREAM_CAPTURE && !param)
+        st = ga_capture_pool_alloc(device, size, stream, &p);
+    else if (st == GPUARENA_SUCCESS)
         st = gpuarena_alloc(a, size, NULL, &p);
     return st == GPUARENA_SUCCESS ? p : ga_raise_cupy(st, size);
 }
@@ -155,11 +161,24 @@ void *gpuarena_cupy_malloc(void *param, size_t size, int device)
 void gpuarena_cupy_free(void *param, void *ptr, int device)
 {
     ga_deferred_retry();
+    if (atomic_load_explicit(&ga_graph_pools_gone, memory_order_relaxed))
+        ga_graph_pool_collect();
     if (!ptr)
         return;
     gpuarena_t *a = param;
     if (!a && gpuarena_get(GPUARENA_DEVICE, device, &a) != GPUARENA_SUCCESS)
         return;
+    /* A block of a capture's pool goes back there, on CuPy's current
+     * stream: during the capture, the capturing one (graphpool.c). */
+    if (!param && atomic_load_explicit(&ga_graph_pools, memory_order_relaxed) &&
+        !ga_bm_holds(a->bm, ptr)) {
+        void *stream = NULL; /* the legacy stream where CuPy cannot say */
+        if (!ga_cupy_current_stream(&stream))
+            stream = NULL;
+        gpuarena_status_t st;
+        if (ga_graph_pool_free(ptr, stream, &st))
+            return;
+    }
     if (gpuarena_free(a, ptr, NULL) == GPUARENA_ERR_STREAM_CAPTURE)
         ga_deferred_keep(a, ptr, NULL, "gpuarena_cupy_free");
 }

@@ -1,5 +1,6 @@
 /*
- * graphpool.c - the memory pools of PyTorch's CUDA graphs.
+ * graphpool.c - the memory pools of CUDA graphs: PyTorch's, which it
+ * names, and CuPy's captures, which it does not.
  *
  * A block allocated during a CUDA graph capture belongs to the graph for
  * as long as the graph may be replayed: every replay writes it again.
@@ -45,6 +46,23 @@
  * begins a pool for a thread with no capture, cannot be made for an
  * allocator that CUDAPluggableAllocator loads: PyTorch 2.11 refuses
  * createOrIncrefPool, measured on the H200.)
+ *
+ * CuPy has no such hooks: it captures on its current stream
+ * (cupy.cuda.Stream.begin_capture), and its allocator hook is not told
+ * of graphs at all.  So an allocation that the default arena refuses
+ * because CuPy's current stream is being captured is served by the
+ * capture's own pool (ga_capture_pool_alloc), keyed by the capture's id,
+ * made at its first allocation and kept for as long as the graph lives:
+ * the driver says when that ends through a user object that the graph
+ * holds (cuUserObjectCreate, cuGraphRetainUserObject), whose destructor
+ * runs once the graph and every executable graph made from it are
+ * destroyed and their launches done.  The destructor runs on a thread of
+ * the driver's, which may make no CUDA call, so it only marks the pool;
+ * the next call of a CuPy hook destroys it once its blocks are freed
+ * (ga_graph_pool_collect).  Frees of the pool's blocks go back to it, as
+ * in PyTorch's pools, on CuPy's current stream: during the capture that
+ * is the capturing one, so that later allocations of the capture reuse
+ * them in stream order.
  */
 #include "graphpool.h"
 
@@ -65,6 +83,11 @@ typedef struct gpool {
     bool bound;        /* to CAPTURE, the id of the capture it serves */
     uint64_t capture;
     bool released; /* destroyed once no user is left and no block is live */
+    /* A capture's own pool (CuPy's, ga_capture_pool_alloc): bound to its
+     * capture from the start, no id, no users; released when the driver
+     * says the graph is gone (graph_gone, set on the driver's thread). */
+    bool by_capture;
+    _Atomic bool graph_gone;
 } gpool_t;
 
 /* Guards the list and every pool's fields; taken before any arena's
@@ -72,22 +95,31 @@ typedef struct gpool {
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static gpool_t *pools;
 _Atomic int ga_graph_pools;
+_Atomic int ga_graph_pools_gone;
 /* The pool this thread allocates to, between begin and end. */
 static _Thread_local gpool_t *current;
 
 static gpool_t *find(int device, gpuarena_torch_pool_t id)
 {
     for (gpool_t *g = pools; g; g = g->next)
-        if (g->device == device && g->id.first == id.first && g->id.second == id.second)
+        if (!g->by_capture && g->device == device && g->id.first == id.first &&
+            g->id.second == id.second)
             return g;
     return NULL;
+}
+
+/* Whether G is given back: by PyTorch, or, for a capture's own pool, by
+ * the driver (its graph destroyed). */
+static bool given_back(const gpool_t *g)
+{
+    return g->released || atomic_load_explicit(&g->graph_gone, memory_order_acquire);
 }
 
 /* Destroy G if it was released, no thread allocates to it and none of
  * its blocks is live (the lock held). */
 static void settle(gpool_t *g)
 {
-    if (!g->released || g->users || (g->arena && ga_bm_live_blocks(g->arena->bm) != 0))
+    if (!given_back(g) || g->users || (g->arena && ga_bm_live_blocks(g->arena->bm) != 0))
         return;
     if (g->arena)
         (void)gpuarena_destroy(g->arena); /* what the driver keeps is reported there */
@@ -180,7 +212,7 @@ static gpool_t *pool_of_capture(int device, uint64_t cid)
     gpool_t *unbound = NULL, *mine = NULL;
     unsigned n = 0;
     for (gpool_t *g = pools; g; g = g->next) {
-        if (g->device != device || !g->users)
+        if (g->device != device || !g->users || g->by_capture)
             continue;
         if (g->bound && g->capture == cid)
             return g;
@@ -199,6 +231,23 @@ static gpool_t *pool_of_capture(int device, uint64_t cid)
         g->capture = cid;
     }
     return g;
+}
+
+/* SIZE bytes on capturing STREAM from A, a pool's arena, which lives
+ * at least until the capture ends. */
+static gpuarena_status_t alloc_in(gpuarena_t *a, size_t size, void *stream, void **ptr)
+{
+    /* The stream's id without the capture check that refused it. */
+    ga_stream_t s = {.handle = stream};
+    gpuarena_status_t st = a->prov->ops->stream_id(a->prov, stream, &s.id);
+    /* The stream's pool made now: a free into a pool not made yet asks
+     * whether the stream is captured, and would be refused until the
+     * capture ends (deferred.c), its block not reused by the capture. */
+    if (st == GPUARENA_SUCCESS)
+        st = ga_bm_make_pool(a->bm, s);
+    if (st == GPUARENA_SUCCESS)
+        st = ga_bm_alloc_on(a->bm, size, s, ptr, false);
+    return st;
 }
 
 gpuarena_status_t ga_graph_pool_alloc(int device, size_t size, void *stream, void **ptr)
@@ -221,17 +270,70 @@ gpuarena_status_t ga_graph_pool_alloc(int device, size_t size, void *stream, voi
         return GPUARENA_ERR_STREAM_CAPTURE;
     if (st != GPUARENA_SUCCESS)
         return st;
-    /* The stream's id without the capture check that refused it. */
-    ga_stream_t s = {.handle = stream};
-    st = a->prov->ops->stream_id(a->prov, stream, &s.id);
-    /* The stream's pool made now: a free into a pool not made yet asks
-     * whether the stream is captured, and would be refused until the
-     * capture ends (deferred.c), its block not reused by the capture. */
-    if (st == GPUARENA_SUCCESS)
-        st = ga_bm_make_pool(a->bm, s);
-    if (st == GPUARENA_SUCCESS)
-        st = ga_bm_alloc_on(a->bm, size, s, ptr, false);
-    return st;
+    return alloc_in(a, size, stream, ptr);
+}
+
+/* The driver's word that a capture pool's graph is gone (a user object's
+ * destructor, on the driver's thread: no CUDA call, no lock that a CUDA
+ * call may be made under).  The pool is destroyed by the next hook call
+ * that collects (ga_graph_pool_collect), once its blocks are freed.  The
+ * flag is the last write to the record, which another thread may free
+ * as soon as it sees it; the count, which the collector reads first, is
+ * raised after, so that a collector that takes the count sees the flag. */
+static void graph_gone(void *arg)
+{
+    gpool_t *g = arg;
+    atomic_store_explicit(&g->graph_gone, true, memory_order_release);
+    atomic_fetch_add_explicit(&ga_graph_pools_gone, 1, memory_order_release);
+}
+
+gpuarena_status_t ga_capture_pool_alloc(int device, size_t size, void *stream, void **ptr)
+{
+    uint64_t cid;
+    void *graph = NULL;
+    if (stream == GA_CUDA_STREAM_PER_THREAD || !ga_cuda_capture_graph(stream, &cid, &graph) ||
+        !graph)
+        return GPUARENA_ERR_STREAM_CAPTURE; /* the refusal stands */
+    gpuarena_status_t st = GPUARENA_SUCCESS;
+    pthread_mutex_lock(&lock);
+    gpool_t *g = pools;
+    while (g && !(g->by_capture && g->device == device && g->capture == cid && !given_back(g)))
+        g = g->next;
+    if (!g) {
+        g = calloc(1, sizeof *g);
+        if (!g)
+            st = ga_error(GPUARENA_ERR_HOST_MEMORY, "no host memory for a capture's pool");
+        if (g) {
+            g->device = device;
+            g->by_capture = g->bound = true;
+            g->capture = cid;
+            st = make_arena(device, &g->arena);
+        }
+        /* Tied to the graph last: from then on the driver may free it. */
+        if (st == GPUARENA_SUCCESS)
+            st = ga_cuda_graph_on_destroy(graph, graph_gone, g);
+        if (st == GPUARENA_SUCCESS) {
+            g->next = pools;
+            pools = g;
+            atomic_fetch_add_explicit(&ga_graph_pools, 1, memory_order_relaxed);
+        } else if (g) {
+            if (g->arena)
+                (void)gpuarena_destroy(g->arena);
+            free(g);
+            g = NULL;
+        }
+    }
+    gpuarena_t *a = g ? g->arena : NULL;
+    pthread_mutex_unlock(&lock);
+    /* The graph is being captured, so it cannot be destroyed before this
+     * allocation is made: A lives until then. */
+    return a ? alloc_in(a, size, stream, ptr) : st;
+}
+
+void ga_graph_pool_collect(void)
+{
+    if (atomic_exchange_explicit(&ga_graph_pools_gone, 0, memory_order_acquire))
+        ga_graph_pool_settle_all();
 }
 
 /* The pool whose arena holds PTR, or NULL; the lock held. */

@@ -1,5 +1,5 @@
 /*
- * graphpool.h - the memory pools of PyTorch's CUDA graphs, for the PyTorch
+ * graphpool.h - the memory pools of CUDA graphs, for the PyTorch and CuPy
  * entry points (graphpool.c).
  */
 #ifndef GA_GRAPHPOOL_H
@@ -20,6 +20,23 @@ extern _Atomic int ga_graph_pools;
  * one on DEVICE.  Its status; GPUARENA_ERR_STREAM_CAPTURE, the refusal's
  * message kept, where the thread has none. */
 gpuarena_status_t ga_graph_pool_alloc(int device, size_t size, void *stream, void **ptr);
+
+/* An allocation of SIZE bytes on STREAM of DEVICE that the default arena
+ * refused because STREAM is being captured, by a framework that has no
+ * pools of its own (CuPy): from the capture's own pool, made at its
+ * first allocation and given back once the driver has destroyed the
+ * graph (and every executable graph made from it) and every block of it
+ * is freed.  Its status; GPUARENA_ERR_STREAM_CAPTURE when the capture's
+ * graph cannot be known (the refusal's message kept), or the status of
+ * what failed (the driver has no user objects: GPUARENA_ERR_NOT_SUPPORTED). */
+gpuarena_status_t ga_capture_pool_alloc(int device, size_t size, void *stream, void **ptr);
+
+/* Capture pools whose graphs the driver destroyed since the last call:
+ * while 0, ga_graph_pool_collect asks nothing more. */
+extern _Atomic int ga_graph_pools_gone;
+/* Destroy the capture pools whose graphs are gone and whose blocks are
+ * all freed (the hooks call it; the driver's thread cannot). */
+void ga_graph_pool_collect(void);
 
 /* Free PTR on STREAM if it is a block of a graph's pool: true when it
  * was one (whatever the free's status, left in *ST), false when no pool

@@ -1,7 +1,8 @@
 #!/bin/sh
-# cupy-capture.sh - gpuarena_cupy_malloc refuses an allocation while
+# cupy-capture.sh - gpuarena_cupy_malloc serves an allocation made while
 # CuPy's current stream is being captured into a CUDA graph
-# (lib/cupystream.c), shown with no GPU and no CuPy: python3 with a
+# (lib/cupystream.c) from a pool of the capture's own (lib/graphpool.c),
+# shown with no GPU and no CuPy: python3 with a
 # stand-in cupy.cuda.stream module and the fake driver (fakecuda/).
 # Then again with device.cupy_capture_check=false: served, CuPy not
 # asked.  Skips (77) without python3, the shared library or the fake

@@ -53,7 +53,9 @@
     X(cuStreamGetId, 12000, 1)                                                                     \
     X(cuStreamGetCtx, 9020, 1)                                                                     \
     X(cuStreamIsCapturing, 10000, 1)                                                               \
-    X(cuStreamGetCaptureInfo, 10010, 0)                                                            \
+    X(cuStreamGetCaptureInfo, 11030, 0)                                                            \
+    X(cuUserObjectCreate, 11030, 0)                                                                \
+    X(cuGraphRetainUserObject, 11030, 0)                                                           \
     X(cuStreamSynchronize, 2000, 1)                                                                \
     X(cuCtxSynchronize, 2000, 1)                                                                   \
     X(cuThreadExchangeStreamCaptureMode, 10010, 1)                                                 \
@@ -756,17 +758,47 @@ gpuarena_status_t ga_cuda_stream_check(void *stream)
     return capture_check(stream);
 }
 
-bool ga_cuda_capture_id(void *stream, uint64_t *id)
+bool ga_cuda_capture_graph(void *stream, uint64_t *id, void **graph)
 {
     if (!cu.cuStreamGetCaptureInfo)
         return false;
     CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
     cuuint64_t v = 0;
-    if (cu.cuStreamGetCaptureInfo((CUstream)stream, &cs, &v) != CUDA_SUCCESS ||
+    CUgraph g = NULL;
+    if (cu.cuStreamGetCaptureInfo((CUstream)stream, &cs, &v, graph ? &g : NULL, NULL, NULL) !=
+            CUDA_SUCCESS ||
         cs != CU_STREAM_CAPTURE_STATUS_ACTIVE)
         return false;
     *id = v;
+    if (graph)
+        *graph = g;
     return true;
+}
+
+bool ga_cuda_capture_id(void *stream, uint64_t *id)
+{
+    return ga_cuda_capture_graph(stream, id, NULL);
+}
+
+gpuarena_status_t ga_cuda_graph_on_destroy(void *graph, void (*fn)(void *), void *arg)
+{
+    if (!cu.cuUserObjectCreate || !cu.cuGraphRetainUserObject)
+        return ga_error(GPUARENA_ERR_NOT_SUPPORTED,
+                        "the CUDA driver has no user objects (cuUserObjectCreate): the end of a "
+                        "graph's life cannot be known");
+    CUuserObject obj;
+    CUresult r = cu.cuUserObjectCreate(&obj, arg, fn, 1, CU_USER_OBJECT_NO_DESTRUCTOR_SYNC);
+    if (r != CUDA_SUCCESS)
+        return fail("cuUserObjectCreate", r);
+    /* The graph takes the one reference over: FN runs once the graph and
+     * every executable graph made from it are destroyed. */
+    r = cu.cuGraphRetainUserObject((CUgraph)graph, obj, 1, CU_GRAPH_USER_OBJECT_MOVE);
+    if (r != CUDA_SUCCESS)
+        /* The object is left, not released: its release would run FN
+         * on the driver's thread at a time of its own, after the caller
+         * has given ARG up.  A few bytes, on a failure. */
+        return fail("cuGraphRetainUserObject", r);
+    return GPUARENA_SUCCESS;
 }
 
 gpuarena_status_t ga_cuda_stream_resolve(void *ctx, void *stream, uint64_t *id)

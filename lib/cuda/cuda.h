@@ -131,6 +131,14 @@ gpuarena_status_t ga_cuda_stream_check(void *stream);
  * (cuStreamGetCaptureInfo): true while the capture is active; false when
  * it is not, or the driver cannot say.  A query: it disturbs no capture. */
 bool ga_cuda_capture_id(void *stream, uint64_t *id);
+/* The same, and the graph being captured, into *GRAPH (a CUgraph). */
+bool ga_cuda_capture_graph(void *stream, uint64_t *id, void **graph);
+/* Call FN(ARG) once GRAPH (a CUgraph) and every executable graph made
+ * from it are destroyed, after their launches (a CUDA user object the
+ * graph holds).  FN runs on a thread of the driver's and must make no
+ * CUDA call.  On failure (GPUARENA_ERR_NOT_SUPPORTED where the driver
+ * has no user objects) FN never runs. */
+gpuarena_status_t ga_cuda_graph_on_destroy(void *graph, void (*fn)(void *), void *arg);
 /* Both for a stream handle (not NULL nor a default stream): the capture
  * check, then the id, from this thread's recent streams when it is there.
  * One call on the hot path of every stream-ordered alloc and free. */

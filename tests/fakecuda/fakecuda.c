@@ -31,6 +31,8 @@ void fakecuda_capture(CUstream s);
 long fakecuda_count(const char *what);
 void fakecuda_devices(int n, unsigned peers);
 int fakecuda_access(int pool, int *ids, int max);
+void *fakecuda_graph(void);
+int fakecuda_graph_destroyed(void *graph);
 CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version, cuuint64_t flags,
                              CUdriverProcAddressQueryResult *status);
 
@@ -70,8 +72,12 @@ void fakecuda_blocking_capture(int on)
  * disturbed capture. */
 static CUstream captured;
 
+static long captures; /* begun so far: each a graph of its own */
+
 void fakecuda_capture(CUstream s)
 {
+    if (s)
+        __atomic_add_fetch(&captures, 1, __ATOMIC_SEQ_CST);
     __atomic_store_n(&captured, s, __ATOMIC_SEQ_CST);
 }
 
@@ -398,16 +404,94 @@ static CUresult f_capturing(CUstream s, CUstreamCaptureStatus *st)
     return CUDA_SUCCESS;
 }
 
-/* A captured stream's capture id: its handle's value (one capture at a
- * time here). */
-static CUresult f_capture_info(CUstream s, CUstreamCaptureStatus *st, cuuint64_t *id)
+/* A captured stream's capture id: its handle's value plus the number of
+ * captures begun (one capture at a time here, fakecuda_capture), and its
+ * graph: that number, as a handle. */
+
+static CUresult f_capture_info(CUstream s, CUstreamCaptureStatus *st, cuuint64_t *id,
+                               CUgraph *graph, const CUgraphNode **deps, size_t *ndeps)
 {
     if (is_legacy(s) && __atomic_load_n(&blocking_capture, __ATOMIC_SEQ_CST))
         return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
     bool on = !is_legacy(s) && is_captured(s);
+    long n = __atomic_load_n(&captures, __ATOMIC_SEQ_CST);
     *st = on ? CU_STREAM_CAPTURE_STATUS_ACTIVE : CU_STREAM_CAPTURE_STATUS_NONE;
-    *id = on ? (cuuint64_t)(uintptr_t)s : 0;
+    *id = on ? (cuuint64_t)(uintptr_t)s + (cuuint64_t)n : 0;
+    if (graph)
+        *graph = on ? (CUgraph)(uintptr_t)n : NULL;
+    if (deps)
+        *deps = NULL;
+    if (ndeps)
+        *ndeps = 0;
     return CUDA_SUCCESS;
+}
+
+/* User objects that graphs hold: their destructors run when the test
+ * says the graph is destroyed (fakecuda_graph_destroyed). */
+#define USER_OBJECTS 64
+static struct {
+    void *ptr;
+    CUhostFn fn;
+    CUgraph graph; /* NULL until retained */
+} user_objects[USER_OBJECTS];
+
+static CUresult f_user_object_create(CUuserObject *out, void *ptr, CUhostFn fn, unsigned refs,
+                                     unsigned flags)
+{
+    if (refs != 1 || flags != CU_USER_OBJECT_NO_DESTRUCTOR_SYNC || !fn)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&lock);
+    for (int i = 0; i < USER_OBJECTS; i++) {
+        if (!user_objects[i].fn) {
+            user_objects[i].ptr = ptr;
+            user_objects[i].fn = fn;
+            user_objects[i].graph = NULL;
+            *out = (CUuserObject)(uintptr_t)(i + 1);
+            pthread_mutex_unlock(&lock);
+            return CUDA_SUCCESS;
+        }
+    }
+    pthread_mutex_unlock(&lock);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+static CUresult f_graph_retain_user_object(CUgraph g, CUuserObject o, unsigned count,
+                                           unsigned flags)
+{
+    uintptr_t i = (uintptr_t)o - 1;
+    if (!g || i >= USER_OBJECTS || count != 1 || flags != CU_GRAPH_USER_OBJECT_MOVE)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&lock);
+    user_objects[i].graph = g;
+    pthread_mutex_unlock(&lock);
+    return CUDA_SUCCESS;
+}
+
+/* The graph of the capture running now, or of the last one (the test's
+ * view, for fakecuda_graph_destroyed). */
+void *fakecuda_graph(void)
+{
+    return (void *)(uintptr_t)__atomic_load_n(&captures, __ATOMIC_SEQ_CST);
+}
+
+/* GRAPH and its executable graphs destroyed: the destructors of the user
+ * objects it holds run, as the driver's thread runs them.  How many. */
+int fakecuda_graph_destroyed(void *graph)
+{
+    int n = 0;
+    for (int i = 0; i < USER_OBJECTS; i++) {
+        pthread_mutex_lock(&lock);
+        CUhostFn fn = user_objects[i].graph == graph ? user_objects[i].fn : NULL;
+        void *ptr = user_objects[i].ptr;
+        if (fn)
+            user_objects[i].fn = NULL, user_objects[i].graph = NULL;
+        pthread_mutex_unlock(&lock);
+        if (fn) {
+            fn(ptr);
+            n++;
+        }
+    }
+    return n;
 }
 
 static CUresult f_stream_sync(CUstream s)
@@ -708,6 +792,8 @@ static const struct {
     E(cuStreamGetCtx, f_stream_ctx),
     E(cuStreamIsCapturing, f_capturing),
     E(cuStreamGetCaptureInfo, f_capture_info),
+    E(cuUserObjectCreate, f_user_object_create),
+    E(cuGraphRetainUserObject, f_graph_retain_user_object),
     E(cuStreamSynchronize, f_stream_sync),
     E(cuStreamQuery, f_stream_query),
     E(cuCtxSynchronize, f_ctx_sync),

@@ -2,9 +2,11 @@
 a CUDA graph (lib/cupystream.c), without a GPU or CuPy: a stand-in
 cupy.cuda.stream module exports get_current_stream_ptr as CuPy 14 does
 (a capsule in __pyx_capi__), and the fake driver (tests/fakecuda) says
-which stream is captured.  An allocation must be refused with gpuarena's
-reason while the current stream is captured, and served on the legacy
-stream otherwise.
+which stream is captured.  An allocation while the current stream is
+captured must come from the capture's own pool (lib/graphpool.c), whose
+blocks the capture reuses and nothing after it gets, and which goes once
+the fake driver says the graph is destroyed and its blocks are freed; on
+the legacy stream otherwise.
 
 With "off" (and GPUARENA_OPTIONS=device.cupy_capture_check=false) the
 check is off: the allocation is served and CuPy's stream never asked.
@@ -16,6 +18,8 @@ same one).
 import ctypes
 import sys
 import types
+
+import gastats
 
 lib = ctypes.PyDLL(sys.argv[1])  # PyDLL: the GIL held, errors checked
 fake = ctypes.CDLL(sys.argv[2])
@@ -80,15 +84,61 @@ served("the legacy stream current, a cached block")
 check("no capture check for the legacy stream (a cached block)",
       fake.fakecuda_count(b"cuStreamIsCapturing") == checks)
 
+fake.fakecuda_graph.restype = ctypes.c_void_p
+fake.fakecuda_graph_destroyed.argtypes = [ctypes.c_void_p]
+
+
+def pools():
+    """The live blocks of each capture pool's arena: the device arenas
+    besides the default one, which was made first and is listed last
+    (gpuarena_stats_print lists the newest arena first)."""
+    return [a["live_blocks"] for a in gastats.arenas(lib) if a["kind"] == "device"][:-1]
+
+
+def malloc(what):
+    try:
+        return lib.gpuarena_cupy_malloc(None, 4096, 0)
+    except Exception as e:  # noqa: BLE001 - any exception is the failure
+        check(what, False, "%s: %s" % (type(e).__name__, e))
+        return None
+
+
+# A capture of CuPy's current stream: its allocations come from a pool of
+# the capture's own, which its frees go back to, reused by the capture in
+# stream order, and which lives as long as the graph.
 current[0] = STREAM
 fake.fakecuda_capture(STREAM)
-try:
-    p = lib.gpuarena_cupy_malloc(None, 4096, 0)
-    check("a captured current stream refuses", False, "no exception, block %#x" % (p or 0))
-except RuntimeError as e:
-    check("a captured current stream refuses", "gpuarena" in str(e) and "captur" in str(e), str(e))
+graph = fake.fakecuda_graph()
+p1 = malloc("an allocation during a capture")
+check("an allocation during a capture is served", bool(p1), "block %#x" % (p1 or 0))
 check("the stream was asked", fake.fakecuda_count(b"cuStreamIsCapturing") > checks)
-
+check("from a pool of the capture's own", pools() == [1], "pools' live blocks %s" % pools())
+lib.gpuarena_cupy_free(None, p1, 0)
+p2 = malloc("a second allocation of the capture")
+check("a block freed in the capture serves it again", p2 == p1, "%#x, then %#x" % (p1 or 0, p2 or 0))
 fake.fakecuda_capture(None)
+q = malloc("an allocation after the capture")
+check("the capture's blocks are not handed out after it", q and q != p2 and len(pools()) == 1,
+      "block %#x; %d pools" % (q or 0, len(pools())))
+lib.gpuarena_cupy_free(None, q, 0)
+lib.gpuarena_cupy_free(None, p2, 0)
+check("the pool outlives its blocks while the graph lives", pools() == [0], "%s" % pools())
+check("the graph's destruction is told once", fake.fakecuda_graph_destroyed(graph) == 1)
+lib.gpuarena_cupy_free(None, None, 0)  # any hook call collects
+check("the pool goes with its graph", pools() == [], "%s" % pools())
+
+# A graph destroyed while an array made in its capture is still alive:
+# the pool stays until that block is freed.
+fake.fakecuda_capture(STREAM)
+graph = fake.fakecuda_graph()
+r = malloc("an allocation of a second capture")
+fake.fakecuda_capture(None)
+fake.fakecuda_graph_destroyed(graph)
+lib.gpuarena_cupy_free(None, None, 0)
+check("a pool with a live block stays after its graph", pools() == [1], "%s" % pools())
+lib.gpuarena_cupy_free(None, r, 0)
+check("and goes with the block", pools() == [], "%s" % pools())
+
+current[0] = STREAM
 served("the same stream once its capture ended")
 sys.exit(1 if failures else 0)
