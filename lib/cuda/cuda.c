@@ -758,6 +758,9 @@ gpuarena_status_t ga_cuda_stream_check(void *stream)
     return capture_check(stream);
 }
 
+static CUstreamCaptureMode relax(void);
+static void unrelax(CUstreamCaptureMode m);
+
 bool ga_cuda_capture_graph(void *stream, uint64_t *id, void **graph)
 {
     if (!cu.cuStreamGetCaptureInfo)
@@ -786,13 +789,21 @@ gpuarena_status_t ga_cuda_graph_on_destroy(void *graph, void (*fn)(void *), void
         return ga_error(GPUARENA_ERR_NOT_SUPPORTED,
                         "the CUDA driver has no user objects (cuUserObjectCreate): the end of a "
                         "graph's life cannot be known");
+    /* Made during the capture of GRAPH, by its thread or another: in
+     * relaxed mode, as every call that is not about the capturing stream
+     * (see relax below). */
+    CUstreamCaptureMode m = relax();
     CUuserObject obj;
     CUresult r = cu.cuUserObjectCreate(&obj, arg, fn, 1, CU_USER_OBJECT_NO_DESTRUCTOR_SYNC);
-    if (r != CUDA_SUCCESS)
-        return fail("cuUserObjectCreate", r);
     /* The graph takes the one reference over: FN runs once the graph and
      * every executable graph made from it are destroyed. */
-    r = cu.cuGraphRetainUserObject((CUgraph)graph, obj, 1, CU_GRAPH_USER_OBJECT_MOVE);
+    CUresult rr = r == CUDA_SUCCESS ? cu.cuGraphRetainUserObject((CUgraph)graph, obj, 1,
+                                                                 CU_GRAPH_USER_OBJECT_MOVE)
+                                    : r;
+    unrelax(m);
+    if (r != CUDA_SUCCESS)
+        return fail("cuUserObjectCreate", r);
+    r = rr;
     if (r != CUDA_SUCCESS)
         /* The object is left, not released: its release would run FN
          * on the driver's thread at a time of its own, after the caller

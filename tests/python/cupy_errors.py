@@ -86,6 +86,19 @@ x.fill(1)
 cupy.cuda.Device(0).synchronize()
 check("computing after the capture", float((x * 2).sum()) == 2.0 * (1 << 20), "sum of 2x")
 
+# The same in global capture mode, where a call that the driver deems
+# unsafe, from any thread, breaks the capture (the pool's arena and its
+# tie to the graph are made inside it).
+with s:
+    s.begin_capture(mode=getattr(cupy.cuda.runtime, "streamCaptureModeGlobal", 0))
+    out = x * 2 + 1
+    g = s.end_capture()
+g.launch(stream=s)
+s.synchronize()
+check("a capture in global mode that allocates, launched", bool((out == 3).all()),
+      "out == 1 * 2 + 1")
+del out, g
+
 # One that allocates nothing (results written with out=) is captured and
 # launched, and writes what it computed.
 with s:
