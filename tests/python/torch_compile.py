@@ -8,8 +8,9 @@ gives the results to compare with.
 
 Usage: torch_compile.py gpuarena|native LIBGPUARENA
 Prints one JSON line: the mode, the results (sums of the outputs and the
-training losses), the peak reserved bytes and how many allocations
-gpuarena served; exits non-zero if an output differs from the same
+training losses), the peak reserved bytes (gpuarena's: the sum of its
+device arenas' peaks, graph pools included) and how many allocations
+gpuarena's default arena served; exits non-zero if an output differs from the same
 computation made eagerly, and 77 when this PyTorch cannot compile here
 (no Triton, no C compiler): that is the host's, not gpuarena's.
 """
@@ -120,7 +121,10 @@ if skips:
 out = {"mode": mode, "results": results}
 if mode == "gpuarena":
     stats = gastats.stats(lib, gastats.default_arena(lib))
-    out["peak_reserved"] = stats.reserved_peak
+    # The graphs' pools are arenas of their own: the sum of every device
+    # arena's peak, an upper bound of gpuarena's.
+    out["peak_reserved"] = sum(a["reserved_peak"] for a in gastats.arenas(lib)
+                               if a["kind"] == "device")
     out["allocs"] = stats.allocs
     # The compiled functions still hold their graphs, whose pools are
     # private device arenas besides the default one.
