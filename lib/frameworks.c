@@ -142,8 +142,7 @@ static gpuarena_status_t cupy_capture_check(gpuarena_t *a, void **stream)
 void *gpuarena_cupy_malloc(void *param, size_t size, int device)
 {
     ga_deferred_retry();
-    if (atomic_load_explicit(&ga_graph_pools_gone, memory_order_relaxed))
-        ga_graph_pool_collect();
+    ga_graph_pool_collect();
     gpuarena_t *a = param;
     gpuarena_status_t st = GPUARENA_SUCCESS;
     if (!a)
@@ -161,8 +160,7 @@ void *gpuarena_cupy_malloc(void *param, size_t size, int device)
 void gpuarena_cupy_free(void *param, void *ptr, int device)
 {
     ga_deferred_retry();
-    if (atomic_load_explicit(&ga_graph_pools_gone, memory_order_relaxed))
-        ga_graph_pool_collect();
+    ga_graph_pool_collect();
     if (!ptr)
         return;
     gpuarena_t *a = param;

@@ -330,7 +330,7 @@ gpuarena_status_t ga_capture_pool_alloc(int device, size_t size, void *stream, v
     return a ? alloc_in(a, size, stream, ptr) : st;
 }
 
-void ga_graph_pool_collect(void)
+void ga_graph_pool_collect_slow(void)
 {
     if (atomic_exchange_explicit(&ga_graph_pools_gone, 0, memory_order_acquire))
         ga_graph_pool_settle_all();

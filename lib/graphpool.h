@@ -34,9 +34,17 @@ gpuarena_status_t ga_capture_pool_alloc(int device, size_t size, void *stream, v
 /* Capture pools whose graphs the driver destroyed since the last call:
  * while 0, ga_graph_pool_collect asks nothing more. */
 extern _Atomic int ga_graph_pools_gone;
+/* The rest of ga_graph_pool_collect (graphpool.c). */
+void ga_graph_pool_collect_slow(void);
+
 /* Destroy the capture pools whose graphs are gone and whose blocks are
- * all freed (the hooks call it; the driver's thread cannot). */
-void ga_graph_pool_collect(void);
+ * all freed (the CuPy hooks call it first; the driver's thread cannot):
+ * one load while no graph went. */
+static inline void ga_graph_pool_collect(void)
+{
+    if (__builtin_expect(atomic_load_explicit(&ga_graph_pools_gone, memory_order_relaxed) != 0, 0))
+        ga_graph_pool_collect_slow();
+}
 
 /* Free PTR on STREAM if it is a block of a graph's pool: true when it
  * was one (whatever the free's status, left in *ST), false when no pool
