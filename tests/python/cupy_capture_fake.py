@@ -92,7 +92,7 @@ def pools():
     """The live blocks of each capture pool's arena: the device arenas
     besides the default one, which was made first and is listed last
     (gpuarena_stats_print lists the newest arena first)."""
-    return [a["live_blocks"] for a in gastats.arenas(lib) if a["kind"] == "device"][:-1]
+    return [a["live_blocks"] for a in gastats.device_arenas(lib)[:-1]]
 
 
 def malloc(what):

@@ -52,7 +52,7 @@ def check(what, ok, detail):
 # destroyed and its arrays freed.
 def pools():
     """Device arenas besides the default one (made first, listed last)."""
-    return len([a for a in gastats.arenas(lib) if a["kind"] == "device"]) - 1
+    return len(gastats.device_arenas(lib)) - 1
 
 
 x = cupy.ones(1 << 20, dtype=cupy.float32)

@@ -63,3 +63,10 @@ def arenas(lib):
             return json.load(j)["arenas"]
     finally:
         os.unlink(path)
+
+
+def device_arenas(lib):
+    """The device arenas of gastats.arenas, newest first: in a test that
+    made its default arena first, that one is last and the rest are pool
+    arenas (PyTorch's graph pools, CuPy's capture pools)."""
+    return [a for a in arenas(lib) if a["kind"] == "device"]

@@ -14,7 +14,6 @@ gpuarena's default arena served; exits non-zero if an output differs from the sa
 computation made eagerly, and 77 when this PyTorch cannot compile here
 (no Triton, no C compiler): that is the host's, not gpuarena's.
 """
-import ctypes
 import json
 import os
 import sys
@@ -22,6 +21,7 @@ import sys
 os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
 
 import gastats  # noqa: E402
+import gatorch  # noqa: E402
 import torch  # noqa: E402
 
 mode, libpath = sys.argv[1], sys.argv[2]
@@ -32,17 +32,7 @@ except ImportError:
     sys.exit(77)
 
 if mode == "gpuarena":
-    lib = ctypes.CDLL(libpath)
-    alloc = torch.cuda.memory.CUDAPluggableAllocator(
-        libpath, "gpuarena_torch_alloc", "gpuarena_torch_free")
-
-    def addr(fn):
-        return ctypes.cast(fn, ctypes.c_void_p).value
-
-    alloc._allocator.set_begin_allocate_to_pool(addr(lib.gpuarena_torch_begin_allocate_to_pool))
-    alloc._allocator.set_end_allocate_to_pool_fn(addr(lib.gpuarena_torch_end_allocate_to_pool))
-    alloc._allocator.set_release_pool(addr(lib.gpuarena_torch_release_pool))
-    torch.cuda.memory.change_current_allocator(alloc)
+    lib = gatorch.use_gpuarena_with_pools(libpath)
 
 # Inductor's CUDA graph trees (its default for reduce-overhead) take
 # checkpoints of the allocator's state (getCheckpointState), which
@@ -121,14 +111,14 @@ if skips:
 out = {"mode": mode, "results": results}
 if mode == "gpuarena":
     stats = gastats.stats(lib, gastats.default_arena(lib))
+    devices = gastats.device_arenas(lib)
     # The graphs' pools are arenas of their own: the sum of every device
     # arena's peak, an upper bound of gpuarena's.
-    out["peak_reserved"] = sum(a["reserved_peak"] for a in gastats.arenas(lib)
-                               if a["kind"] == "device")
+    out["peak_reserved"] = sum(a["reserved_peak"] for a in devices)
     out["allocs"] = stats.allocs
     # The compiled functions still hold their graphs, whose pools are
     # private device arenas besides the default one.
-    pools = sum(1 for a in gastats.arenas(lib) if a["kind"] == "device") - 1
+    pools = len(devices) - 1
     if pools < 1:
         print("no graph pool arena: the graphs' memory did not come from "
               "gpuarena's pool hooks", file=sys.stderr)

@@ -12,7 +12,6 @@ its device arenas' peaks, graph pools included) and how many
 allocations gpuarena served; exits non-zero if a replay differs from the
 same computation made eagerly.
 """
-import ctypes
 import json
 import os
 import sys
@@ -20,21 +19,12 @@ import sys
 os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
 
 import gastats  # noqa: E402
+import gatorch  # noqa: E402
 import torch  # noqa: E402
 
 mode, libpath = sys.argv[1], sys.argv[2]
 if mode == "gpuarena":
-    lib = ctypes.CDLL(libpath)
-    alloc = torch.cuda.memory.CUDAPluggableAllocator(
-        libpath, "gpuarena_torch_alloc", "gpuarena_torch_free")
-
-    def addr(fn):
-        return ctypes.cast(fn, ctypes.c_void_p).value
-
-    alloc._allocator.set_begin_allocate_to_pool(addr(lib.gpuarena_torch_begin_allocate_to_pool))
-    alloc._allocator.set_end_allocate_to_pool_fn(addr(lib.gpuarena_torch_end_allocate_to_pool))
-    alloc._allocator.set_release_pool(addr(lib.gpuarena_torch_release_pool))
-    torch.cuda.memory.change_current_allocator(alloc)
+    lib = gatorch.use_gpuarena_with_pools(libpath)
 
 torch.manual_seed(0)
 torch.use_deterministic_algorithms(True)
@@ -94,7 +84,7 @@ torch.cuda.synchronize()
 # The graphs' pools are arenas of their own, alive until the graphs go:
 # gpuarena's peak is the sum of every device arena's, an upper bound.
 if mode == "gpuarena":
-    peak_all = sum(a["reserved_peak"] for a in gastats.arenas(lib) if a["kind"] == "device")
+    peak_all = sum(a["reserved_peak"] for a in gastats.device_arenas(lib))
 del g, g2, static_y, static_z, graphed
 torch.cuda.synchronize()
 
