@@ -121,6 +121,17 @@ typedef struct gpuarena_stats {
     uint64_t spare_[5];      /* room for growth; always zero */
 } gpuarena_stats_t;
 
+/* Every arena of one kind on one device together: the bytes they reserve
+ * at once and the peak of that sum, which no arena's own peak gives once
+ * a program has several (graph pools are arenas of their own).  Arenas
+ * with pool = driver are not counted: the driver's pool reserves for
+ * them.  See gpuarena_stats_total(3). */
+typedef struct gpuarena_total {
+    uint64_t arenas;                  /* live arenas counted */
+    uint64_t reserved, reserved_peak; /* bytes they reserve together, and its peak */
+    uint64_t spare_[5];               /* room for growth; always zero */
+} gpuarena_total_t;
+
 /* Library information. */
 const char *gpuarena_version(void);
 const char *gpuarena_strerror(gpuarena_status_t status);
@@ -152,6 +163,9 @@ gpuarena_status_t gpuarena_trim(gpuarena_t *arena, size_t keep_bytes);
 GPUARENA_NODISCARD gpuarena_status_t gpuarena_stats(gpuarena_t *arena, gpuarena_stats_t *stats);
 gpuarena_status_t gpuarena_stats_reset_peaks(gpuarena_t *arena);
 gpuarena_status_t gpuarena_stats_print(FILE *out, const char *opts);
+GPUARENA_NODISCARD gpuarena_status_t gpuarena_stats_total(gpuarena_kind_t kind, int device,
+                                                          gpuarena_total_t *total);
+gpuarena_status_t gpuarena_stats_total_reset_peak(gpuarena_kind_t kind, int device);
 GPUARENA_NODISCARD gpuarena_status_t gpuarena_check(gpuarena_t *arena);
 
 /* Entry points for frameworks that load an allocator from a shared library

@@ -11,6 +11,7 @@
 #include "fork.h"
 #include "providers/providers.h"
 #include "report.h"
+#include "totals.h"
 #ifdef GA_FAULT_INJECTION
 #include "providers/faulty.h"
 #endif
@@ -68,6 +69,10 @@ gpuarena_status_t ga_arena_create(gpuarena_kind_t kind, int device, const ga_set
         free(a);
         return st;
     }
+    /* Host and sim arenas have no device: one total each (gpuarena.c). */
+    ga_total_t *t = ga_total_of(kind, kind == GPUARENA_HOST || kind == GPUARENA_SIM ? 0 : device);
+    if (t)
+        ga_bm_set_total(a->bm, t);
     pthread_mutex_lock(&list_lock);
     a->next = arenas;
     arenas = a;

@@ -89,4 +89,8 @@ void ga_defaults_fork_unlock(void);
  * gpuarena_get, it makes none (gpuarena.c). */
 gpuarena_t *ga_default_arena(gpuarena_kind_t kind, int device);
 
+/* Check KIND and *DEVICE as gpuarena_get does (a clear status); the host
+ * and sim kinds have no device, so theirs becomes 0 (gpuarena.c). */
+gpuarena_status_t ga_check_kind(gpuarena_kind_t kind, int *device);
+
 #endif /* GA_ARENA_H */

@@ -43,7 +43,7 @@ gpuarena_status_t gpuarena_init(const char *config_path)
 
 /* Check KIND and *DEVICE; the host and sim kinds have no device, so
  * theirs becomes 0 (gpuarena_get(3): checked, otherwise ignored). */
-static gpuarena_status_t check_kind(gpuarena_kind_t kind, int *device)
+gpuarena_status_t ga_check_kind(gpuarena_kind_t kind, int *device)
 {
     if ((unsigned)kind >= GPUARENA_KIND_COUNT)
         return ga_error(GPUARENA_ERR_INVALID_ARGUMENT, "unknown arena kind %d", (int)kind);
@@ -58,7 +58,7 @@ gpuarena_status_t gpuarena_get(gpuarena_kind_t kind, int device, gpuarena_t **ar
 {
     if (!arena)
         return ga_error(GPUARENA_ERR_INVALID_ARGUMENT, "gpuarena_get: arena is NULL");
-    gpuarena_status_t st = check_kind(kind, &device);
+    gpuarena_status_t st = ga_check_kind(kind, &device);
     if (st != GPUARENA_SUCCESS)
         return st;
     gpuarena_t *a = defaults[kind][device];
@@ -89,7 +89,7 @@ gpuarena_status_t gpuarena_create(gpuarena_kind_t kind, int device, const char *
 {
     if (!arena)
         return ga_error(GPUARENA_ERR_INVALID_ARGUMENT, "gpuarena_create: arena is NULL");
-    gpuarena_status_t st = check_kind(kind, &device);
+    gpuarena_status_t st = ga_check_kind(kind, &device);
     if (st != GPUARENA_SUCCESS)
         return st;
     ga_settings_t s;

@@ -2,7 +2,8 @@
  * stats.c - gpuarena_stats_print(): the statistics of every live arena,
  * as a table for people (sizes in binary units, one block per arena, the
  * way jemalloc's malloc_stats_print reads) or as JSON for programs (opts
- * containing 'j'; every field of gpuarena_stats_t, bytes as integers).
+ * containing 'j'; every field of gpuarena_stats_t, bytes as integers),
+ * then the totals of each kind and device (gpuarena_stats_total(3)).
  */
 #include "config.h"
 
@@ -10,6 +11,7 @@
 #include "config/config.h"
 #include "errors.h"
 #include "outpath.h"
+#include "totals.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -192,6 +194,36 @@ static void print_one(gpuarena_t *a, void *arg)
     c->n++;
 }
 
+/* The totals that count an arena now or once did. */
+static void print_totals(FILE *out, bool json)
+{
+    bool first = true;
+    for (int k = 0; k < GPUARENA_KIND_COUNT; k++) {
+        for (int d = 0; d < GA_MAX_DEVICES; d++) {
+            gpuarena_total_t t;
+            if (!ga_total_read((gpuarena_kind_t)k, d, &t))
+                continue;
+            const char *kind = ga_kind_name((gpuarena_kind_t)k);
+            if (json) {
+                fprintf(out,
+                        "%s\n    {\"kind\": \"%s\", \"device\": %d, \"arenas\": %" PRIu64
+                        ", \"reserved\": %" PRIu64 ", \"reserved_peak\": %" PRIu64 "}",
+                        first ? "" : ",", kind, d, t.arenas, t.reserved, t.reserved_peak);
+            } else {
+                char b1[32], b2[32];
+                if (first)
+                    fprintf(out, "all arenas of a kind and device\n  %-10s %6s %12s %12s\n", "",
+                            "arenas", "reserved", "peak");
+                char name[32];
+                snprintf(name, sizeof name, "%s.%d", kind, d);
+                fprintf(out, "  %-10s %6" PRIu64 " %12s %12s\n", name, t.arenas,
+                        human(t.reserved, b1, sizeof b1), human(t.reserved_peak, b2, sizeof b2));
+            }
+            first = false;
+        }
+    }
+}
+
 gpuarena_status_t gpuarena_stats_print(FILE *out, const char *opts)
 {
     if (!out)
@@ -204,10 +236,15 @@ gpuarena_status_t gpuarena_stats_print(FILE *out, const char *opts)
         fprintf(out, "gpuarena %s statistics (pid %ld, rank %s)\n", PACKAGE_VERSION, (long)getpid(),
                 ga_output_rank());
     ga_arena_foreach(print_one, &c);
-    if (c.json)
+    if (c.json) {
+        fputs("\n  ], \"totals\": [", out);
+        print_totals(out, true);
         fputs("\n  ]}\n", out);
-    else if (!c.n)
-        fputs("no arena\n", out);
+    } else {
+        if (!c.n)
+            fputs("no arena\n", out);
+        print_totals(out, false);
+    }
     errno = 0;
     if (fflush(out) == 0 && !ferror(out))
         return GPUARENA_SUCCESS;

@@ -1,6 +1,7 @@
 #!/bin/sh
 # check-python-stats.sh - the Python tests' view of gpuarena_stats_t
-# (python/gastats.py) names the header's fields in the header's order, and
+# (python/gastats.py) names the header's fields in the header's order (of
+# gpuarena_total_t too), and
 # a sim arena's statistics read through it (and through gastats.arenas,
 # from gpuarena_stats_print's JSON) say what the arena did.  Skips
 # (77) without python3 or the shared library.
@@ -24,6 +25,15 @@ if tuple(header) != gastats.FIELDS:
 if spare != ["spare_[%d]" % gastats.SPARE]:
     print("FAIL: gpuarena.h has %s, gastats.SPARE is %d" % (spare, gastats.SPARE))
     ok = False
+tbody = re.search(r"typedef struct gpuarena_total \{(.*?)\} gpuarena_total_t;",
+                  open(sys.argv[1]).read(), re.S).group(1)
+tbody = re.sub(r"/\*.*?\*/", "", tbody, flags=re.S)
+tfields = [n.strip() for decl in re.findall(r"uint64_t\s+([^;]+);", tbody) for n in decl.split(",")]
+mine = [n if not isinstance(t(), ctypes.Array) else "%s[%d]" % (n, t._length_)
+        for n, t in gastats.Total._fields_]
+if tfields != mine:
+    print("FAIL: gastats.Total has %s, gpuarena.h's gpuarena_total_t %s" % (mine, tfields))
+    ok = False
 lib = ctypes.CDLL(sys.argv[2])
 arena = ctypes.c_void_p()
 assert lib.gpuarena_create(4, 0, None, ctypes.byref(arena)) == 0  # GPUARENA_SIM
@@ -35,6 +45,12 @@ if (s.allocs, s.live_blocks, s.requested, s.deferred_frees) != (1, 1, 4096, 0):
           "requested %d, deferred_frees %d" % (s.allocs, s.live_blocks, s.requested,
                                                s.deferred_frees))
     ok = False
+# gastats.total: the one sim arena's reserved bytes.
+t = gastats.total(lib, 4)
+if (t.arenas, t.reserved) != (1, s.reserved) or t.reserved_peak < t.reserved or s.reserved == 0:
+    print("FAIL: the sim total reads %d arenas, %d bytes, peak %d; the arena reserves %d" %
+          (t.arenas, t.reserved, t.reserved_peak, s.reserved))
+    ok = False
 # gastats.arenas: the same arena, one of the list that stats_print writes.
 sims = [a for a in gastats.arenas(lib) if a["kind"] == "sim"]
 if len(sims) != 1 or sims[0]["live_blocks"] != 1 or sims[0]["requested"] != 4096:
@@ -44,6 +60,9 @@ assert lib.gpuarena_free(arena, p, ctypes.c_void_p(-1)) == 0
 assert lib.gpuarena_destroy(arena) == 0
 if any(a["kind"] == "sim" for a in gastats.arenas(lib)):
     print("FAIL: gastats.arenas lists a destroyed arena")
+    ok = False
+if (gastats.total(lib, 4).arenas, gastats.total(lib, 4).reserved) != (0, 0):
+    print("FAIL: the sim total still counts a destroyed arena")
     ok = False
 print("%d fields as in gpuarena.h; a sim arena reads as it should" % len(gastats.FIELDS) if ok else "")
 sys.exit(0 if ok else 1)

@@ -1735,6 +1735,103 @@ START_TEST(statistics)
 }
 END_TEST
 
+/* gpuarena_stats_total: every arena of a kind and device together, and
+ * the peak of their sum, which is not the sum of their peaks when the
+ * arenas hold their memory at different times.  Compared with what was
+ * there before (other tests of the process may have left arenas). */
+static gpuarena_total_t total(gpuarena_kind_t kind)
+{
+    gpuarena_total_t t;
+    memset(&t, 0xa5, sizeof t);
+    ck_assert_int_eq(gpuarena_stats_total(kind, 0, &t), GPUARENA_SUCCESS);
+    for (unsigned i = 0; i < sizeof t.spare_ / sizeof t.spare_[0]; i++)
+        ck_assert_uint_eq(t.spare_[i], 0);
+    ck_assert_uint_ge(t.reserved_peak, t.reserved);
+    return t;
+}
+
+static void totals_sequence(gpuarena_kind_t kind, const char *opts)
+{
+    ck_assert_int_eq(gpuarena_stats_total_reset_peak(kind, 0), GPUARENA_SUCCESS);
+    gpuarena_total_t t0 = total(kind);
+    ck_assert_uint_eq(t0.reserved_peak, t0.reserved);
+    gpuarena_t *a = arena(kind, opts), *b = arena(kind, opts);
+    ck_assert_uint_eq(total(kind).arenas, t0.arenas + 2);
+    gpuarena_stream_t s = (gpuarena_stream_t)(uintptr_t)7;
+
+    /* A holds 8 MiB, gives it back; then B does the same. */
+    void *p = aalloc(a, 8 * MI, s);
+    uint64_t ra = stats(a).reserved;
+    ck_assert_uint_ge(ra, 8 * MI);
+    gpuarena_total_t t = total(kind);
+    ck_assert_uint_eq(t.reserved, t0.reserved + ra);
+    ck_assert_uint_eq(t.reserved_peak, t0.reserved + ra);
+    afree(a, p, s);
+    ck_assert_int_eq(gpuarena_trim(a, 0), GPUARENA_SUCCESS);
+    ck_assert_uint_eq(stats(a).reserved, 0);
+    ck_assert_uint_eq(total(kind).reserved, t0.reserved);
+    void *q = aalloc(b, 8 * MI, s);
+    uint64_t rb = stats(b).reserved;
+    ck_assert_uint_eq(rb, ra);
+    t = total(kind);
+    ck_assert_uint_eq(t.reserved, t0.reserved + rb);
+    /* Each arena's peak is RA, their sum 2 RA; the device held RA at once. */
+    ck_assert_uint_eq(stats(a).reserved_peak + stats(b).reserved_peak, ra + rb);
+    ck_assert_uint_eq(t.reserved_peak, t0.reserved + ra);
+
+    /* Both at once: the peak is the sum. */
+    p = aalloc(a, 8 * MI, s);
+    t = total(kind);
+    ck_assert_uint_eq(t.reserved, t0.reserved + ra + rb);
+    ck_assert_uint_eq(t.reserved_peak, t0.reserved + ra + rb);
+
+    /* Bad input: a clear status, the total unchanged. */
+    gpuarena_total_t keep = total(kind), out;
+    memset(&out, 0x5a, sizeof out);
+    gpuarena_total_t poison = out;
+    ck_assert_int_eq(gpuarena_stats_total(kind, 0, NULL), GPUARENA_ERR_INVALID_ARGUMENT);
+    ck_assert_int_eq(gpuarena_stats_total((gpuarena_kind_t)99, 0, &out),
+                     GPUARENA_ERR_INVALID_ARGUMENT);
+    ck_assert_int_eq(gpuarena_stats_total(kind, -1, &out), GPUARENA_ERR_INVALID_DEVICE);
+    ck_assert_int_eq(gpuarena_stats_total(kind, 64, &out), GPUARENA_ERR_INVALID_DEVICE);
+    ck_assert(memcmp(&out, &poison, sizeof out) == 0);
+    ck_assert_int_eq(gpuarena_stats_total_reset_peak((gpuarena_kind_t)-1, 0),
+                     GPUARENA_ERR_INVALID_ARGUMENT);
+    ck_assert_int_eq(gpuarena_stats_total_reset_peak(kind, 64), GPUARENA_ERR_INVALID_DEVICE);
+    t = total(kind);
+    ck_assert(memcmp(&t, &keep, sizeof t) == 0);
+
+    /* The reset: the peak is the bytes reserved now; an arena's own peaks
+     * are not touched. */
+    afree(a, p, s);
+    ck_assert_int_eq(gpuarena_trim(a, 0), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_stats_total_reset_peak(kind, 0), GPUARENA_SUCCESS);
+    t = total(kind);
+    ck_assert_uint_eq(t.reserved, t0.reserved + rb);
+    ck_assert_uint_eq(t.reserved_peak, t0.reserved + rb);
+    ck_assert_uint_eq(stats(a).reserved_peak, ra);
+
+    /* A destroyed arena leaves the total with what it held (B's cached
+     * block, never trimmed). */
+    afree(b, q, s);
+    ck_assert_uint_eq(stats(b).reserved, rb);
+    ck_assert_int_eq(gpuarena_destroy(b), GPUARENA_SUCCESS);
+    t = total(kind);
+    ck_assert_uint_eq(t.arenas, t0.arenas + 1);
+    ck_assert_uint_eq(t.reserved, t0.reserved);
+    ck_assert_uint_eq(t.reserved_peak, t0.reserved + rb);
+    ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_SUCCESS);
+    ck_assert_uint_eq(total(kind).arenas, t0.arenas);
+}
+
+START_TEST(totals_are_the_peak_of_the_sum)
+{
+    totals_sequence(GPUARENA_HOST, "thread_cache=true");
+    totals_sequence(GPUARENA_SIM, "thread_cache=true");
+    totals_sequence(GPUARENA_SIM, "thread_cache=false,expandable=false");
+}
+END_TEST
+
 /* ------------------------------------------------------------------ */
 /* Out of memory.                                                      */
 
@@ -2498,6 +2595,7 @@ int main(void)
     tcase_add_test(cache, cached_peak_counts_every_cache_of_the_thread);
     tcase_add_test(cache, zero_fill_on_reuse);
     tcase_add_test(cache, statistics);
+    tcase_add_test(cache, totals_are_the_peak_of_the_sum);
     suite_add_tcase(s, cache);
     TCase *fail = tcase_create("failures");
     tcase_set_timeout(fail, 120);

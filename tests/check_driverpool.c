@@ -163,6 +163,8 @@ static bool stream_busy(void *stream)
  * statistics, the trace. */
 START_TEST(alloc_write_read_free)
 {
+    gpuarena_total_t t0, t1;
+    OK(gpuarena_stats_total(GPUARENA_DEVICE, 0, &t0));
     gpuarena_t *a = pool_arena("pool=driver");
     void *s1 = stream_new(true), *s2 = stream_new(false);
     void *const streams[] = {NULL, GA_CUDA_STREAM_LEGACY, GA_CUDA_STREAM_PER_THREAD, s1, s2};
@@ -248,6 +250,12 @@ START_TEST(alloc_write_read_free)
     ck_assert_uint_eq(nf, NS * NZ);
     ck_assert_uint_eq(nr, 1);
     ck_assert_uint_ge(nk, 1);
+
+    /* Not in the device's total (gpuarena_stats_total(3)): the driver's
+     * pool reserves for it. */
+    OK(gpuarena_stats_total(GPUARENA_DEVICE, 0, &t1));
+    ck_assert_uint_eq(t1.arenas, t0.arenas);
+    ck_assert_uint_eq(t1.reserved, t0.reserved);
 
     /* Printed as the driver's pool, as a table and as JSON. */
     FILE *t = tmpfile();

@@ -302,12 +302,80 @@ START_TEST(stress_host)
 }
 END_TEST
 
+/* gpuarena_stats_total with threads: each of 8 threads maps and unmaps
+ * in an arena of its own, 64 times over; every round they all hold their
+ * blocks at once, between two barriers, so the peak of the sum must reach
+ * the sum of what they held, and once all have trimmed the total is back
+ * where it was (no update lost to a race). */
+#define TOTAL_THREADS 8
+typedef struct total_worker {
+    gpuarena_t *a;
+    pthread_barrier_t *bar;
+    uint64_t held; /* the arena's reserved bytes while it held its block */
+} total_worker_t;
+
+static void *total_thread(void *arg)
+{
+    total_worker_t *w = arg;
+    gpuarena_stream_t s = (gpuarena_stream_t)(uintptr_t)3;
+    for (int round = 0; round < 64; round++) {
+        void *p = NULL;
+        ck_assert_int_eq(gpuarena_alloc(w->a, ((size_t)1 + (size_t)(round % 4)) << 20, s, &p),
+                         GPUARENA_SUCCESS);
+        gpuarena_stats_t st;
+        ck_assert_int_eq(gpuarena_stats(w->a, &st), GPUARENA_SUCCESS);
+        if (round == 63)
+            w->held = st.reserved;
+        pthread_barrier_wait(w->bar);
+        pthread_barrier_wait(w->bar);
+        ck_assert_int_eq(gpuarena_free(w->a, p, s), GPUARENA_SUCCESS);
+        ck_assert_int_eq(gpuarena_trim(w->a, 0), GPUARENA_SUCCESS);
+    }
+    return NULL;
+}
+
+START_TEST(totals_with_threads)
+{
+    gpuarena_total_t t0, t;
+    ck_assert_int_eq(gpuarena_stats_total(GPUARENA_SIM, 0, &t0), GPUARENA_SUCCESS);
+    pthread_barrier_t bar;
+    pthread_barrier_init(&bar, NULL, TOTAL_THREADS);
+    total_worker_t w[TOTAL_THREADS];
+    pthread_t th[TOTAL_THREADS];
+    for (int i = 0; i < TOTAL_THREADS; i++) {
+        w[i].bar = &bar;
+        w[i].held = 0;
+        ck_assert_int_eq(gpuarena_create(GPUARENA_SIM, 0, "thread_cache=true", &w[i].a),
+                         GPUARENA_SUCCESS);
+    }
+    ck_assert_int_eq(gpuarena_stats_total_reset_peak(GPUARENA_SIM, 0), GPUARENA_SUCCESS);
+    for (int i = 0; i < TOTAL_THREADS; i++)
+        ck_assert_int_eq(pthread_create(&th[i], NULL, total_thread, &w[i]), 0);
+    for (int i = 0; i < TOTAL_THREADS; i++)
+        pthread_join(th[i], NULL);
+    uint64_t held = 0;
+    for (int i = 0; i < TOTAL_THREADS; i++)
+        held += w[i].held;
+    ck_assert_int_eq(gpuarena_stats_total(GPUARENA_SIM, 0, &t), GPUARENA_SUCCESS);
+    ck_assert_uint_eq(t.arenas, t0.arenas + TOTAL_THREADS);
+    ck_assert_uint_eq(t.reserved, t0.reserved);
+    ck_assert_uint_ge(held, (uint64_t)TOTAL_THREADS * (4u << 20));
+    ck_assert_uint_ge(t.reserved_peak, t0.reserved + held);
+    for (int i = 0; i < TOTAL_THREADS; i++)
+        ck_assert_int_eq(gpuarena_destroy(w[i].a), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_stats_total(GPUARENA_SIM, 0, &t), GPUARENA_SUCCESS);
+    ck_assert_uint_eq(t.arenas, t0.arenas);
+    pthread_barrier_destroy(&bar);
+}
+END_TEST
+
 int main(void)
 {
     printf("check_threads: GA_TEST_OPS (ops per thread, default 1000000) and GA_STRESS_OPS\n"
            "(ops in all of each 8-thread stress run, on sim and on host; default\n"
            "10000000, issue 10's full size; under sanitizers or valgrind use e.g.\n"
            "GA_TEST_OPS=20000 GA_STRESS_OPS=80000)\n");
-    const TTest *tests[] = {threads_sim, threads_host, stress_sim, stress_host};
+    const TTest *tests[] = {threads_sim, threads_host, stress_sim, stress_host,
+                            totals_with_threads};
     return ga_check_tests("threads", 900, tests, sizeof tests / sizeof tests[0]);
 }

@@ -18,6 +18,12 @@ grep -q '^arena host\.0 ' "$tmp/err" || fail "no host arena block"
 # 16 blocks of 1..16 MiB were requested, 8 freed: 136 MiB peak, 100 MiB left.
 grep -Eq '^  requested +100 MiB +136 MiB$' "$tmp/err" || fail "requested line wrong"
 grep -q 'allocs 16, frees 8, live blocks 8' "$tmp/err" || fail "counts wrong"
+# The totals (gpuarena_stats_total): one host arena, its reserved bytes.
+grep -q '^all arenas of a kind and device$' "$tmp/err" || fail "no totals table"
+res=$(sed -n 's/^  reserved \{1,\}\([0-9.]* [KMGT]*i*B\) \{1,\}\([0-9.]* [KMGT]*i*B\)$/\1 \2/p' "$tmp/err")
+[ -n "$res" ] || fail "no reserved line"
+tot=$(sed -n 's/^  host\.0 \{1,\}1 \{1,\}\([0-9.]* [KMGT]*i*B\) \{1,\}\([0-9.]* [KMGT]*i*B\)$/\1 \2/p' "$tmp/err")
+[ "$tot" = "$res" ] || fail "the host total ($tot) is not the one arena's reserved bytes ($res)"
 
 # 2. JSON in a file named with %p and %r, the rank from the launcher.
 OMPI_COMM_WORLD_RANK=3 GPUARENA_STATS="$tmp/s.%r.%p.json" $demo || fail "demo failed"
@@ -28,6 +34,14 @@ grep -q '"requested_peak": 142606336' "$1" || fail "requested_peak wrong in JSON
 if command -v python3 >/dev/null 2>&1; then
     python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["arenas"][0]["allocs"] == 16' "$1" \
         || fail "JSON does not parse or says the wrong thing"
+    python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+a, t = d["arenas"][0], d["totals"]
+assert len(t) == 1, t
+assert (t[0]["kind"], t[0]["device"], t[0]["arenas"]) == ("host", 0, 1), t
+assert (t[0]["reserved"], t[0]["reserved_peak"]) == (a["reserved"], a["reserved_peak"]), (t, a)
+assert a["reserved"] > 0' "$1" || fail "the totals in JSON are not those of the one arena"
 fi
 
 # 3. SIGUSR1: a report half-way (8 live... 16 live) and one at exit.
@@ -53,4 +67,4 @@ grep -q 'allocs 16, frees 8, live blocks 8' "$tmp/fork.txt" || fail "the report 
 # 6. A bad value is ignored, not fatal.
 GPUARENA_STATS='%q' $demo 2> "$tmp/bad" || fail "a bad GPUARENA_STATS broke the program"
 [ ! -s "$tmp/bad" ] || fail "the library printed on its own account"
-echo "PASS: GPUARENA_STATS table, JSON with %r/%p, SIGUSR1, caps, fork, bad value"
+echo "PASS: GPUARENA_STATS table, totals, JSON with %r/%p, SIGUSR1, caps, fork, bad value"

@@ -1133,12 +1133,27 @@ gpuarena_status_t ga_bm_create(ga_provider_t *prov, const ga_settings_t *s, ga_b
     return GPUARENA_SUCCESS;
 }
 
+void ga_bm_set_total(ga_bm_t *bm, ga_total_t *total)
+{
+    if (bm->direct)
+        return;
+    bm->total = total;
+    atomic_fetch_add_explicit(&total->arenas, 1, memory_order_relaxed);
+    ga_total_add(total, bm->c.reserved);
+}
+
 gpuarena_status_t ga_bm_destroy(ga_bm_t *bm)
 {
     if (!bm)
         return GPUARENA_SUCCESS;
     ga_tcache_detach_all(bm);
     ga_lock(&bm->lock);
+    /* The total is of live managers: what this one still holds leaves it
+     * now, whether or not the provider takes it back below. */
+    if (bm->total) {
+        ga_total_sub(bm->total, bm->c.reserved);
+        atomic_fetch_sub_explicit(&bm->total->arenas, 1, memory_order_relaxed);
+    }
     if (bm->direct)
         ga_direct_fini(bm); /* live blocks are lost, as below */
     else

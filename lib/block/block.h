@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 typedef struct ga_bm ga_bm_t;
+typedef struct ga_total ga_total_t;
 
 /* A stream as the block manager sees it: the handle to pass back to the
  * provider, and the provider's stable id for it. */
@@ -29,6 +30,12 @@ typedef struct ga_stream {
 /* Create a block manager over PROV (which it does not own) with settings S
  * (copied). */
 gpuarena_status_t ga_bm_create(ga_provider_t *prov, const ga_settings_t *s, ga_bm_t **out);
+
+/* Count BM's reserved bytes in TOTAL (total.h) from now on, until
+ * ga_bm_destroy takes what BM still holds out of it; before BM's first
+ * allocation.  A manager whose provider hands out blocks itself (the
+ * driver's pool) reserves nothing of its own and is left out. */
+void ga_bm_set_total(ga_bm_t *bm, ga_total_t *total);
 
 /* Give every segment back to the provider and free the manager.  Live
  * blocks are lost; the caller checks for them first when it must.  The

@@ -23,6 +23,7 @@
 
 #include "block/block.h"
 #include "block/lock.h"
+#include "block/total.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -355,6 +356,7 @@ struct ga_bm {
 
     ga_counts_t c;
     ga_peaks_t peak;
+    ga_total_t *total; /* the sum over the arenas of this kind and device, or NULL */
     /* The sum, over the blocks the user holds and those the thread
      * caches hold, of requested minus requested_bm: a cache that hands a
      * block out again for another size adds the difference here, without

@@ -37,6 +37,22 @@ static inline size_t round_down(size_t n, size_t a)
     return n & ~(a - 1);
 }
 
+/* Every change of the reserved bytes goes through these two: the arenas'
+ * total (total.h) follows them. */
+static void reserved_add(ga_bm_t *bm, size_t n)
+{
+    bm->c.reserved += n;
+    if (bm->total)
+        ga_total_add(bm->total, n);
+}
+
+static void reserved_sub(ga_bm_t *bm, size_t n)
+{
+    bm->c.reserved -= n;
+    if (bm->total)
+        ga_total_sub(bm->total, n);
+}
+
 static void seg_link(ga_bm_t *bm, ga_segment_t *g)
 {
     g->prev = NULL;
@@ -119,7 +135,7 @@ static gpuarena_status_t seg_map(ga_bm_t *bm, int cls, size_t size, ga_block_t *
     }
     seg_setup(bm, g, b, cls, base, size);
     g->mapped = size;
-    bm->c.reserved += size;
+    reserved_add(bm, size);
     bm->c.maps++;
     ga_bm_pool_put(bm, &bm->any, b);
     *out = b;
@@ -137,7 +153,7 @@ static gpuarena_status_t seg_unmap(ga_bm_t *bm, ga_segment_t *g)
 #endif
     if (st != GPUARENA_SUCCESS)
         return st;
-    bm->c.reserved -= g->size;
+    reserved_sub(bm, g->size);
     bm->c.unmaps++;
     seg_unlink(bm, g);
     free(g);
@@ -198,7 +214,7 @@ static gpuarena_status_t commit_hole(ga_bm_t *bm, ga_block_t *h, uintptr_t addr,
     }
     b->state = BLOCK_FREE;
     b->seg->mapped += len;
-    bm->c.reserved += len;
+    reserved_add(bm, len);
     bm->c.maps++;
     *out = b;
     return GPUARENA_SUCCESS;
@@ -243,7 +259,7 @@ static size_t release_growable(ga_bm_t *bm, ga_block_t *b)
     }
     h->state = BLOCK_HOLE;
     h->seg->mapped -= hi - lo;
-    bm->c.reserved -= hi - lo;
+    reserved_sub(bm, hi - lo);
     bm->c.unmaps++;
     ga_bm_coalesce(bm, &bm->holes, h, 0);
     return hi - lo;

@@ -91,10 +91,18 @@ module gpuarena
      integer(c_int64_t) :: spare_(5)
   end type gpuarena_stats_t
 
+  ! gpuarena_total_t: every arena of a kind on a device together.
+  type, bind(c), public :: gpuarena_total_t
+     integer(c_int64_t) :: arenas
+     integer(c_int64_t) :: reserved, reserved_peak
+     integer(c_int64_t) :: spare_(5)
+  end type gpuarena_total_t
+
   public :: gpuarena_get, gpuarena_destroy, gpuarena_kind
   public :: gpuarena_alloc, gpuarena_free, gpuarena_record_stream
   public :: gpuarena_prefetch, gpuarena_trim
   public :: gpuarena_stats, gpuarena_stats_reset_peaks, gpuarena_check
+  public :: gpuarena_stats_total, gpuarena_stats_total_reset_peak
   public :: gpuarena_init, gpuarena_create, gpuarena_set
   public :: gpuarena_strerror, gpuarena_last_error, gpuarena_version
 
@@ -175,6 +183,22 @@ module gpuarena
        type(c_ptr), value :: arena
        integer(c_int) :: status
      end function gpuarena_stats_reset_peaks
+
+     ! status = gpuarena_stats_total(kind, device, total)
+     function gpuarena_stats_total(kind, device, total) bind(c, name='gpuarena_stats_total') &
+          result(status)
+       import :: c_int, gpuarena_total_t
+       integer(c_int), value :: kind, device
+       type(gpuarena_total_t), intent(out) :: total
+       integer(c_int) :: status
+     end function gpuarena_stats_total
+
+     function gpuarena_stats_total_reset_peak(kind, device) &
+          bind(c, name='gpuarena_stats_total_reset_peak') result(status)
+       import :: c_int
+       integer(c_int), value :: kind, device
+       integer(c_int) :: status
+     end function gpuarena_stats_total_reset_peak
 
      function gpuarena_check(arena) bind(c, name='gpuarena_check') result(status)
        import :: c_int, c_ptr

@@ -22,6 +22,7 @@ program test_gpuarena
   integer, parameter :: n = 1000
   type(c_ptr) :: a, p, q, priv
   type(gpuarena_stats_t), target :: st0, st1
+  type(gpuarena_total_t) :: tot
   real(c_double), pointer :: x(:)
   integer(c_int) :: status, kind, device
   integer :: i
@@ -58,6 +59,15 @@ program test_gpuarena
   call expect(st1%in_use - st0%in_use >= int(n, c_int64_t) * 8, 'stats: in_use is not 8000 more')
   call expect(st1%reserved >= st1%in_use, 'stats: reserved < in_use')
   call expect(all(st1%spare_ == 0), 'stats: spare_ is not zero')
+  ! The host total: this one arena, its reserved bytes.
+  call check(gpuarena_stats_total(GPUARENA_HOST, 0, tot), 'gpuarena_stats_total')
+  call expect(tot%arenas == 1, 'stats_total: not one host arena')
+  call expect(tot%reserved == st1%reserved, 'stats_total: reserved is not the arena''s')
+  call expect(tot%reserved_peak >= tot%reserved, 'stats_total: peak below reserved')
+  call expect(all(tot%spare_ == 0), 'stats_total: spare_ is not zero')
+  call expect(gpuarena_stats_total(GPUARENA_HOST, -1, tot) == GPUARENA_ERR_INVALID_DEVICE, &
+       'gpuarena_stats_total of device -1 did not fail with GPUARENA_ERR_INVALID_DEVICE')
+  call check(gpuarena_stats_total_reset_peak(GPUARENA_HOST, 0), 'gpuarena_stats_total_reset_peak')
 
   ! Size 0 gives NULL; a second block is distinct from the first.
   call check(gpuarena_alloc(a, 0_c_size_t, c_null_ptr, q), 'gpuarena_alloc(0)')

@@ -23,6 +23,22 @@ class Stats(ctypes.Structure):
     _fields_ = [(name, ctypes.c_uint64) for name in FIELDS] + [("spare_", ctypes.c_uint64 * SPARE)]
 
 
+class Total(ctypes.Structure):
+    """gpuarena_total_t (gpuarena_stats_total(3)), as in include/gpuarena.h."""
+    _fields_ = [("arenas", ctypes.c_uint64), ("reserved", ctypes.c_uint64),
+                ("reserved_peak", ctypes.c_uint64), ("spare_", ctypes.c_uint64 * 5)]
+
+
+def total(lib, kind=0, device=0):
+    """Every arena of KIND (default GPUARENA_DEVICE) on DEVICE together: a
+    Total, whose reserved_peak is the peak of the sum of their reserved
+    bytes (PyTorch's max_memory_reserved), graph pools included."""
+    t = Total()
+    st = lib.gpuarena_stats_total(kind, device, ctypes.byref(t))
+    assert st == 0, "gpuarena_stats_total: status %d" % st
+    return t
+
+
 def default_arena(lib, device=0):
     """The default device arena of DEVICE (gpuarena_get)."""
     arena = ctypes.c_void_p()

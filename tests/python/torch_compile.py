@@ -8,8 +8,9 @@ gives the results to compare with.
 
 Usage: torch_compile.py gpuarena|native LIBGPUARENA
 Prints one JSON line: the mode, the results (sums of the outputs and the
-training losses), the peak reserved bytes (gpuarena's: the sum of its
-device arenas' peaks, graph pools included) and how many allocations
+training losses), the peak reserved bytes (gpuarena's: the peak of all
+its device arenas together, graph pools included, from
+gpuarena_stats_total; also the sum of their peaks) and how many allocations
 gpuarena's default arena served; exits non-zero if an output differs from the same
 computation made eagerly, and 77 when this PyTorch cannot compile here
 (no Triton, no C compiler): that is the host's, not gpuarena's.
@@ -112,9 +113,17 @@ out = {"mode": mode, "results": results}
 if mode == "gpuarena":
     stats = gastats.stats(lib, gastats.default_arena(lib))
     devices = gastats.device_arenas(lib)
-    # The graphs' pools are arenas of their own: the sum of every device
-    # arena's peak, an upper bound of gpuarena's.
-    out["peak_reserved"] = sum(a["reserved_peak"] for a in devices)
+    # The graphs' pools are arenas of their own: gpuarena's peak is that
+    # of all of them together (gpuarena_stats_total), which lies between
+    # the largest arena's peak and the sum of their peaks.
+    total = gastats.total(lib)
+    peaks = [a["reserved_peak"] for a in devices]
+    out["peak_reserved"] = total.reserved_peak
+    out["peak_reserved_sum"] = sum(peaks)
+    if total.arenas != len(devices) or not max(peaks) <= total.reserved_peak <= sum(peaks):
+        print("the device total (%d arenas, peak %d) does not fit the arenas' peaks %s" %
+              (total.arenas, total.reserved_peak, peaks), file=sys.stderr)
+        failures += 1
     out["allocs"] = stats.allocs
     # The compiled functions still hold their graphs, whose pools are
     # private device arenas besides the default one.

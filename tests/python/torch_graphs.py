@@ -7,8 +7,9 @@ program gives the results to compare with.
 
 Usage: torch_graphs.py gpuarena|native LIBGPUARENA
 Prints one JSON line: the mode, the results (sums of the replays' outputs
-and the training losses), the peak reserved bytes (gpuarena's: the sum of
-its device arenas' peaks, graph pools included) and how many
+and the training losses), the peak reserved bytes (gpuarena's: the peak of
+all its device arenas together, graph pools included, from
+gpuarena_stats_total) and how many
 allocations gpuarena served; exits non-zero if a replay differs from the
 same computation made eagerly.
 """
@@ -82,9 +83,17 @@ for step in range(8):
     results.append(loss.item())
 torch.cuda.synchronize()
 # The graphs' pools are arenas of their own, alive until the graphs go:
-# gpuarena's peak is the sum of every device arena's, an upper bound.
+# gpuarena's peak is that of all of them together (gpuarena_stats_total),
+# which lies between the largest arena's peak and the sum of their peaks.
 if mode == "gpuarena":
-    peak_all = sum(a["reserved_peak"] for a in gastats.device_arenas(lib))
+    devices = gastats.device_arenas(lib)
+    total = gastats.total(lib)
+    peak_all = total.reserved_peak
+    peaks = [a["reserved_peak"] for a in devices]
+    if total.arenas != len(devices) or not max(peaks) <= peak_all <= sum(peaks):
+        print("the device total (%d arenas, peak %d) does not fit the arenas' peaks %s" %
+              (total.arenas, peak_all, peaks), file=sys.stderr)
+        failures += 1
 del g, g2, static_y, static_z, graphed
 torch.cuda.synchronize()
 
