@@ -18,13 +18,17 @@
 #include "gputest.h"
 
 #include <check.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #define MiB ((size_t)1 << 20)
 
@@ -845,8 +849,104 @@ START_TEST(forked_child)
 }
 END_TEST
 
-int main(void)
+/* Key ipc: a block of a growable segment is reached from another process.
+ * The granule that holds it is exported as a POSIX file descriptor
+ * (cuMemExportToShareableHandle), which a child process started afresh
+ * (this program, "--import": CUDA does not survive fork) inherits,
+ * imports and maps; it reads the parent's bytes and writes its own, which
+ * the parent then reads through the block: one memory, two processes.
+ * With ipc = false the driver refuses the export. */
+static const char *self_path;
+
+/* The child: --import FD SIZE OFFSET EXPECT WRITE (bytes as numbers). */
+static int import_child(char **argv)
 {
+    int fd = atoi(argv[2]);
+    size_t size = strtoull(argv[3], NULL, 10), off = strtoull(argv[4], NULL, 10);
+    unsigned char expect = (unsigned char)atoi(argv[5]), write = (unsigned char)atoi(argv[6]);
+    void *ctx;
+    uint64_t va;
+    if (ga_cuda_load() != GPUARENA_SUCCESS || ga_cuda_primary_retain(0, &ctx) != GPUARENA_SUCCESS ||
+        ga_cuda_set_current(ctx) != GPUARENA_SUCCESS ||
+        ga_cuda_vmm_import_fd(0, fd, size, &va) != GPUARENA_SUCCESS) {
+        fprintf(stderr, "import: %s\n", gpuarena_last_error());
+        return 3;
+    }
+    static unsigned char buf[64 << 10];
+    if (ga_cuda_memcpy_dtoh(buf, va + off, sizeof buf) != GPUARENA_SUCCESS)
+        return 4;
+    for (size_t i = 0; i < sizeof buf; i++)
+        if (buf[i] != expect) {
+            fprintf(stderr, "import: byte %zu is %#x, not %#x\n", i, buf[i], expect);
+            return 5;
+        }
+    if (ga_cuda_memset_d8(va + off, write, sizeof buf) != GPUARENA_SUCCESS ||
+        ga_cuda_ctx_sync() != GPUARENA_SUCCESS)
+        return 6;
+    if (ga_cuda_vmm_unmap(va, size) != GPUARENA_SUCCESS ||
+        ga_cuda_vmm_free(va, size) != GPUARENA_SUCCESS)
+        return 7;
+    return 0;
+}
+
+START_TEST(blocks_reach_another_process)
+{
+    int vmm = 0, fdok = 0;
+    OK(ga_cuda_device_attr(0, GA_CUDA_ATTR_VMM_SUPPORTED, &vmm));
+    OK(ga_cuda_device_attr(0, GA_CUDA_ATTR_POSIX_FD_SUPPORTED, &fdok));
+    if (!vmm || !fdok) {
+        printf("blocks_reach_another_process: no growable segments or file descriptor "
+               "handles on device 0: not tested\n");
+        return;
+    }
+    gpuarena_t *a;
+    OK(gpuarena_create(GPUARENA_DEVICE, 0, "expandable=true", &a));
+    void *p;
+    OK(gpuarena_alloc(a, MiB, GPUARENA_STREAM_HOST, &p));
+    OK(ga_cuda_memset_d8((uint64_t)(uintptr_t)p, 0x5a, MiB));
+    OK(ga_cuda_ctx_sync());
+    int fd = -1;
+    uint64_t base = 0;
+    size_t size = 0;
+    OK(ga_cuda_vmm_export_fd((uint64_t)(uintptr_t)p, &fd, &base, &size));
+    uint64_t u = (uint64_t)(uintptr_t)p;
+    ck_assert(base <= u && u + (64 << 10) <= base + size);
+    ck_assert_int_eq(fcntl(fd, F_SETFD, 0), 0); /* inherited by the child */
+    char sfd[16], ssize[32], soff[32];
+    snprintf(sfd, sizeof sfd, "%d", fd);
+    snprintf(ssize, sizeof ssize, "%zu", size);
+    snprintf(soff, sizeof soff, "%llu", (unsigned long long)(u - base));
+    char *argv[] = {(char *)self_path, "--import", sfd, ssize, soff, "90", "165", NULL};
+    extern char **environ;
+    pid_t pid;
+    ck_assert_int_eq(posix_spawn(&pid, self_path, NULL, NULL, argv, environ), 0);
+    int status = 0;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    close(fd);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+                  "the importing process failed (status %#x)", status);
+    static unsigned char buf[64 << 10];
+    OK(ga_cuda_memcpy_dtoh(buf, u, sizeof buf));
+    for (size_t i = 0; i < sizeof buf; i++)
+        ck_assert_msg(buf[i] == 165, "byte %zu is %#x after the other process wrote", i, buf[i]);
+    OK(gpuarena_free(a, p, GPUARENA_STREAM_HOST));
+    OK(gpuarena_destroy(a));
+
+    OK(gpuarena_create(GPUARENA_DEVICE, 0, "expandable=true,ipc=false", &a));
+    OK(gpuarena_alloc(a, MiB, GPUARENA_STREAM_HOST, &p));
+    ck_assert_int_ne(ga_cuda_vmm_export_fd((uint64_t)(uintptr_t)p, &fd, &base, &size),
+                     GPUARENA_SUCCESS);
+    printf("blocks_reach_another_process: with ipc = false: %s\n", gpuarena_last_error());
+    OK(gpuarena_free(a, p, GPUARENA_STREAM_HOST));
+    OK(gpuarena_destroy(a));
+}
+END_TEST
+
+int main(int argc, char **argv)
+{
+    if (argc == 7 && strcmp(argv[1], "--import") == 0)
+        return import_child(argv);
+    self_path = argv[0];
     if (!gpu_tests_begin("check_device"))
         return 77;
     Suite *s = suite_create("device");
@@ -871,6 +971,7 @@ int main(void)
     tcase_add_test(api, out_of_memory_and_trim_during_a_capture);
     tcase_add_test(api, arena_max_reserved);
     tcase_add_test(api, forked_child);
+    tcase_add_test(api, blocks_reach_another_process);
     tcase_set_timeout(api, 300);
     suite_add_tcase(s, api);
     return gpu_tests_run(s);

@@ -46,6 +46,7 @@ static struct {
     long (*count)(const char *what);
     void (*devices)(int n, unsigned peers);
     int (*access)(int pool, int *ids, int max);
+    void (*fd_handles)(int supported, int refused);
 } fake;
 
 /* The fake's controls, from the libcuda.so.1 the library opens too. */
@@ -70,6 +71,7 @@ static void fake_open(void)
     GET(count, "fakecuda_count");
     GET(devices, "fakecuda_devices");
     GET(access, "fakecuda_access");
+    GET(fd_handles, "fakecuda_fd_handles");
 #undef GET
 }
 
@@ -341,6 +343,88 @@ START_TEST(peer_access_opens_to_the_peers)
     ck_assert_str_eq(access_list(1), "2 3");
     void *p = NULL;
     ck_assert_int_eq(gpuarena_alloc(a, 1 * MIB, HOST, &p), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_free(a, p, HOST), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_SUCCESS);
+}
+END_TEST
+
+/* Key ipc: a growable segment's granules are made exportable as POSIX
+ * file descriptors where the device can; not with ipc = false or where the
+ * device cannot; and where the driver refuses an exportable granule, the
+ * arena makes it plain, asks no more, and its stats' memory line says so.
+ * A refusal for memory is no reason to stop asking. */
+static char *memory_line(void)
+{
+    static char line[400];
+    FILE *t = tmpfile();
+    ck_assert_ptr_nonnull(t);
+    ck_assert_int_eq(gpuarena_stats_print(t, NULL), GPUARENA_SUCCESS);
+    rewind(t);
+    line[0] = '\0';
+    char buf[400];
+    while (fgets(buf, sizeof buf, t))
+        if (strncmp(buf, "  memory: ", 10) == 0)
+            snprintf(line, sizeof line, "%s", buf + 10);
+    fclose(t);
+    return line;
+}
+
+static void ipc_case(const char *opts, int supported, int refused, long want_fd, long want_plain,
+                     const char *say)
+{
+    fake_open();
+    fake.fd_handles(supported, refused);
+    long fd0 = fake.count("cuMemCreate exportable"), plain0 = fake.count("cuMemCreate plain");
+    gpuarena_t *a = NULL;
+    ck_assert_msg(gpuarena_create(GPUARENA_DEVICE, 0, opts, &a) == GPUARENA_SUCCESS, "%s: %s", opts,
+                  gpuarena_last_error());
+    void *p = NULL, *q = NULL;
+    /* 8 MiB in one growable segment: 4 granules of 2 MiB. */
+    ck_assert_int_eq(gpuarena_alloc(a, 3 * MIB, HOST, &p), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_alloc(a, 5 * MIB, HOST, &q), GPUARENA_SUCCESS);
+    ck_assert_int_eq(fake.count("cuMemCreate exportable") - fd0, want_fd);
+    ck_assert_int_eq(fake.count("cuMemCreate plain") - plain0, want_plain);
+    ck_assert_msg(strstr(memory_line(), say), "%s: memory line \"%s\", not \"%s\"", opts,
+                  memory_line(), say);
+    ck_assert_int_eq(gpuarena_free(a, p, HOST), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_free(a, q, HOST), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_SUCCESS);
+    fake.fd_handles(1, 0);
+}
+
+START_TEST(ipc_makes_granules_exportable)
+{
+    const char *o = "expandable=true,thread_cache=false,size_classes=0";
+    char off[128];
+    snprintf(off, sizeof off, "%s,ipc=false", o);
+    ipc_case(o, 1, 0, 4, 0, "exportable to other processes as POSIX file descriptors");
+    ipc_case(off, 1, 0, 0, 4, "not exportable to other processes (ipc = false)");
+    ipc_case(o, 0, 0, 0, 4, "not exportable to other processes (the device cannot)");
+    /* Refused: the first granule is asked for exportable, then made plain,
+     * and every later one plain. */
+    ipc_case(o, 1, 1, 1, 4, "not exportable to other processes: cuMemCreate");
+    /* Fixed segments: cuMemAlloc, no granule. */
+    char fixed[128];
+    snprintf(fixed, sizeof fixed, "%s", "expandable=false,thread_cache=false");
+    ipc_case(fixed, 1, 0, 0, 0, "cuMemAlloc segments");
+    /* Out of memory for an exportable granule: the allocation fails as
+     * out of memory (after the arena's one retry), and the next granule is
+     * asked for exportable again. */
+    fake_open();
+    gpuarena_t *a = NULL;
+    ck_assert_int_eq(gpuarena_create(GPUARENA_DEVICE, 0, o, &a), GPUARENA_SUCCESS);
+    fake.arm("cuMemCreate", 1);
+    void *p = NULL;
+    gpuarena_status_t st = gpuarena_alloc(a, 1 * MIB, HOST, &p);
+    if (st == GPUARENA_SUCCESS) /* the retry after the release made it */
+        ck_assert_int_eq(gpuarena_free(a, p, HOST), GPUARENA_SUCCESS);
+    else
+        ck_assert_int_eq(st, GPUARENA_ERR_OUT_OF_MEMORY);
+    long fd0 = fake.count("cuMemCreate exportable"), plain0 = fake.count("cuMemCreate plain");
+    ck_assert_int_eq(gpuarena_alloc(a, 16 * MIB, HOST, &p), GPUARENA_SUCCESS);
+    ck_assert_int_ge(fake.count("cuMemCreate exportable") - fd0, 8);
+    ck_assert_int_eq(fake.count("cuMemCreate plain") - plain0, 0);
+    ck_assert_ptr_nonnull(strstr(memory_line(), "exportable to other processes as POSIX"));
     ck_assert_int_eq(gpuarena_free(a, p, HOST), GPUARENA_SUCCESS);
     ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_SUCCESS);
 }
@@ -858,13 +942,20 @@ int main(int argc, char **argv)
         perror("check_fakecuda: execv");
         return EXIT_FAILURE;
     }
-    const TTest *tests[] = {
-        decommit_stops_where_unmap_fails,       decommit_retries_a_failed_unmap,
-        release_failure_still_unmaps,           failed_commit_undo_does_not_wedge,
-        driver_pool_frees_when_the_wait_fails,  driver_pool_under_max_reserved,
-        legacy_stream_asks_only_off_the_cache,  free_on_a_captured_stream,
-        device_arena_in_a_forked_child,         fork_during_the_driver_load,
-        out_of_memory_and_trim_spare_a_capture, peer_access_opens_to_the_peers,
-        hooks_free_after_the_capture,           torch_graph_pools};
+    const TTest *tests[] = {decommit_stops_where_unmap_fails,
+                            decommit_retries_a_failed_unmap,
+                            release_failure_still_unmaps,
+                            failed_commit_undo_does_not_wedge,
+                            driver_pool_frees_when_the_wait_fails,
+                            driver_pool_under_max_reserved,
+                            legacy_stream_asks_only_off_the_cache,
+                            free_on_a_captured_stream,
+                            device_arena_in_a_forked_child,
+                            fork_during_the_driver_load,
+                            out_of_memory_and_trim_spare_a_capture,
+                            peer_access_opens_to_the_peers,
+                            ipc_makes_granules_exportable,
+                            hooks_free_after_the_capture,
+                            torch_graph_pools};
     return ga_check_tests("fakecuda", 0, tests, sizeof tests / sizeof tests[0]);
 }

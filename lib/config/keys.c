@@ -179,6 +179,9 @@ static const ga_key_t keys[] = {
      "threads that touch the pages of a new pinned segment before it is registered"},
     {"peer_access", GA_KEY_BOOL, K_DEVICE, FIELD(peer_access), 0, 1, 0, NULL, "true or false",
      "give the other GPUs access to this device's memory"},
+    {"ipc", GA_KEY_BOOL, K_DEVICE, FIELD(ipc), 0, 1, 0, NULL, "true or false",
+     "make growable segments exportable to other processes as POSIX file descriptors "
+     "(CUDA-aware MPI)"},
     {"pool", GA_KEY_ENUM, K_DEVICE, FIELD(pool), 0, 0, 0, pool_words, "arena or driver",
      "where blocks come from: the arena's own segments, or the driver's stream-ordered pool "
      "(cuMemPool)"},
@@ -247,6 +250,7 @@ void ga_config_defaults(gpuarena_kind_t kind, ga_settings_t *s)
     s->sim_event_delay = 4;
     s->numa = kind == GPUARENA_PINNED ? GA_NUMA_NEAREST : GA_NUMA_LOCAL;
     s->pool = GA_POOL_ARENA;
+    s->ipc = kind == GPUARENA_DEVICE;
     s->cupy_capture_check = kind == GPUARENA_DEVICE || kind == GPUARENA_MANAGED;
     s->prefetch = GA_PREFETCH_NONE;
     s->prefetch_headroom = 256 << 20;

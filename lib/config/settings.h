@@ -89,6 +89,7 @@ typedef struct ga_settings {
     unsigned prefault_threads; /* threads that touch a new segment (0: auto) */
     /* Device. */
     bool peer_access;
+    bool ipc;                /* growable segments exportable to other processes */
     ga_pool_kind_t pool;     /* the arena's own blocks, or the driver's pool */
     bool cupy_capture_check; /* gpuarena_cupy_malloc asks CuPy's current stream */
     /* Managed. */

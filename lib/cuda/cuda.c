@@ -115,7 +115,11 @@
     X(cuModuleLoadDataEx, 2010, 0)                                                                 \
     X(cuModuleUnload, 2000, 0)                                                                     \
     X(cuModuleGetFunction, 2000, 0)                                                                \
-    X(cuLaunchKernel, 4000, 0)
+    X(cuLaunchKernel, 4000, 0)                                                                     \
+    X(cuMemRetainAllocationHandle, 11000, 0)                                                       \
+    X(cuMemExportToShareableHandle, 10020, 0)                                                      \
+    X(cuMemImportFromShareableHandle, 10020, 0)                                                    \
+    X(cuMemGetAddressRange, 3020, 0)
 
 #define GA_CU_FIELD(name, ver, req) PFN_##name##_v##ver name;
 static struct {
@@ -539,6 +543,8 @@ gpuarena_status_t ga_cuda_device_attr(int device, ga_cuda_attr_t attr, int *valu
         [GA_CUDA_ATTR_MEMORY_POOLS_SUPPORTED] = CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED,
         [GA_CUDA_ATTR_HOST_VMM_SUPPORTED] =
             CU_DEVICE_ATTRIBUTE_HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED,
+        [GA_CUDA_ATTR_POSIX_FD_SUPPORTED] =
+            CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED,
     };
     if ((unsigned)attr >= sizeof attrs / sizeof attrs[0])
         return ga_error(GPUARENA_ERR_INVALID_ARGUMENT, "unknown device attribute %d", (int)attr);
@@ -979,11 +985,16 @@ gpuarena_status_t ga_cuda_memcpy_dtoh(void *dst, uint64_t src, size_t size)
 /* ---------------------------------------------------------------------- */
 /* Virtual memory management. */
 
-static void device_prop(CUdevice d, CUmemAllocationProp *prop)
+/* EXPORTABLE: the allocation may be exported as a POSIX file descriptor
+ * (cuMemExportToShareableHandle), which another process on the node
+ * imports (cuMemImportFromShareableHandle): how CUDA-aware MPI libraries
+ * reach virtual-memory allocations, which cuIpcGetMemHandle refuses. */
+static void device_prop(CUdevice d, bool exportable, CUmemAllocationProp *prop)
 {
     memset(prop, 0, sizeof *prop);
     prop->type = CU_MEM_ALLOCATION_TYPE_PINNED;
-    prop->requestedHandleTypes = CU_MEM_HANDLE_TYPE_NONE;
+    prop->requestedHandleTypes =
+        exportable ? CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR : CU_MEM_HANDLE_TYPE_NONE;
     prop->location.type = CU_MEM_LOCATION_TYPE_DEVICE;
     prop->location.id = (int)d;
 }
@@ -1005,7 +1016,7 @@ gpuarena_status_t ga_cuda_vmm_granularity(int device, bool recommended, size_t *
     if (st != GPUARENA_SUCCESS)
         return st;
     CUmemAllocationProp prop;
-    device_prop(d, &prop);
+    device_prop(d, false, &prop);
     return granularity(&prop, recommended, granule);
 }
 
@@ -1026,19 +1037,21 @@ gpuarena_status_t ga_cuda_vmm_free(uint64_t va, size_t size)
     return r == CUDA_SUCCESS ? GPUARENA_SUCCESS : fail("cuMemAddressFree", r);
 }
 
-gpuarena_status_t ga_cuda_vmm_create_map(int device, uint64_t va, size_t size, uint64_t *handle)
+gpuarena_status_t ga_cuda_vmm_create_map(int device, uint64_t va, size_t size, bool exportable,
+                                         uint64_t *handle)
 {
     CUdevice d;
     CUresult r = cu.cuDeviceGet(&d, device);
     if (r != CUDA_SUCCESS)
         return fail("cuDeviceGet", r);
     CUmemAllocationProp prop;
-    device_prop(d, &prop);
+    device_prop(d, exportable, &prop);
     CUmemGenericAllocationHandle h;
     r = cu.cuMemCreate(&h, size, &prop, 0);
     if (r != CUDA_SUCCESS)
-        return ga_error(status_of(r), "cuMemCreate of %zu bytes on device %d: %s (%d)", size,
-                        device, ga_cuda_result_name((int)r), (int)r);
+        return ga_error(status_of(r), "cuMemCreate of %zu bytes on device %d%s: %s (%d)", size,
+                        device, exportable ? ", exportable as a file descriptor" : "",
+                        ga_cuda_result_name((int)r), (int)r);
     r = cu.cuMemMap((CUdeviceptr)va, size, 0, h, 0);
     if (r != CUDA_SUCCESS) {
         cu.cuMemRelease(h);
@@ -1624,5 +1637,61 @@ gpuarena_status_t ga_cuda_launch(void *fn, unsigned grid, unsigned block, unsign
         return ga_error(status_of(r),
                         "cuLaunchKernel (%u blocks of %u threads, stream %p): %s (%d)", grid, block,
                         stream, ga_cuda_result_name((int)r), (int)r);
+    return GPUARENA_SUCCESS;
+}
+
+/* Tests: how another process reaches an exportable allocation. */
+gpuarena_status_t ga_cuda_vmm_export_fd(uint64_t ptr, int *fd, uint64_t *base, size_t *size)
+{
+    NEED(cuMemRetainAllocationHandle);
+    NEED(cuMemExportToShareableHandle);
+    NEED(cuMemGetAddressRange);
+    CUdeviceptr b;
+    size_t n;
+    CUresult r = cu.cuMemGetAddressRange(&b, &n, (CUdeviceptr)ptr);
+    if (r != CUDA_SUCCESS)
+        return fail("cuMemGetAddressRange", r);
+    CUmemGenericAllocationHandle h;
+    r = cu.cuMemRetainAllocationHandle(&h, (void *)(uintptr_t)ptr);
+    if (r != CUDA_SUCCESS)
+        return fail("cuMemRetainAllocationHandle", r);
+    int f = -1;
+    r = cu.cuMemExportToShareableHandle(&f, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+    cu.cuMemRelease(h); /* the retained reference only: the mapping keeps its own */
+    if (r != CUDA_SUCCESS)
+        return fail("cuMemExportToShareableHandle", r);
+    *fd = f;
+    *base = b;
+    *size = n;
+    return GPUARENA_SUCCESS;
+}
+
+gpuarena_status_t ga_cuda_vmm_import_fd(int device, int fd, size_t size, uint64_t *ptr)
+{
+    NEED(cuMemImportFromShareableHandle);
+    CUmemGenericAllocationHandle h;
+    CUresult r = cu.cuMemImportFromShareableHandle(&h, (void *)(uintptr_t)fd,
+                                                   CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+    if (r != CUDA_SUCCESS)
+        return fail("cuMemImportFromShareableHandle", r);
+    uint64_t va;
+    gpuarena_status_t st = ga_cuda_vmm_reserve(size, 0, &va);
+    if (st != GPUARENA_SUCCESS) {
+        cu.cuMemRelease(h);
+        return st;
+    }
+    r = cu.cuMemMap((CUdeviceptr)va, size, 0, h, 0);
+    cu.cuMemRelease(h); /* the mapping holds the allocation from here */
+    if (r != CUDA_SUCCESS) {
+        ga_cuda_vmm_free(va, size);
+        return fail("cuMemMap", r);
+    }
+    st = ga_cuda_vmm_set_access(va, size, &device, 1);
+    if (st != GPUARENA_SUCCESS) {
+        cu.cuMemUnmap((CUdeviceptr)va, size);
+        ga_cuda_vmm_free(va, size);
+        return st;
+    }
+    *ptr = va;
     return GPUARENA_SUCCESS;
 }

@@ -86,7 +86,8 @@ typedef enum ga_cuda_attr {
     GA_CUDA_ATTR_CONCURRENT_KERNELS,
     GA_CUDA_ATTR_MULTIPROCESSOR_COUNT,
     GA_CUDA_ATTR_MEMORY_POOLS_SUPPORTED, /* cuMemPoolCreate, cuMemAllocFromPoolAsync */
-    GA_CUDA_ATTR_HOST_VMM_SUPPORTED      /* cuMemCreate at a HOST location */
+    GA_CUDA_ATTR_HOST_VMM_SUPPORTED,     /* cuMemCreate at a HOST location */
+    GA_CUDA_ATTR_POSIX_FD_SUPPORTED      /* cuMemCreate exportable as a file descriptor */
 } ga_cuda_attr_t;
 
 gpuarena_status_t ga_cuda_device_attr(int device, ga_cuda_attr_t attr, int *value);
@@ -173,9 +174,11 @@ gpuarena_status_t ga_cuda_memset_d8_async(uint64_t dptr, unsigned char value, si
 gpuarena_status_t ga_cuda_vmm_granularity(int device, bool recommended, size_t *granule);
 gpuarena_status_t ga_cuda_vmm_reserve(size_t size, size_t alignment, uint64_t *va);
 gpuarena_status_t ga_cuda_vmm_free(uint64_t va, size_t size);
-/* Create a physical allocation of SIZE bytes on DEVICE and map it at VA.
- * *HANDLE is what ga_cuda_vmm_unmap_release takes back. */
-gpuarena_status_t ga_cuda_vmm_create_map(int device, uint64_t va, size_t size, uint64_t *handle);
+/* Create a physical allocation of SIZE bytes on DEVICE and map it at VA;
+ * EXPORTABLE: one that may be exported as a POSIX file descriptor (key
+ * `ipc').  *HANDLE is what ga_cuda_vmm_unmap_release takes back. */
+gpuarena_status_t ga_cuda_vmm_create_map(int device, uint64_t va, size_t size, bool exportable,
+                                         uint64_t *handle);
 /* Give read-write access to [VA, VA+SIZE) (mapped, possibly over several
  * handles) to the COUNT devices of DEVICES (at most 64). */
 gpuarena_status_t ga_cuda_vmm_set_access(uint64_t va, size_t size, const int *devices, int count);
@@ -183,6 +186,13 @@ gpuarena_status_t ga_cuda_vmm_set_access(uint64_t va, size_t size, const int *de
  * whose mappings are gone.  Apart for a caller that must know which one
  * failed: once the unmap has succeeded the range is unmapped whatever the
  * release then says. */
+/* Tests: *FD (the caller closes it) exports the allocation that holds PTR,
+ * of *SIZE bytes from *BASE (made exportable: ga_cuda_vmm_create_map);
+ * ga_cuda_vmm_import_fd maps such an allocation, exported by another
+ * process, at a new address *PTR readable and writable by DEVICE (undo
+ * with ga_cuda_vmm_unmap and ga_cuda_vmm_free). */
+gpuarena_status_t ga_cuda_vmm_export_fd(uint64_t ptr, int *fd, uint64_t *base, size_t *size);
+gpuarena_status_t ga_cuda_vmm_import_fd(int device, int fd, size_t size, uint64_t *ptr);
 gpuarena_status_t ga_cuda_vmm_unmap(uint64_t va, size_t size);
 gpuarena_status_t ga_cuda_vmm_release(uint64_t handle);
 /* Both in one call (on failure the range may be unmapped already). */

@@ -15,6 +15,15 @@
  * can reach it.  The granule is the driver's recommended granularity, or
  * the `granule` setting rounded up to a multiple of it.
  *
+ * Other processes (key `ipc`): the granules are made exportable as POSIX
+ * file descriptors where the device allows it, since cuIpcGetMemHandle
+ * refuses virtual-memory allocations and CUDA-aware MPI libraries reach
+ * them through cuMemExportToShareableHandle instead (UCX's cuda_ipc); a
+ * fixed segment from cuMemAlloc takes cuIpcGetMemHandle as it is.  Where
+ * the driver refuses an exportable granule for any reason but memory
+ * (a container that forbids it, say), the arena stops asking and says why
+ * in its `how' (gpuarena_stats_print): memory first, sharing second.
+ *
  * Every call that needs a context runs with the primary context current:
  * pushed when another context (or none) is current, popped after.
  *
@@ -45,6 +54,7 @@
 #include "providers/vmm.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #define MAX_PEERS 64
@@ -55,7 +65,9 @@ typedef struct device {
     ga_vmm_t vmm;  /* growable segments (laid out as ga_vmm_provider_t) */
     int access[MAX_PEERS];
     int access_count;     /* the device itself first, then peers */
-    pthread_mutex_t lock; /* the reservations and live_maps */
+    pthread_mutex_t lock; /* the reservations, live_maps, exportable and how */
+    bool exportable;      /* granules made exportable (key ipc, device support) */
+    char how[320];        /* base.how: the memory and whether other processes reach it */
 } device_t;
 
 _Static_assert(offsetof(device_t, vmm) == offsetof(ga_vmm_provider_t, vmm),
@@ -111,10 +123,22 @@ static gpuarena_status_t dev_unmap(ga_provider_t *p, void *base, size_t size)
 /* ---------------------------------------------------------------------- */
 /* Growable segments (vmm.c: the reservations and their granules). */
 
+/* Under d->lock (vmm.c). */
 static gpuarena_status_t create_map(void *owner, uint64_t va, size_t size, uint64_t *handle)
 {
     device_t *d = owner;
-    return ga_cuda_vmm_create_map(d->g.ordinal, va, size, handle);
+    gpuarena_status_t st = ga_cuda_vmm_create_map(d->g.ordinal, va, size, d->exportable, handle);
+    if (st == GPUARENA_SUCCESS || st == GPUARENA_ERR_OUT_OF_MEMORY || !d->exportable)
+        return st;
+    char why[200];
+    snprintf(why, sizeof why, "%s", gpuarena_last_error());
+    st = ga_cuda_vmm_create_map(d->g.ordinal, va, size, false, handle);
+    if (st == GPUARENA_SUCCESS) {
+        d->exportable = false;
+        snprintf(d->how, sizeof d->how,
+                 "cuMemCreate granules, not exportable to other processes: %s", why);
+    }
+    return st;
 }
 
 static gpuarena_status_t set_access(void *owner, uint64_t va, size_t size)
@@ -188,6 +212,20 @@ static gpuarena_status_t setup(device_t *d, const ga_settings_t *s)
     /* Twice the device's memory, in whole GiB and granules: room for the
      * segment to grow to all of the device, with fragmentation. */
     d->base.va_size = round_up(round_up(2 * total, (size_t)1 << 30), g);
+
+    if (d->base.growable) {
+        int fd = 0;
+        if (s->ipc && ga_cuda_device_attr(d->g.ordinal, GA_CUDA_ATTR_POSIX_FD_SUPPORTED, &fd) ==
+                          GPUARENA_SUCCESS)
+            d->exportable = fd != 0;
+        snprintf(d->how, sizeof d->how, "cuMemCreate granules, %s",
+                 d->exportable ? "exportable to other processes as POSIX file descriptors"
+                 : !s->ipc     ? "not exportable to other processes (ipc = false)"
+                               : "not exportable to other processes (the device cannot)");
+    } else {
+        snprintf(d->how, sizeof d->how, "cuMemAlloc segments (cuIpcGetMemHandle)");
+    }
+    d->base.how = d->how;
 
     d->access[0] = d->g.ordinal;
     d->access_count = 1;

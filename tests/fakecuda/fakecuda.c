@@ -33,6 +33,7 @@ void fakecuda_devices(int n, unsigned peers);
 int fakecuda_access(int pool, int *ids, int max);
 void *fakecuda_graph(void);
 int fakecuda_graph_destroyed(void *graph);
+void fakecuda_fd_handles(int supported, int refused);
 CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version, cuuint64_t flags,
                              CUdriverProcAddressQueryResult *status);
 
@@ -87,6 +88,19 @@ static bool is_captured(CUstream s)
     return c != NULL && s == c;
 }
 
+/* Exportable allocations (key ipc): whether the device says it can make
+ * them (CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED),
+ * whether cuMemCreate refuses them (NOT_PERMITTED, as a container that
+ * forbids them would), and how many creations asked for one. */
+static int fd_supported = 1, fd_refused;
+static long n_create_fd, n_create_plain;
+
+void fakecuda_fd_handles(int supported, int refused)
+{
+    __atomic_store_n(&fd_supported, supported, __ATOMIC_SEQ_CST);
+    __atomic_store_n(&fd_refused, refused, __ATOMIC_SEQ_CST);
+}
+
 long fakecuda_count(const char *what)
 {
     if (strcmp(what, "cuStreamIsCapturing") == 0)
@@ -97,6 +111,10 @@ long fakecuda_count(const char *what)
         return __atomic_load_n(&n_disturbed, __ATOMIC_SEQ_CST);
     if (strcmp(what, "cuInit") == 0) /* calls begun */
         return __atomic_load_n(&n_init, __ATOMIC_SEQ_CST);
+    if (strcmp(what, "cuMemCreate exportable") == 0) /* asked for, made or not */
+        return __atomic_load_n(&n_create_fd, __ATOMIC_SEQ_CST);
+    if (strcmp(what, "cuMemCreate plain") == 0)
+        return __atomic_load_n(&n_create_plain, __ATOMIC_SEQ_CST);
     return -1;
 }
 
@@ -299,7 +317,9 @@ static CUresult f_attribute(int *v, CUdevice_attribute a, CUdevice d)
     (void)d;
     *v = a == CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID           ? 0
          : a == CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT ? 132
-                                                         : 1;
+         : a == CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED
+             ? __atomic_load_n(&fd_supported, __ATOMIC_SEQ_CST)
+             : 1;
     return CUDA_SUCCESS;
 }
 
@@ -618,7 +638,14 @@ static CUresult f_address_free(CUdeviceptr p, size_t size)
 static CUresult f_create(CUmemGenericAllocationHandle *h, size_t size,
                          const CUmemAllocationProp *prop, unsigned long long flags)
 {
-    (void)size, (void)prop, (void)flags;
+    (void)size, (void)flags;
+    if (prop->requestedHandleTypes & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) {
+        __atomic_add_fetch(&n_create_fd, 1, __ATOMIC_SEQ_CST);
+        if (__atomic_load_n(&fd_refused, __ATOMIC_SEQ_CST))
+            return CUDA_ERROR_NOT_PERMITTED;
+    } else {
+        __atomic_add_fetch(&n_create_plain, 1, __ATOMIC_SEQ_CST);
+    }
     if (fails("cuMemCreate"))
         return CUDA_ERROR_OUT_OF_MEMORY;
     CUresult r = CUDA_ERROR_OUT_OF_MEMORY;
