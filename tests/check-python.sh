@@ -8,7 +8,8 @@
 # (torch_graphs.py, compared with PyTorch's own allocator too), and
 # torch.compile(mode="reduce-overhead"), whose graphs use those hooks
 # (torch_compile.py; a script that exits 77, as without Triton, is
-# skipped).  Exits 77 without
+# skipped); and, where there are two GPUs, copies between them under the
+# defaults (torch_two_gpus.py).  Exits 77 without
 # python3, without the framework, or without a GPU; each framework that is
 # missing is skipped on its own.
 : "${srcdir:=$(dirname "$0")}"
@@ -86,7 +87,10 @@ run() {
 # alone NAME SCRIPT MODULE COND: SCRIPT under gpuarena only, judged by its
 # exit status (the failure paths, which have no native run to compare).
 alone() {
-    python3 -c "import $3, sys; sys.exit(0 if $4 else 1)" > /dev/null 2>&1 || return 0
+    if ! python3 -c "import $3, sys; sys.exit(0 if $4 else 1)" > /dev/null 2>&1; then
+        echo "SKIP: $1: not $4"
+        return 0
+    fi
     ran=$((ran + 1))
     if python3 "$py/$2" "$lib" > "$tmp.alone" 2>&1; then
         echo "PASS: $1"
@@ -104,5 +108,6 @@ run torch-compile torch_compile.py torch "torch.cuda.is_available()"
 alone torch-errors torch_errors.py torch "torch.cuda.is_available()"
 alone torch-hooks torch_hooks.py torch "torch.cuda.is_available()"
 alone cupy-errors cupy_errors.py cupy "cupy.cuda.runtime.getDeviceCount() > 0"
+alone torch-two-gpus torch_two_gpus.py torch "torch.cuda.device_count() > 1"
 [ $ran = 0 ] && exit 77
 [ $failed = 0 ]

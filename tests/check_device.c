@@ -942,6 +942,107 @@ START_TEST(blocks_reach_another_process)
 }
 END_TEST
 
+/* Two GPUs, where there are: each device has its own default arena and
+ * its own total; a stream of one device is refused by the other's arena
+ * with nothing changed; by default (peer_access) the other GPU has access
+ * to a growable segment (the driver's word, cuMemGetAccess) and copies
+ * the block's bytes in its own context; with peer_access = false it has
+ * no access and the driver refuses that copy, which is why the key is on
+ * by default. */
+START_TEST(two_gpus)
+{
+    int n = 0;
+    OK(ga_cuda_device_count(&n));
+    if (n < 2) {
+        printf("two_gpus: %d GPU here: not tested\n", n);
+        return;
+    }
+    gpuarena_t *a0, *a1;
+    OK(gpuarena_get(GPUARENA_DEVICE, 0, &a0));
+    OK(gpuarena_get(GPUARENA_DEVICE, 1, &a1));
+    ck_assert_ptr_ne(a0, a1);
+    gpuarena_total_t t0, t1, u0, u1;
+    OK(gpuarena_stats_total(GPUARENA_DEVICE, 0, &t0));
+    OK(gpuarena_stats_total(GPUARENA_DEVICE, 1, &t1));
+    void *ctx1, *s1;
+    OK(ga_cuda_primary_retain(1, &ctx1));
+    OK(ga_cuda_set_current(ctx1));
+    OK(ga_cuda_stream_create(true, &s1));
+    void *p1;
+    OK(gpuarena_alloc(a1, 64 * MiB, s1, &p1));
+    fill_and_check(p1, 64 * MiB, 0x11, s1);
+    OK(ga_cuda_set_current(gpu_ctx));
+    OK(gpuarena_stats_total(GPUARENA_DEVICE, 0, &u0));
+    OK(gpuarena_stats_total(GPUARENA_DEVICE, 1, &u1));
+    ck_assert_uint_eq(u0.reserved, t0.reserved);
+    ck_assert_uint_ge(u1.reserved, t1.reserved + 64 * MiB);
+
+    /* Device 1's stream on device 0's arena: refused, nothing changed. */
+    void *p0, *q = (void *)0x1234;
+    OK(gpuarena_alloc(a0, MiB, NULL, &p0));
+    gpuarena_stats_t before, after;
+    OK(gpuarena_stats(a0, &before));
+    ck_assert_int_eq(gpuarena_alloc(a0, MiB, s1, &q), GPUARENA_ERR_INVALID_STREAM);
+    ck_assert_ptr_eq(q, (void *)0x1234);
+    ck_assert_int_eq(gpuarena_free(a0, p0, s1), GPUARENA_ERR_INVALID_STREAM);
+    OK(gpuarena_stats(a0, &after));
+    ck_assert_uint_eq(after.live_blocks, before.live_blocks);
+    ck_assert_uint_eq(after.allocs, before.allocs);
+    ck_assert_uint_eq(after.frees, before.frees);
+    OK(gpuarena_free(a0, p0, NULL));
+    OK(gpuarena_free(a1, p1, s1));
+
+    bool can = false;
+    OK(ga_cuda_can_access_peer(1, 0, &can));
+    int vmm = 0;
+    OK(ga_cuda_device_attr(0, GA_CUDA_ATTR_VMM_SUPPORTED, &vmm));
+    if (can && vmm) {
+        const char *opts[2] = {"expandable=true,peer_access=false", "expandable=true"};
+        for (int k = 0; k < 2; k++) {
+            gpuarena_t *a;
+            OK(gpuarena_create(GPUARENA_DEVICE, 0, opts[k], &a));
+            void *p;
+            OK(gpuarena_alloc(a, 4 * MiB, GPUARENA_STREAM_HOST, &p));
+            OK(ga_cuda_memset_d8((uint64_t)(uintptr_t)p, 0x77, 4 * MiB));
+            OK(ga_cuda_ctx_sync());
+            bool rw0 = false, rw1 = true;
+            OK(ga_cuda_vmm_access((uint64_t)(uintptr_t)p, 0, &rw0));
+            OK(ga_cuda_vmm_access((uint64_t)(uintptr_t)p, 1, &rw1));
+            ck_assert(rw0);
+            ck_assert_msg(rw1 == (k == 1), "%s: device 1 %s access", opts[k],
+                          rw1 ? "has" : "has no");
+            /* Device 1 copies the block into its own memory. */
+            OK(ga_cuda_set_current(ctx1));
+            void *d1;
+            OK(gpuarena_alloc(a1, 4 * MiB, GPUARENA_STREAM_HOST, &d1));
+            gpuarena_status_t st =
+                ga_cuda_memcpy_dtod((uint64_t)(uintptr_t)d1, (uint64_t)(uintptr_t)p, 4 * MiB);
+            if (k == 0) {
+                ck_assert_int_ne(st, GPUARENA_SUCCESS);
+                printf("two_gpus: without peer_access, device 1's copy: %s\n",
+                       gpuarena_last_error());
+            } else {
+                OK(st);
+                unsigned char b[4096];
+                OK(ga_cuda_memcpy_dtoh(b, (uint64_t)(uintptr_t)d1 + 4 * MiB - sizeof b, sizeof b));
+                for (size_t i = 0; i < sizeof b; i++)
+                    ck_assert_uint_eq(b[i], 0x77);
+            }
+            OK(gpuarena_free(a1, d1, GPUARENA_STREAM_HOST));
+            OK(ga_cuda_set_current(gpu_ctx));
+            OK(gpuarena_free(a, p, GPUARENA_STREAM_HOST));
+            OK(gpuarena_destroy(a));
+        }
+    } else {
+        printf("two_gpus: device 1 cannot reach device 0's memory: peer_access not tested\n");
+    }
+    OK(ga_cuda_set_current(ctx1));
+    ga_cuda_stream_destroy(s1);
+    OK(ga_cuda_set_current(gpu_ctx));
+    ga_cuda_primary_release(1);
+}
+END_TEST
+
 int main(int argc, char **argv)
 {
     if (argc == 7 && strcmp(argv[1], "--import") == 0)
@@ -972,6 +1073,7 @@ int main(int argc, char **argv)
     tcase_add_test(api, arena_max_reserved);
     tcase_add_test(api, forked_child);
     tcase_add_test(api, blocks_reach_another_process);
+    tcase_add_test(api, two_gpus);
     tcase_set_timeout(api, 300);
     suite_add_tcase(s, api);
     return gpu_tests_run(s);

@@ -315,14 +315,14 @@ static const char *access_list(int pool)
  * reach device 0's memory and device 1 cannot: a growable segment of
  * device 0 is mapped for device 0 and its two peers, in one
  * cuMemSetAccess, and the driver's pool is opened to the two peers
- * (device 0 has its own memory already).  Without the key, device 0
- * alone, and the pool is opened to nobody. */
+ * (device 0 has its own memory already): the default.  With
+ * peer_access = false, device 0 alone, and the pool is opened to nobody. */
 START_TEST(peer_access_opens_to_the_peers)
 {
     fake_open();
     fake.devices(4, 1u << 2 | 1u << 3);
-    const char *keys[2] = {"expandable=true,thread_cache=false",
-                           "expandable=true,thread_cache=false,peer_access=true"};
+    const char *keys[2] = {"expandable=true,thread_cache=false,peer_access=false",
+                           "expandable=true,thread_cache=false"};
     const char *want[2] = {"0", "0 2 3"};
     for (int k = 0; k < 2; k++) {
         gpuarena_t *a = NULL;
@@ -335,11 +335,11 @@ START_TEST(peer_access_opens_to_the_peers)
         ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_SUCCESS);
     }
     gpuarena_t *a = NULL;
-    ck_assert_int_eq(gpuarena_create(GPUARENA_DEVICE, 0, "pool=driver", &a), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_create(GPUARENA_DEVICE, 0, "pool=driver,peer_access=false", &a),
+                     GPUARENA_SUCCESS);
     ck_assert_str_eq(access_list(1), "");
     ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_SUCCESS);
-    ck_assert_int_eq(gpuarena_create(GPUARENA_DEVICE, 0, "pool=driver,peer_access=true", &a),
-                     GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_create(GPUARENA_DEVICE, 0, "pool=driver", &a), GPUARENA_SUCCESS);
     ck_assert_str_eq(access_list(1), "2 3");
     void *p = NULL;
     ck_assert_int_eq(gpuarena_alloc(a, 1 * MIB, HOST, &p), GPUARENA_SUCCESS);

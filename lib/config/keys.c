@@ -251,6 +251,11 @@ void ga_config_defaults(gpuarena_kind_t kind, ga_settings_t *s)
     s->numa = kind == GPUARENA_PINNED ? GA_NUMA_NEAREST : GA_NUMA_LOCAL;
     s->pool = GA_POOL_ARENA;
     s->ipc = kind == GPUARENA_DEVICE;
+    /* Growable segments and the driver's pool are mapped for their own
+     * device only unless access is given: another GPU could not even copy
+     * from them (gpuarena.conf(5), peer_access), which cuMemAlloc memory
+     * never refuses. */
+    s->peer_access = kind == GPUARENA_DEVICE;
     s->cupy_capture_check = kind == GPUARENA_DEVICE || kind == GPUARENA_MANAGED;
     s->prefetch = GA_PREFETCH_NONE;
     s->prefetch_headroom = 256 << 20;

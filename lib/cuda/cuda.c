@@ -119,7 +119,8 @@
     X(cuMemRetainAllocationHandle, 11000, 0)                                                       \
     X(cuMemExportToShareableHandle, 10020, 0)                                                      \
     X(cuMemImportFromShareableHandle, 10020, 0)                                                    \
-    X(cuMemGetAddressRange, 3020, 0)
+    X(cuMemGetAddressRange, 3020, 0)                                                               \
+    X(cuMemGetAccess, 10020, 0)
 
 #define GA_CU_FIELD(name, ver, req) PFN_##name##_v##ver name;
 static struct {
@@ -1693,5 +1694,21 @@ gpuarena_status_t ga_cuda_vmm_import_fd(int device, int fd, size_t size, uint64_
         return st;
     }
     *ptr = va;
+    return GPUARENA_SUCCESS;
+}
+
+gpuarena_status_t ga_cuda_vmm_access(uint64_t ptr, int device, bool *rw)
+{
+    NEED(cuMemGetAccess);
+    CUdevice d;
+    gpuarena_status_t st = get_device(device, &d);
+    if (st != GPUARENA_SUCCESS)
+        return st;
+    CUmemLocation loc = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = (int)d};
+    unsigned long long flags = 0;
+    CUresult r = cu.cuMemGetAccess(&flags, &loc, (CUdeviceptr)ptr);
+    if (r != CUDA_SUCCESS)
+        return fail("cuMemGetAccess", r);
+    *rw = flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
     return GPUARENA_SUCCESS;
 }

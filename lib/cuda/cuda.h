@@ -193,6 +193,9 @@ gpuarena_status_t ga_cuda_vmm_set_access(uint64_t va, size_t size, const int *de
  * with ga_cuda_vmm_unmap and ga_cuda_vmm_free). */
 gpuarena_status_t ga_cuda_vmm_export_fd(uint64_t ptr, int *fd, uint64_t *base, size_t *size);
 gpuarena_status_t ga_cuda_vmm_import_fd(int device, int fd, size_t size, uint64_t *ptr);
+/* Tests: whether DEVICE may read and write the mapped memory at PTR
+ * (cuMemGetAccess: peer_access). */
+gpuarena_status_t ga_cuda_vmm_access(uint64_t ptr, int device, bool *rw);
 gpuarena_status_t ga_cuda_vmm_unmap(uint64_t va, size_t size);
 gpuarena_status_t ga_cuda_vmm_release(uint64_t handle);
 /* Both in one call (on failure the range may be unmapped already). */
