@@ -308,8 +308,9 @@ START_TEST(bad_input)
 }
 END_TEST
 
-/* The "memory:" line that gpuarena_stats_print gives the one pinned arena
- * alive now, into LINE. */
+/* The "memory:" line that gpuarena_stats_print gives the newest pinned
+ * arena (arenas are listed newest first; device arenas have such a line
+ * too), into LINE. */
 static void memory_line(char *line, size_t size)
 {
     FILE *f = tmpfile();
@@ -317,10 +318,13 @@ static void memory_line(char *line, size_t size)
     OK(gpuarena_stats_print(f, NULL));
     rewind(f);
     char buf[1024];
+    bool pinned = false;
     line[0] = 0;
-    while (fgets(buf, sizeof buf, f)) {
+    while (!line[0] && fgets(buf, sizeof buf, f)) {
+        if (strncmp(buf, "arena ", 6) == 0)
+            pinned = strncmp(buf, "arena pinned.", 13) == 0;
         char *m = strstr(buf, "  memory: ");
-        if (m) {
+        if (m && pinned) {
             buf[strcspn(buf, "\n")] = 0;
             snprintf(line, size, "%s", m + 10);
         }
@@ -456,6 +460,59 @@ START_TEST(default_arena_per_gpu)
 }
 END_TEST
 
+/* Growable pinned segments on a machine of two GPUs or more: memory made
+ * with cuMemCreate is mapped only for the GPUs it is opened to, where
+ * registered memory (the fixed segments: portable, device-mapped) is
+ * every GPU's, so the arena opens its granules to every GPU: the driver
+ * says GPU 1 may read and write a block of GPU 0's pinned arena
+ * (cuMemGetAccess), and GPU 1 copies it into its own memory and back in
+ * its own context.  (The copies alone worked on two H200s with the
+ * granules opened to GPU 0 only; direct access by GPU 1's kernels is what
+ * the opening gives.) */
+START_TEST(growable_pinned_on_every_gpu)
+{
+    int n = 0;
+    OK(ga_cuda_device_count(&n));
+    if (n < 2) {
+        printf("check_pinned: %d GPU here: growable pinned memory on two GPUs not tested\n", n);
+        return;
+    }
+    gpuarena_t *a = pinned_arena("expandable=true");
+    char how[512];
+    memory_line(how, sizeof how);
+    if (!strstr(how, "cuMemCreate on host NUMA node")) {
+        printf("check_pinned: growable pinned path not active here (%s): not tested\n", how);
+        OK(gpuarena_destroy(a));
+        return;
+    }
+    char want[64];
+    snprintf(want, sizeof want, "opened to all %d GPUs", n);
+    ck_assert_msg(strstr(how, want), "memory line: %s", how);
+    unsigned char *p;
+    OK(gpuarena_alloc(a, 4 * MiB, GPUARENA_STREAM_HOST, (void **)&p));
+    memset(p, 0x3c, 4 * MiB);
+    bool rw = false;
+    OK(ga_cuda_vmm_access((uint64_t)(uintptr_t)p, 1, &rw));
+    ck_assert_msg(rw, "GPU 1 may not read and write GPU 0's growable pinned block");
+    void *ctx1;
+    OK(ga_cuda_primary_retain(1, &ctx1));
+    OK(ga_cuda_set_current(ctx1));
+    uint64_t d1;
+    OK(ga_cuda_mem_alloc(4 * MiB, &d1));
+    OK(ga_cuda_memcpy_dtod(d1, (uint64_t)(uintptr_t)p, 4 * MiB));
+    OK(ga_cuda_memset_d8(d1, 0xc3, 2 * MiB));
+    OK(ga_cuda_memcpy_dtod((uint64_t)(uintptr_t)p, d1, 4 * MiB));
+    OK(ga_cuda_ctx_sync());
+    OK(ga_cuda_mem_free(d1));
+    OK(ga_cuda_set_current(gpu_ctx));
+    ga_cuda_primary_release(1);
+    check_bytes(p, 2 * MiB, 0xc3, "written by GPU 1");
+    check_bytes(p + 2 * MiB, 2 * MiB, 0x3c, "the round trip through GPU 1");
+    OK(gpuarena_free(a, p, GPUARENA_STREAM_HOST));
+    OK(gpuarena_destroy(a));
+}
+END_TEST
+
 int main(void)
 {
     if (!gpu_tests_begin("check_pinned"))
@@ -471,6 +528,7 @@ int main(void)
     tcase_add_test(tc, bad_input);
     tcase_add_test(tc, expandable_pinned);
     tcase_add_test(tc, default_arena_per_gpu);
+    tcase_add_test(tc, growable_pinned_on_every_gpu);
     tcase_set_timeout(tc, 300);
     suite_add_tcase(s, tc);
     return gpu_tests_run(s);

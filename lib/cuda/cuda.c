@@ -1135,24 +1135,30 @@ gpuarena_status_t ga_cuda_vmm_host_create_map(int node, uint64_t va, size_t size
     return GPUARENA_SUCCESS;
 }
 
-gpuarena_status_t ga_cuda_vmm_host_set_access(uint64_t va, size_t size, int device)
+gpuarena_status_t ga_cuda_vmm_host_set_access(uint64_t va, size_t size, const int *devices,
+                                              int count)
 {
-    CUdevice d;
-    CUresult r = cu.cuDeviceGet(&d, device);
-    if (r != CUDA_SUCCESS)
-        return fail("cuDeviceGet", r);
-    CUmemAccessDesc desc[2];
+    CUmemAccessDesc desc[65];
+    if (count <= 0 || count > 64)
+        return ga_error(GPUARENA_ERR_INVALID_ARGUMENT, "cuMemSetAccess: %d devices", count);
     memset(desc, 0, sizeof desc);
     desc[0].location.type = CU_MEM_LOCATION_TYPE_HOST;
     desc[0].location.id = 0;
     desc[0].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-    desc[1].location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    desc[1].location.id = (int)d;
-    desc[1].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-    r = cu.cuMemSetAccess((CUdeviceptr)va, size, desc, 2);
+    for (int i = 0; i < count; i++) {
+        CUdevice d;
+        CUresult r = cu.cuDeviceGet(&d, devices[i]);
+        if (r != CUDA_SUCCESS)
+            return fail("cuDeviceGet", r);
+        desc[i + 1].location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+        desc[i + 1].location.id = (int)d;
+        desc[i + 1].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    }
+    CUresult r = cu.cuMemSetAccess((CUdeviceptr)va, size, desc, (size_t)count + 1);
     if (r != CUDA_SUCCESS)
-        return ga_error(status_of(r), "cuMemSetAccess of %zu bytes (host and device %d): %s (%d)",
-                        size, device, ga_cuda_result_name((int)r), (int)r);
+        return ga_error(
+            status_of(r), "cuMemSetAccess of %zu bytes (the host and %d device%s from %d): %s (%d)",
+            size, count, count == 1 ? "" : "s", devices[0], ga_cuda_result_name((int)r), (int)r);
     return GPUARENA_SUCCESS;
 }
 

@@ -204,10 +204,12 @@ gpuarena_status_t ga_cuda_vmm_unmap_release(uint64_t va, size_t size, uint64_t h
 /* Virtual memory management of pinned host memory: on host NUMA node NODE
  * (CU_MEM_LOCATION_TYPE_HOST_NUMA), or with NODE < 0 anywhere on the host
  * (CU_MEM_LOCATION_TYPE_HOST).  Mapped like device memory (reserve, free
- * and unmap_release above); access is given to the host and to DEVICE. */
+ * and unmap_release above); access is given to the host and to the COUNT
+ * devices of DEVICES (1 to 64). */
 gpuarena_status_t ga_cuda_vmm_host_granularity(int node, bool recommended, size_t *granule);
 gpuarena_status_t ga_cuda_vmm_host_create_map(int node, uint64_t va, size_t size, uint64_t *handle);
-gpuarena_status_t ga_cuda_vmm_host_set_access(uint64_t va, size_t size, int device);
+gpuarena_status_t ga_cuda_vmm_host_set_access(uint64_t va, size_t size, const int *devices,
+                                              int count);
 
 /* Pinned and managed memory (for the pinned and managed providers). */
 gpuarena_status_t ga_cuda_host_register(void *ptr, size_t size, bool device_map);

@@ -71,7 +71,10 @@ typedef struct pinned {
     size_t page;
     pthread_mutex_t lock; /* live_maps and the reservations */
     int node;             /* their host NUMA node */
-    char how[320];        /* base.how: the path taken, and why */
+    int access[64];       /* GPUs that may reach them: its own first, then the others */
+    int access_count;
+    char access_note[200]; /* which GPUs the growable segments are opened to */
+    char how[320];         /* base.how: the path taken, and why */
 } pinned_t;
 
 _Static_assert(offsetof(pinned_t, vmm) == offsetof(ga_vmm_provider_t, vmm),
@@ -204,7 +207,7 @@ static gpuarena_status_t create_map(void *owner, uint64_t va, size_t size, uint6
 static gpuarena_status_t set_access(void *owner, uint64_t va, size_t size)
 {
     pinned_t *pn = owner;
-    return ga_cuda_vmm_host_set_access(va, size, pn->g.ordinal);
+    return ga_cuda_vmm_host_set_access(va, size, pn->access, pn->access_count);
 }
 
 /* The placement's one node, or -1 when it names none or several. */
@@ -221,8 +224,9 @@ static int single_node(const ga_placement_t *pl)
     return i;
 }
 
-/* One granule reserved, created, mapped, opened, then given back: the
- * driver's word that the path works here.  The context is current. */
+/* One granule reserved, created, mapped, opened to the GPUs of
+ * pn->access, then given back: the driver's word that the path works
+ * here.  The context is current. */
 static gpuarena_status_t trial(pinned_t *pn, size_t g)
 {
     uint64_t va = 0, h = 0;
@@ -231,13 +235,42 @@ static gpuarena_status_t trial(pinned_t *pn, size_t g)
         return st;
     st = ga_cuda_vmm_host_create_map(pn->node, va, g, &h);
     if (st == GPUARENA_SUCCESS) {
-        gpuarena_status_t a = ga_cuda_vmm_host_set_access(va, g, pn->g.ordinal);
+        gpuarena_status_t a = ga_cuda_vmm_host_set_access(va, g, pn->access, pn->access_count);
         st = ga_cuda_vmm_unmap_release(va, g, h);
         if (a != GPUARENA_SUCCESS)
             st = a;
     }
     gpuarena_status_t f = ga_cuda_vmm_free(va, g);
     return st != GPUARENA_SUCCESS ? st : f;
+}
+
+/* Memory made with cuMemCreate is mapped only for the GPUs it is opened
+ * to, where the fixed path's cuMemHostRegister memory (portable,
+ * device-mapped) is every context's: a kernel of another GPU could not
+ * touch a growable pinned block.  (Copies by another GPU's context
+ * worked without it on two H200s, unlike those of device memory.)  So the
+ * granules are opened to every GPU when the driver takes that (a second
+ * trial), else to the arena's own GPU alone, as the stats' memory line
+ * says.  The context is current. */
+static void others(pinned_t *pn, size_t g)
+{
+    int n = 0;
+    snprintf(pn->access_note, sizeof pn->access_note, "opened to its GPU only");
+    if (ga_cuda_device_count(&n) != GPUARENA_SUCCESS || n < 2)
+        return;
+    int own = pn->access_count;
+    for (int d = 0; d < n && pn->access_count < 64; d++)
+        if (d != pn->g.ordinal)
+            pn->access[pn->access_count++] = d;
+    if (trial(pn, g) == GPUARENA_SUCCESS) {
+        snprintf(pn->access_note, sizeof pn->access_note, "opened to all %d GPUs",
+                 pn->access_count);
+        return;
+    }
+    snprintf(pn->access_note, sizeof pn->access_note,
+             "opened to its GPU only (the other GPUs refused: %.150s)", gpuarena_last_error());
+    ga_error_clear();
+    pn->access_count = own;
 }
 
 /* Take the growable path when the settings ask for it and it works here;
@@ -269,6 +302,8 @@ static void choose(pinned_t *pn, const ga_settings_t *s)
         else if (trial(pn, g) != GPUARENA_SUCCESS) {
             snprintf(buf, sizeof buf, "a trial granule failed: %s", gpuarena_last_error());
             why = buf;
+        } else {
+            others(pn, g);
         }
         ga_cuda_leave(&sc);
     }
@@ -289,8 +324,8 @@ static void choose(pinned_t *pn, const ga_settings_t *s)
     pn->base.va_size = (size_t)((va + pn->base.granule - 1) / pn->base.granule * pn->base.granule);
     pn->base.growable = true;
     snprintf(pn->how, sizeof pn->how,
-             "cuMemCreate on host NUMA node %d, growable in %zu KiB granules", pn->node,
-             pn->base.granule >> 10);
+             "cuMemCreate on host NUMA node %d, growable in %zu KiB granules, %s", pn->node,
+             pn->base.granule >> 10, pn->access_note);
 }
 
 /* The host uses pinned blocks: zero them on the host, at once (the block
@@ -354,6 +389,8 @@ gpuarena_status_t ga_pinned_provider_create(int device, const ga_settings_t *s, 
     }
     pn->page = (size_t)sysconf(_SC_PAGESIZE);
     pn->prefault_threads = s->prefault_threads;
+    pn->access[0] = device;
+    pn->access_count = 1;
     pn->base.ops = &pinned_ops;
     /* 2 MiB: whole transparent huge pages, and the size of the small
      * segments; a larger granule setting is honoured. */
