@@ -951,12 +951,8 @@ END_TEST
  * by default. */
 START_TEST(two_gpus)
 {
-    int n = 0;
-    OK(ga_cuda_device_count(&n));
-    if (n < 2) {
-        printf("two_gpus: %d GPU here: not tested\n", n);
+    if (!gpus_at_least(2, "check_device: two_gpus"))
         return;
-    }
     gpuarena_t *a0, *a1;
     OK(gpuarena_get(GPUARENA_DEVICE, 0, &a0));
     OK(gpuarena_get(GPUARENA_DEVICE, 1, &a1));

@@ -471,12 +471,10 @@ END_TEST
  * the opening gives.) */
 START_TEST(growable_pinned_on_every_gpu)
 {
+    if (!gpus_at_least(2, "check_pinned: growable pinned memory on two GPUs"))
+        return;
     int n = 0;
     OK(ga_cuda_device_count(&n));
-    if (n < 2) {
-        printf("check_pinned: %d GPU here: growable pinned memory on two GPUs not tested\n", n);
-        return;
-    }
     gpuarena_t *a = pinned_arena("expandable=true");
     char how[512];
     memory_line(how, sizeof how);

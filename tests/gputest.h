@@ -39,6 +39,18 @@ static inline void gpu_teardown(void)
                       (int)st_, gpuarena_last_error());                                            \
     } while (0)
 
+/* Whether the machine has WANT GPUs or more; if not, says that WHAT is not
+ * tested here (the test returns; the others of its program still run). */
+static inline bool gpus_at_least(int want, const char *what)
+{
+    int n = 0;
+    OK(ga_cuda_device_count(&n));
+    if (n >= want)
+        return true;
+    printf("%s: %d GPU%s here: not tested\n", what, n, n == 1 ? "" : "s");
+    return false;
+}
+
 /* Run S in this process; the exit status of the test program. */
 static inline int gpu_tests_run(Suite *s)
 {
