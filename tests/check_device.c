@@ -865,7 +865,7 @@ static int import_child(char **argv)
     size_t size = strtoull(argv[3], NULL, 10), off = strtoull(argv[4], NULL, 10);
     unsigned char expect = (unsigned char)atoi(argv[5]), write = (unsigned char)atoi(argv[6]);
     void *ctx;
-    uint64_t va;
+    uint64_t va = 0;
     if (ga_cuda_load() != GPUARENA_SUCCESS || ga_cuda_primary_retain(0, &ctx) != GPUARENA_SUCCESS ||
         ga_cuda_set_current(ctx) != GPUARENA_SUCCESS ||
         ga_cuda_vmm_import_fd(0, fd, size, &va) != GPUARENA_SUCCESS) {

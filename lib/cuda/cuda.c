@@ -1681,7 +1681,7 @@ gpuarena_status_t ga_cuda_vmm_import_fd(int device, int fd, size_t size, uint64_
                                                    CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
     if (r != CUDA_SUCCESS)
         return fail("cuMemImportFromShareableHandle", r);
-    uint64_t va;
+    uint64_t va = 0;
     gpuarena_status_t st = ga_cuda_vmm_reserve(size, 0, &va);
     if (st != GPUARENA_SUCCESS) {
         cu.cuMemRelease(h);
