@@ -118,8 +118,10 @@ static void print_table(FILE *out, gpuarena_t *a, const gpuarena_stats_t *st)
             fprintf(out, "  NUMA nodes %s%s\n", b1,
                     st->numa_fallbacks ? " (locality unknown: interleaved over all)" : "");
     }
-    if (a->prov->how)
-        fprintf(out, "  memory: %s\n", a->prov->how);
+    /* A provider may replace its line while the arena runs (device.c). */
+    const char *how = __atomic_load_n(&a->prov->how, __ATOMIC_ACQUIRE);
+    if (how)
+        fprintf(out, "  memory: %s\n", how);
     if (a->kind == GPUARENA_MANAGED)
         fprintf(out,
                 "  prefetches %" PRIu64 ", skipped %" PRIu64 "; advice applied %" PRIu64

@@ -65,9 +65,10 @@ typedef struct device {
     ga_vmm_t vmm;  /* growable segments (laid out as ga_vmm_provider_t) */
     int access[MAX_PEERS];
     int access_count;     /* the device itself first, then peers */
-    pthread_mutex_t lock; /* the reservations, live_maps, exportable and how */
+    pthread_mutex_t lock; /* the reservations, live_maps and exportable */
     bool exportable;      /* granules made exportable (key ipc, device support) */
     char how[320];        /* base.how: the memory and whether other processes reach it */
+    char refused[320];    /* base.how once the driver refused exportable granules */
 } device_t;
 
 _Static_assert(offsetof(device_t, vmm) == offsetof(ga_vmm_provider_t, vmm),
@@ -135,8 +136,11 @@ static gpuarena_status_t create_map(void *owner, uint64_t va, size_t size, uint6
     st = ga_cuda_vmm_create_map(d->g.ordinal, va, size, false, handle);
     if (st == GPUARENA_SUCCESS) {
         d->exportable = false;
-        snprintf(d->how, sizeof d->how,
+        /* gpuarena_stats_print may be reading base.how in another thread:
+         * the new line is written apart, then published whole. */
+        snprintf(d->refused, sizeof d->refused,
                  "cuMemCreate granules, not exportable to other processes: %s", why);
+        __atomic_store_n(&d->base.how, d->refused, __ATOMIC_RELEASE);
     }
     return st;
 }

@@ -151,7 +151,9 @@ struct ga_provider {
     bool host_visible;  /* the host may touch blocks (pinned, host) */
     uint64_t live_maps; /* segments or granules mapped now (for leak checks) */
     const char *how;    /* optional: how the memory is made and why, one line
-                         * for gpuarena_stats_print (pinned) */
+                         * for gpuarena_stats_print (device, pinned); a
+                         * provider that changes it later publishes a new
+                         * string with an atomic release store */
 };
 
 static inline bool ga_provider_has_events(const ga_provider_t *p)
