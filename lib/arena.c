@@ -69,8 +69,8 @@ gpuarena_status_t ga_arena_create(gpuarena_kind_t kind, int device, const ga_set
         free(a);
         return st;
     }
-    /* Host and sim arenas have no device: one total each (gpuarena.c). */
-    ga_total_t *t = ga_total_of(kind, kind == GPUARENA_HOST || kind == GPUARENA_SIM ? 0 : device);
+    /* DEVICE as ga_check_kind left it (host and sim: 0, one total each). */
+    ga_total_t *t = ga_total_of(kind, device);
     if (t)
         ga_bm_set_total(a->bm, t);
     pthread_mutex_lock(&list_lock);

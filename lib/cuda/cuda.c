@@ -1062,9 +1062,10 @@ gpuarena_status_t ga_cuda_vmm_create_map(int device, uint64_t va, size_t size, b
     return GPUARENA_SUCCESS;
 }
 
-gpuarena_status_t ga_cuda_vmm_set_access(uint64_t va, size_t size, const int *devices, int count)
+/* DESC[0..COUNT-1]: read-write access for the COUNT devices of DEVICES
+ * (1 to 64), for cuMemSetAccess. */
+static gpuarena_status_t device_access(CUmemAccessDesc *desc, const int *devices, int count)
 {
-    CUmemAccessDesc desc[64];
     if (count <= 0 || count > 64)
         return ga_error(GPUARENA_ERR_INVALID_ARGUMENT, "cuMemSetAccess: %d devices", count);
     for (int i = 0; i < count; i++) {
@@ -1072,10 +1073,20 @@ gpuarena_status_t ga_cuda_vmm_set_access(uint64_t va, size_t size, const int *de
         CUresult r = cu.cuDeviceGet(&d, devices[i]);
         if (r != CUDA_SUCCESS)
             return fail("cuDeviceGet", r);
+        memset(&desc[i], 0, sizeof desc[i]);
         desc[i].location.type = CU_MEM_LOCATION_TYPE_DEVICE;
         desc[i].location.id = (int)d;
         desc[i].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
     }
+    return GPUARENA_SUCCESS;
+}
+
+gpuarena_status_t ga_cuda_vmm_set_access(uint64_t va, size_t size, const int *devices, int count)
+{
+    CUmemAccessDesc desc[64];
+    gpuarena_status_t st = device_access(desc, devices, count);
+    if (st != GPUARENA_SUCCESS)
+        return st;
     CUresult r = cu.cuMemSetAccess((CUdeviceptr)va, size, desc, (size_t)count);
     if (r != CUDA_SUCCESS)
         return ga_error(status_of(r), "cuMemSetAccess of %zu bytes: %s (%d)", size,
@@ -1139,21 +1150,13 @@ gpuarena_status_t ga_cuda_vmm_host_set_access(uint64_t va, size_t size, const in
                                               int count)
 {
     CUmemAccessDesc desc[65];
-    if (count <= 0 || count > 64)
-        return ga_error(GPUARENA_ERR_INVALID_ARGUMENT, "cuMemSetAccess: %d devices", count);
-    memset(desc, 0, sizeof desc);
+    memset(&desc[0], 0, sizeof desc[0]);
     desc[0].location.type = CU_MEM_LOCATION_TYPE_HOST;
     desc[0].location.id = 0;
     desc[0].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-    for (int i = 0; i < count; i++) {
-        CUdevice d;
-        CUresult r = cu.cuDeviceGet(&d, devices[i]);
-        if (r != CUDA_SUCCESS)
-            return fail("cuDeviceGet", r);
-        desc[i + 1].location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-        desc[i + 1].location.id = (int)d;
-        desc[i + 1].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-    }
+    gpuarena_status_t st = device_access(desc + 1, devices, count);
+    if (st != GPUARENA_SUCCESS)
+        return st;
     CUresult r = cu.cuMemSetAccess((CUdeviceptr)va, size, desc, (size_t)count + 1);
     if (r != CUDA_SUCCESS)
         return ga_error(

@@ -182,10 +182,6 @@ gpuarena_status_t ga_cuda_vmm_create_map(int device, uint64_t va, size_t size, b
 /* Give read-write access to [VA, VA+SIZE) (mapped, possibly over several
  * handles) to the COUNT devices of DEVICES (at most 64). */
 gpuarena_status_t ga_cuda_vmm_set_access(uint64_t va, size_t size, const int *devices, int count);
-/* Unmap [VA, VA+SIZE) (whole mappings), and release a physical allocation
- * whose mappings are gone.  Apart for a caller that must know which one
- * failed: once the unmap has succeeded the range is unmapped whatever the
- * release then says. */
 /* Tests: *FD (the caller closes it) exports the allocation that holds PTR,
  * of *SIZE bytes from *BASE (made exportable: ga_cuda_vmm_create_map);
  * ga_cuda_vmm_import_fd maps such an allocation, exported by another
@@ -196,6 +192,10 @@ gpuarena_status_t ga_cuda_vmm_import_fd(int device, int fd, size_t size, uint64_
 /* Tests: whether DEVICE may read and write the mapped memory at PTR
  * (cuMemGetAccess: peer_access). */
 gpuarena_status_t ga_cuda_vmm_access(uint64_t ptr, int device, bool *rw);
+/* Unmap [VA, VA+SIZE) (whole mappings), and release a physical allocation
+ * whose mappings are gone.  Apart for a caller that must know which one
+ * failed: once the unmap has succeeded the range is unmapped whatever the
+ * release then says. */
 gpuarena_status_t ga_cuda_vmm_unmap(uint64_t va, size_t size);
 gpuarena_status_t ga_cuda_vmm_release(uint64_t handle);
 /* Both in one call (on failure the range may be unmapped already). */
