@@ -18,6 +18,7 @@
 #include "forkrun.h"
 
 #include "gpuarena.h"
+#include "memline.h"
 
 #include <check.h>
 #include <dlfcn.h>
@@ -356,16 +357,7 @@ END_TEST
 static char *memory_line(void)
 {
     static char line[400];
-    FILE *t = tmpfile();
-    ck_assert_ptr_nonnull(t);
-    ck_assert_int_eq(gpuarena_stats_print(t, NULL), GPUARENA_SUCCESS);
-    rewind(t);
-    line[0] = '\0';
-    char buf[400];
-    while (fgets(buf, sizeof buf, t))
-        if (strncmp(buf, "  memory: ", 10) == 0)
-            snprintf(line, sizeof line, "%s", buf + 10);
-    fclose(t);
+    ga_memory_line("device", line, sizeof line);
     return line;
 }
 

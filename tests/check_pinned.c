@@ -16,6 +16,7 @@
 #include "gpuarena.h"
 
 #include "gputest.h"
+#include "memline.h"
 
 #include <check.h>
 #include <hwloc.h>
@@ -308,29 +309,10 @@ START_TEST(bad_input)
 }
 END_TEST
 
-/* The "memory:" line that gpuarena_stats_print gives the newest pinned
- * arena (arenas are listed newest first; device arenas have such a line
- * too), into LINE. */
+/* The memory line of the newest pinned arena (memline.h). */
 static void memory_line(char *line, size_t size)
 {
-    FILE *f = tmpfile();
-    ck_assert_ptr_nonnull(f);
-    OK(gpuarena_stats_print(f, NULL));
-    rewind(f);
-    char buf[1024];
-    bool pinned = false;
-    line[0] = 0;
-    while (!line[0] && fgets(buf, sizeof buf, f)) {
-        if (strncmp(buf, "arena ", 6) == 0)
-            pinned = strncmp(buf, "arena pinned.", 13) == 0;
-        char *m = strstr(buf, "  memory: ");
-        if (m && pinned) {
-            buf[strcspn(buf, "\n")] = 0;
-            snprintf(line, size, "%s", m + 10);
-        }
-    }
-    fclose(f);
-    ck_assert_msg(line[0] != 0, "no memory: line in gpuarena_stats_print");
+    ga_memory_line("pinned", line, size);
 }
 
 /* Growable pinned segments (expandable = true): through cuMemCreate on a
