@@ -7,6 +7,9 @@ does not check the allocator's pointer: a NULL would have become a tensor
 without memory and an illegal address that ends the CUDA context).  A
 tensor released inside a capture whose free gpuarena must refuse then
 (an event on the capturing stream) is freed after it, not kept live.
+PyTorch's memory statistics and its sharing of a CUDA tensor with
+another process raise for any loaded allocator; gpuarena's statistics
+give the figures, and the refused share changes nothing.
 
 Usage: torch_errors.py LIBGPUARENA; exit status 0 when all hold.
 """
@@ -98,4 +101,45 @@ check("free during a capture made after it", after == before - 1,
 g2.replay()
 torch.cuda.synchronize()
 check("that capture, replayed", float(z.sum()) == float(1 << 16), "sum of z after one replay")
+
+# What CUDAPluggableAllocator answers itself for any allocator it loads
+# (gpuarena_torch_alloc(3), "What PyTorch does not ask of a loaded
+# allocator"): its memory statistics and the sharing of a CUDA tensor with
+# another process raise.  gpuarena's statistics give the figures instead,
+# and the refused share changes nothing.  Should a PyTorch answer these
+# one day, the check fails and the man page is to be updated.
+t = torch.full((1 << 18,), 2.0, device=dev)
+torch.cuda.synchronize()
+s0 = gastats.stats(lib, arena)
+for what, fn in [("torch.cuda.memory_allocated", torch.cuda.memory_allocated),
+                 ("torch.cuda.max_memory_reserved", torch.cuda.max_memory_reserved),
+                 ("torch.cuda.reset_peak_memory_stats", torch.cuda.reset_peak_memory_stats)]:
+    try:
+        v = fn()
+        check(what + " raises", False, "returned %r: update gpuarena_torch_alloc(3)" % (v,))
+    except RuntimeError as e:
+        check(what + " raises", "does not yet support" in str(e), str(e).splitlines()[0][:200])
+tot = gastats.total(lib)
+check("gpuarena's figures instead", s0.in_use >= t.numel() * 4 and s0.in_use_peak >= s0.in_use
+      and s0.reserved >= s0.in_use and tot.reserved >= s0.reserved
+      and tot.reserved_peak >= tot.reserved,
+      "in use %d (peak %d), reserved %d; all device arenas %d (peak %d)"
+      % (s0.in_use, s0.in_use_peak, s0.reserved, tot.reserved, tot.reserved_peak))
+
+from torch.multiprocessing.reductions import reduce_tensor  # noqa: E402
+
+try:
+    reduce_tensor(t)
+    check("sharing a CUDA tensor with another process raises", False,
+          "it was pickled: update gpuarena_torch_alloc(3)")
+except RuntimeError as e:
+    check("sharing a CUDA tensor with another process raises", "does not yet support" in str(e),
+          str(e).splitlines()[0][:200])
+s1 = gastats.stats(lib, arena)
+check("the refused share changes nothing",
+      (s1.live_blocks, s1.in_use, s1.allocs, s1.frees) ==
+      (s0.live_blocks, s0.in_use, s0.allocs, s0.frees) and float(t.sum()) == 2.0 * (1 << 18),
+      "live blocks %d -> %d, in use %d -> %d" % (s0.live_blocks, s1.live_blocks, s0.in_use,
+                                                 s1.in_use))
+still_computes("the refused share")
 sys.exit(1 if failures else 0)
