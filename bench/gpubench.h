@@ -72,15 +72,4 @@ int gb_finish(void);
 /* Human size "512 B", "64 KiB", "1 GiB". */
 const char *gb_size(size_t n, char buf[32]);
 
-/* xorshift64*: a fixed sequence for every allocator compared. */
-static inline uint64_t gb_rand(uint64_t *s)
-{
-    uint64_t x = *s;
-    x ^= x >> 12;
-    x ^= x << 25;
-    x ^= x >> 27;
-    *s = x;
-    return x * 0x2545f4914f6cdd1dULL;
-}
-
 #endif /* GA_GPUBENCH_H */
