@@ -9,8 +9,9 @@
 # torch.compile(mode="reduce-overhead"), whose graphs use those hooks
 # (torch_compile.py; a script that exits 77, as without Triton, is
 # skipped); and, where there are two GPUs, copies between them under the
-# defaults (torch_two_gpus.py) and data-parallel training with NCCL, a
-# process a GPU, compared with PyTorch's own allocator (torch_ddp.py).
+# defaults (torch_two_gpus.py, cupy_two_gpus.py) and data-parallel
+# training with NCCL, a process a GPU, compared with PyTorch's own
+# allocator (torch_ddp.py).
 # Exits 77 without
 # python3, without the framework, or without a GPU; each framework that is
 # missing is skipped on its own.
@@ -112,5 +113,6 @@ alone torch-hooks torch_hooks.py torch "torch.cuda.is_available()"
 alone cupy-errors cupy_errors.py cupy "cupy.cuda.runtime.getDeviceCount() > 0"
 alone torch-two-gpus torch_two_gpus.py torch "torch.cuda.device_count() > 1"
 run torch-ddp torch_ddp.py torch "torch.cuda.is_available()"
+alone cupy-two-gpus cupy_two_gpus.py cupy "cupy.cuda.runtime.getDeviceCount() > 1"
 [ $ran = 0 ] && exit 77
 [ $failed = 0 ]
