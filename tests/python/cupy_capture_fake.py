@@ -20,6 +20,7 @@ import sys
 import types
 
 import gastats
+from gacheck import check, done
 
 lib = ctypes.PyDLL(sys.argv[1])  # PyDLL: the GIL held, errors checked
 fake = ctypes.CDLL(sys.argv[2])
@@ -49,15 +50,6 @@ stream_module.__pyx_capi__ = {
     "get_current_stream_ptr": capsule_new(ctypes.cast(CURRENT_PTR, ctypes.c_void_p), NAME, None)}
 sys.modules["cupy.cuda.stream"] = stream_module
 
-failures = 0
-
-
-def check(what, ok, detail=""):
-    global failures
-    print("%s: %s%s" % ("ok" if ok else "FAIL", what, ": " + detail if detail else ""))
-    failures += not ok
-
-
 def served(what):
     try:
         p = lib.gpuarena_cupy_malloc(None, 4096, 0)
@@ -75,7 +67,7 @@ if sys.argv[3:] == ["off"]:
     fake.fakecuda_capture(STREAM)
     served("a captured current stream, the check off")
     check("CuPy's stream not asked with the check off", asked[0] == 0, "%d calls" % asked[0])
-    sys.exit(1 if failures else 0)
+    done()
 
 served("the legacy stream current")  # makes the arena and its first segment
 check("CuPy's stream asked", asked[0] == 1, "%d calls" % asked[0])
@@ -141,4 +133,4 @@ check("and goes with the block", pools() == [], "%s" % pools())
 
 current[0] = STREAM
 served("the same stream once its capture ended")
-sys.exit(1 if failures else 0)
+done()

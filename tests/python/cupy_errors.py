@@ -13,36 +13,24 @@ import ctypes
 import sys
 import time
 
+import gacupy
 import gastats
+from gacheck import check, done
 
 import cupy
 
 lib = ctypes.CDLL(sys.argv[1])
-malloc = ctypes.cast(lib.gpuarena_cupy_malloc, ctypes.c_void_p).value
-free = ctypes.cast(lib.gpuarena_cupy_free, ctypes.c_void_p).value
-allocator = cupy.cuda.memory.CFunctionAllocator(0, malloc, free, lib)
-cupy.cuda.set_allocator(allocator.malloc)
-failures = 0
+gacupy.use_gpuarena(lib)
 too_big = 4 * cupy.cuda.Device(0).mem_info[1]
 for attempt in range(2):
     try:
         a = cupy.empty(too_big, dtype=cupy.uint8)
-        print("FAIL: cupy.empty of 4 x the GPU: no exception, ptr %#x" % a.data.ptr)
-        failures += 1
+        check("cupy.empty of 4 x the GPU", False, "no exception, ptr %#x" % a.data.ptr)
     except MemoryError as e:
-        ok = "gpuarena" in str(e) and "out of memory" in str(e)
-        print("%s: cupy.empty of 4 x the GPU: %s" % ("ok" if ok else "FAIL", str(e)[:300]))
-        failures += not ok
+        check("cupy.empty of 4 x the GPU", "gpuarena" in str(e) and "out of memory" in str(e),
+              str(e)[:300])
     x = cupy.arange(1000, dtype=cupy.float64)
-    ok = float((x * 2).sum()) == 999000.0
-    print("%s: computing after it" % ("ok" if ok else "FAIL"))
-    failures += not ok
-
-
-def check(what, ok, detail):
-    global failures
-    print("%s: %s: %s" % ("ok" if ok else "FAIL", what, detail))
-    failures += not ok
+    check("computing after it", float((x * 2).sum()) == 999000.0)
 
 
 # A CUDA graph capture (cupy.cuda.Stream.begin_capture) that allocates:
@@ -147,4 +135,4 @@ y.fill(0)
 g.launch(stream=blocking)
 blocking.synchronize()
 check("that capture, launched", bool((y == 7).all()), "y == 7 after the launch")
-sys.exit(1 if failures else 0)
+done()

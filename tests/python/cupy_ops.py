@@ -8,6 +8,7 @@ import ctypes
 import json
 import sys
 
+import gacupy
 import gastats
 
 import cupy
@@ -15,10 +16,7 @@ import cupy
 mode, libpath = sys.argv[1], sys.argv[2]
 lib = ctypes.CDLL(libpath)
 if mode == "gpuarena":
-    malloc = ctypes.cast(lib.gpuarena_cupy_malloc, ctypes.c_void_p).value
-    free = ctypes.cast(lib.gpuarena_cupy_free, ctypes.c_void_p).value
-    allocator = cupy.cuda.memory.CFunctionAllocator(0, malloc, free, lib)
-    cupy.cuda.set_allocator(allocator.malloc)
+    gacupy.use_gpuarena(lib)
 
 rs = cupy.random.RandomState(seed=0)
 res = {}

@@ -15,25 +15,15 @@ import numpy
 
 import cupy
 
+import gacupy
 import gastats
+from gacheck import check, done
 
 if cupy.cuda.runtime.getDeviceCount() < 2:
     print("fewer than two GPUs", file=sys.stderr)
     sys.exit(77)
 lib = ctypes.CDLL(sys.argv[1])
-malloc = ctypes.cast(lib.gpuarena_cupy_malloc, ctypes.c_void_p).value
-free = ctypes.cast(lib.gpuarena_cupy_free, ctypes.c_void_p).value
-allocator = cupy.cuda.memory.CFunctionAllocator(0, malloc, free, lib)
-cupy.cuda.set_allocator(allocator.malloc)
-
-failures = 0
-
-
-def check(what, ok, detail=""):
-    global failures
-    print("%s: %s%s" % ("ok" if ok else "FAIL", what, ": " + detail if detail else ""))
-    failures += not ok
-
+gacupy.use_gpuarena(lib)
 
 def allocs(device):
     return gastats.stats(lib, gastats.default_arena(lib, device)).allocs
@@ -65,4 +55,4 @@ after = [allocs(0), allocs(1)]
 check("each device's arena served its arrays", after[0] > before[0] and after[1] > before[1],
       "allocations on GPU 0: %d, GPU 1: %d" % (after[0] - before[0], after[1] - before[1]))
 check("the values", numpy.allclose(cupy.asnumpy(back), numpy.sqrt(numpy.abs(host)) + 1))
-sys.exit(1 if failures else 0)
+done()

@@ -28,6 +28,7 @@ import torch.distributed as dist  # noqa: E402
 import torch.multiprocessing as mp  # noqa: E402
 
 import gastats  # noqa: E402
+import gatorch  # noqa: E402
 
 STEPS = 20
 
@@ -45,30 +46,15 @@ def rank_main(rank, mode, libpath, port, outdir):
     os.environ["MASTER_PORT"] = str(port)
     dist.init_process_group("nccl", rank=rank, world_size=2, device_id=dev)
 
-    torch.manual_seed(0)  # the same initial weights on both ranks
-    torch.use_deterministic_algorithms(True)
-    torch.backends.cudnn.benchmark = False
-    torch.backends.cudnn.deterministic = True
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
+    gatorch.deterministic()  # the same initial weights on both ranks
     model = torch.nn.Sequential(
         torch.nn.Conv2d(3, 16, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
         torch.nn.Flatten(), torch.nn.Linear(16 * 16 * 16, 128), torch.nn.ReLU(),
         torch.nn.Linear(128, 10)).to(dev)
     # Small buckets: several all-reduces a step, of blocks of several sizes.
     ddp = torch.nn.parallel.DistributedDataParallel(model, device_ids=[rank], bucket_cap_mb=1)
-    opt = torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9)
     gen = torch.Generator().manual_seed(100 + rank)  # each rank its own data
-    losses = []
-    for step in range(STEPS):
-        batch = 16 + 8 * (step % 3)
-        x = torch.randn(batch, 3, 32, 32, generator=gen).to(dev)
-        y = torch.randint(0, 10, (batch,), generator=gen).to(dev)
-        opt.zero_grad(set_to_none=True)
-        loss = torch.nn.functional.cross_entropy(ddp(x), y)
-        loss.backward()
-        opt.step()
-        losses.append(loss.item())
+    losses = gatorch.train(ddp, dev, gen, STEPS, lambda step: 16 + 8 * (step % 3))
 
     # The collectives on tensors of their own: rank 0's broadcast, and
     # each rank's slice gathered on both.

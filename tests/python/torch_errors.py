@@ -17,6 +17,7 @@ import ctypes
 import sys
 
 import gastats
+from gacheck import check, done
 
 import torch
 
@@ -24,15 +25,6 @@ alloc = torch.cuda.memory.CUDAPluggableAllocator(
     sys.argv[1], "gpuarena_torch_alloc", "gpuarena_torch_free")
 torch.cuda.memory.change_current_allocator(alloc)
 dev = torch.device("cuda:0")
-failures = 0
-
-
-def check(what, ok, detail):
-    global failures
-    print("%s: %s: %s" % ("ok" if ok else "FAIL", what, detail))
-    failures += not ok
-
-
 def still_computes(after):
     x = torch.arange(1000, device=dev, dtype=torch.float64)
     check("computing after " + after, float((x * 2).sum()) == 999000.0, "sum of 2x")
@@ -142,4 +134,4 @@ check("the refused share changes nothing",
       "live blocks %d -> %d, in use %d -> %d" % (s0.live_blocks, s1.live_blocks, s0.in_use,
                                                  s1.in_use))
 still_computes("the refused share")
-sys.exit(1 if failures else 0)
+done()

@@ -19,18 +19,13 @@ import sys
 
 import torch
 
+from gacheck import check, done
+
 lib = ctypes.CDLL(sys.argv[1])
 alloc = torch.cuda.memory.CUDAPluggableAllocator(
     sys.argv[1], "gpuarena_torch_alloc", "gpuarena_torch_free")
 torch.cuda.memory.change_current_allocator(alloc)
 dev = torch.device("cuda:0")
-failures = 0
-
-
-def check(what, ok, detail=""):
-    global failures
-    print("%s: %s %s" % ("ok" if ok else "FAIL", what, detail))
-    failures += not ok
 
 
 def addr(fn):
@@ -98,4 +93,4 @@ x = torch.empty(total // 10 * 3, dtype=torch.uint8, device=dev)
 check("a fraction of 1 lifts the cap", x.numel() == total // 10 * 3)
 del x
 torch.cuda.empty_cache()
-sys.exit(1 if failures else 0)
+done()

@@ -14,6 +14,7 @@ import sys
 os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
 
 import gastats  # noqa: E402
+import gatorch  # noqa: E402
 import torch  # noqa: E402
 
 mode, libpath = sys.argv[1], sys.argv[2]
@@ -22,12 +23,7 @@ if mode == "gpuarena":
         libpath, "gpuarena_torch_alloc", "gpuarena_torch_free")
     torch.cuda.memory.change_current_allocator(alloc)
 
-torch.manual_seed(0)
-torch.use_deterministic_algorithms(True)
-torch.backends.cudnn.benchmark = False
-torch.backends.cudnn.deterministic = True
-torch.backends.cuda.matmul.allow_tf32 = False
-torch.backends.cudnn.allow_tf32 = False
+gatorch.deterministic()
 
 dev = torch.device("cuda:0")
 model = torch.nn.Sequential(
@@ -35,18 +31,8 @@ model = torch.nn.Sequential(
     torch.nn.Conv2d(32, 64, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
     torch.nn.Flatten(), torch.nn.Linear(64 * 8 * 8, 256), torch.nn.ReLU(),
     torch.nn.Linear(256, 10)).to(dev)
-opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
 gen = torch.Generator().manual_seed(1)
-losses = []
-for step in range(30):
-    batch = 32 + 16 * (step % 4)  # varying sizes: blocks of several sizes
-    x = torch.randn(batch, 3, 32, 32, generator=gen).to(dev)
-    y = torch.randint(0, 10, (batch,), generator=gen).to(dev)
-    opt.zero_grad(set_to_none=True)
-    loss = torch.nn.functional.cross_entropy(model(x), y)
-    loss.backward()
-    opt.step()
-    losses.append(loss.item())
+losses = gatorch.train(model, dev, gen, 30, lambda step: 32 + 16 * (step % 4))
 torch.cuda.synchronize()
 
 out = {"mode": mode, "losses": losses}
