@@ -1,7 +1,7 @@
 #!/bin/sh
 # bench-torch.sh - build and run bench_torch (bench_torch.cpp): gpuarena,
-# PyTorch's own caching allocator and the driver's pool on issue 5's (a)
-# and (b), in one process.  It is built here, not by Automake: it needs
+# PyTorch's own caching allocator and the driver's pool on issue 5's (a),
+# (b) and (c), in one process.  It is built here, not by Automake: it needs
 # the C++ headers and libraries of the PyTorch that python3 imports (its
 # include and library paths, its C++ ABI), which gpuarena does not depend
 # on.  `make -C bench bench-torch' runs it with the arguments below.

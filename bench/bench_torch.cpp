@@ -1,5 +1,5 @@
 /*
- * bench_torch.cpp - issue 5's (a) and (b) against PyTorch's own caching
+ * bench_torch.cpp - issue 5's (a), (b) and (c) against PyTorch's own caching
  * allocator, in one process on GPU 0.
  *
  * DESIGN.md's anchors give PyTorch 2.11's allocator on an H200: 350-600 ns
@@ -27,7 +27,11 @@
  *   (b) churn.h's sequence: a free of a random one of 256 live blocks and
  *       an allocation of a new one, ns per operation;
  * each on a created non-blocking stream and on the legacy default stream
- * (what PyTorch uses unless a program sets another).  ROUNDS rounds of one
+ * (what PyTorch uses unless a program sets another); and
+ *   (c) THREADS threads, each on a created stream of its own, doing cached
+ *       pairs of 4 KiB for CONC_S seconds: million pairs per second, all
+ *       threads together, median of 3 runs (anchors: PyTorch 0.30, the
+ *       pool 0.15; target 30).  ROUNDS rounds of one
  * run of each allocator in turn, the median of each: a slow spell of the
  * host falls on all alike.  Last, gpuarena's figures over PyTorch's and the
  * pool's, beside the anchors' ratios.  It judges no target (bench_device
@@ -42,15 +46,22 @@
 #include <c10/cuda/CUDAFunctions.h>
 
 #include <algorithm>
+#include <atomic>
+#include <barrier>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
 #include <exception>
+#include <thread>
+#include <vector>
 
-#define ROUNDS 15
-#define RUN_S  0.02 /* seconds per timed run; (b)'s twice that */
-#define WARM   (CHURN_LIVE * 64L)
+#define ROUNDS  15
+#define RUN_S   0.02 /* seconds per timed run; (b)'s twice that */
+#define WARM    (CHURN_LIVE * 64L)
+#define THREADS 16
+#define CONC_S  0.25
 
 enum { A_GPUARENA, A_TORCH, A_POOL, A_COUNT };
 static const char *const names[A_COUNT] = {"gpuarena", "pytorch", "pool"};
@@ -219,11 +230,59 @@ static void row_churn(const target *t, const churn_seq_t *seq, double *v)
     }
 }
 
-static void print_row(const char *what, const double *v)
+/* A row of (c): V[k], allocator K's million pairs of SIZE a second on
+ * THREADS threads, each on its stream of STREAMS, in CTX. */
+static void row_threads(const target *t, CUcontext ctx, const CUstream *streams, size_t size,
+                        double *v)
+{
+    for (int k = 0; k < A_COUNT; k++) {
+        double runs[3];
+        for (int r = 0; r < 3; r++) {
+            std::atomic<bool> stop{false};
+            std::barrier go(THREADS + 1);
+            std::vector<long> done(THREADS, 0);
+            std::vector<std::thread> th;
+            for (int i = 0; i < THREADS; i++)
+                th.emplace_back([&, i] {
+                    try {
+                        cuCtxSetCurrent(ctx);
+                        target mine = t[k];
+                        mine.stream = streams[i];
+                        pairs_of(mine, size); /* this stream's first block */
+                        go.arrive_and_wait();
+                        long n = 0;
+                        while (!stop.load(std::memory_order_relaxed)) {
+                            for (int j = 0; j < 64; j++)
+                                t_free(mine.kind, mine, t_alloc(mine.kind, mine, size));
+                            n += 64;
+                        }
+                        done[i] = n;
+                    } catch (const std::exception &e) {
+                        die("PyTorch, in a thread", e.what());
+                    }
+                });
+            go.arrive_and_wait();
+            double t0 = now();
+            std::this_thread::sleep_for(std::chrono::duration<double>(CONC_S));
+            stop.store(true);
+            long total = 0;
+            for (int i = 0; i < THREADS; i++) {
+                th[i].join();
+                total += done[i];
+            }
+            runs[r] = (double)total / (now() - t0) / 1e6;
+        }
+        v[k] = median(runs, 3);
+    }
+}
+
+/* WHAT's figures V, with DIGITS after the point, and gpuarena's over the
+ * others'. */
+static void print_row(const char *what, const double *v, int digits)
 {
     std::printf("%-34s", what);
     for (int k = 0; k < A_COUNT; k++)
-        std::printf(" %10.1f", v[k]);
+        std::printf(" %10.*f", digits, v[k]);
     std::printf("   %6.3f %6.3f\n", v[A_GPUARENA] / v[A_TORCH], v[A_GPUARENA] / v[A_POOL]);
 }
 
@@ -283,18 +342,26 @@ int main()
             char what[64];
             std::snprintf(what, sizeof what, "(a) 512 B pair, %s (ns)", streams[s]);
             row_pairs(t, 512, v);
-            print_row(what, v);
+            print_row(what, v, 1);
             std::snprintf(what, sizeof what, "(a) 1 MiB pair, %s (ns)", streams[s]);
             row_pairs(t, 1 << 20, v);
-            print_row(what, v);
+            print_row(what, v, 1);
             std::snprintf(what, sizeof what, "(b) churn, %s (ns/op)", streams[s]);
             row_churn(t, &seq, v);
-            print_row(what, v);
+            print_row(what, v, 1);
             cu_check("cuStreamSynchronize", cuStreamSynchronize(st));
         }
+        CUstream conc[THREADS];
+        for (int i = 0; i < THREADS; i++)
+            cu_check("cuStreamCreate", cuStreamCreate(&conc[i], CU_STREAM_NON_BLOCKING));
+        target t[A_COUNT] = {{A_GPUARENA, arena, pool, nullptr},
+                             {A_TORCH, arena, pool, nullptr},
+                             {A_POOL, arena, pool, nullptr}};
+        row_threads(t, ctx, conc, 4096, v);
+        print_row("(c) 16 threads, 4 KiB (M pairs/s)", v, 3);
         std::printf("anchors (DESIGN.md, H200): targets over PyTorch: (a) 60 / 350-600 = "
-                    "0.100-0.171, (b) 100 / 814 = 0.123; over the pool: (a) 60 / 700 = 0.086, "
-                    "(b) 100 / 1937 = 0.052\n");
+                    "0.100-0.171, (b) 100 / 814 = 0.123, (c) 30 / 0.30 = 100; over the pool: "
+                    "(a) 60 / 700 = 0.086, (b) 100 / 1937 = 0.052, (c) 30 / 0.15 = 200\n");
         return 0;
     } catch (const std::exception &e) {
         die("PyTorch", e.what());
