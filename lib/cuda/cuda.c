@@ -1063,10 +1063,10 @@ gpuarena_status_t ga_cuda_vmm_create_map(int device, uint64_t va, size_t size, b
 }
 
 /* DESC[0..COUNT-1]: read-write access for the COUNT devices of DEVICES
- * (1 to 64), for cuMemSetAccess. */
+ * (1 to GA_CUDA_MAX_ACCESS), for cuMemSetAccess. */
 static gpuarena_status_t device_access(CUmemAccessDesc *desc, const int *devices, int count)
 {
-    if (count <= 0 || count > 64)
+    if (count <= 0 || count > GA_CUDA_MAX_ACCESS)
         return ga_error(GPUARENA_ERR_INVALID_ARGUMENT, "cuMemSetAccess: %d devices", count);
     for (int i = 0; i < count; i++) {
         CUdevice d;
@@ -1083,7 +1083,7 @@ static gpuarena_status_t device_access(CUmemAccessDesc *desc, const int *devices
 
 gpuarena_status_t ga_cuda_vmm_set_access(uint64_t va, size_t size, const int *devices, int count)
 {
-    CUmemAccessDesc desc[64];
+    CUmemAccessDesc desc[GA_CUDA_MAX_ACCESS];
     gpuarena_status_t st = device_access(desc, devices, count);
     if (st != GPUARENA_SUCCESS)
         return st;
@@ -1149,7 +1149,7 @@ gpuarena_status_t ga_cuda_vmm_host_create_map(int node, uint64_t va, size_t size
 gpuarena_status_t ga_cuda_vmm_host_set_access(uint64_t va, size_t size, const int *devices,
                                               int count)
 {
-    CUmemAccessDesc desc[65];
+    CUmemAccessDesc desc[1 + GA_CUDA_MAX_ACCESS]; /* the host, then the devices */
     memset(&desc[0], 0, sizeof desc[0]);
     desc[0].location.type = CU_MEM_LOCATION_TYPE_HOST;
     desc[0].location.id = 0;
@@ -1479,8 +1479,8 @@ gpuarena_status_t ga_cuda_pool_set_reuse(void *pool, bool follow_events, bool op
 gpuarena_status_t ga_cuda_pool_set_access(void *pool, const int *devices, int count)
 {
     NEED(cuMemPoolSetAccess);
-    CUmemAccessDesc desc[64];
-    if (count <= 0 || count > 64)
+    CUmemAccessDesc desc[GA_CUDA_MAX_ACCESS];
+    if (count <= 0 || count > GA_CUDA_MAX_ACCESS)
         return ga_error(GPUARENA_ERR_INVALID_ARGUMENT, "cuMemPoolSetAccess: %d devices", count);
     for (int i = 0; i < count; i++) {
         CUdevice d;

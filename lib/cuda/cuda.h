@@ -179,8 +179,11 @@ gpuarena_status_t ga_cuda_vmm_free(uint64_t va, size_t size);
  * `ipc').  *HANDLE is what ga_cuda_vmm_unmap_release takes back. */
 gpuarena_status_t ga_cuda_vmm_create_map(int device, uint64_t va, size_t size, bool exportable,
                                          uint64_t *handle);
+/* Devices that one call giving access names at most (the set_access
+ * functions here): the size of the providers' lists of devices. */
+#define GA_CUDA_MAX_ACCESS 64
 /* Give read-write access to [VA, VA+SIZE) (mapped, possibly over several
- * handles) to the COUNT devices of DEVICES (at most 64). */
+ * handles) to the COUNT devices of DEVICES (at most GA_CUDA_MAX_ACCESS). */
 gpuarena_status_t ga_cuda_vmm_set_access(uint64_t va, size_t size, const int *devices, int count);
 /* Tests: *FD (the caller closes it) exports the allocation that holds PTR,
  * of *SIZE bytes from *BASE (made exportable: ga_cuda_vmm_create_map);
@@ -205,7 +208,7 @@ gpuarena_status_t ga_cuda_vmm_unmap_release(uint64_t va, size_t size, uint64_t h
  * (CU_MEM_LOCATION_TYPE_HOST_NUMA), or with NODE < 0 anywhere on the host
  * (CU_MEM_LOCATION_TYPE_HOST).  Mapped like device memory (reserve, free
  * and unmap_release above); access is given to the host and to the COUNT
- * devices of DEVICES (1 to 64). */
+ * devices of DEVICES (1 to GA_CUDA_MAX_ACCESS). */
 gpuarena_status_t ga_cuda_vmm_host_granularity(int node, bool recommended, size_t *granule);
 gpuarena_status_t ga_cuda_vmm_host_create_map(int node, uint64_t va, size_t size, uint64_t *handle);
 gpuarena_status_t ga_cuda_vmm_host_set_access(uint64_t va, size_t size, const int *devices,
@@ -282,7 +285,7 @@ gpuarena_status_t ga_cuda_pool_reset_peaks(void *pool);
 gpuarena_status_t ga_cuda_pool_set_reuse(void *pool, bool follow_events, bool opportunistic,
                                          bool internal_dependencies);
 /* Give read-write access to the pool's memory to the COUNT devices of
- * DEVICES (at most 64; not the pool's own device, which always has it). */
+ * DEVICES (at most GA_CUDA_MAX_ACCESS; not the pool's own device, which always has it). */
 gpuarena_status_t ga_cuda_pool_set_access(void *pool, const int *devices, int count);
 
 /* Copies and fills in stream order, and a synchronous device copy. */

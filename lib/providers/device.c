@@ -57,13 +57,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#define MAX_PEERS 64
-
 typedef struct device {
     ga_provider_t base;
     ga_gpuctx_t g; /* context, streams, events: shared with pinned, managed */
     ga_vmm_t vmm;  /* growable segments (laid out as ga_vmm_provider_t) */
-    int access[MAX_PEERS];
+    int access[GA_CUDA_MAX_ACCESS];
     int access_count;     /* the device itself first, then peers */
     pthread_mutex_t lock; /* the reservations, live_maps and exportable */
     bool exportable;      /* granules made exportable (key ipc, device support) */
@@ -235,7 +233,7 @@ static gpuarena_status_t setup(device_t *d, const ga_settings_t *s)
     d->access_count = 1;
     if (s->peer_access && d->base.growable) {
         int peers = 0;
-        st = ga_gpuctx_peers(&d->g, d->access + 1, MAX_PEERS - 1, &peers);
+        st = ga_gpuctx_peers(&d->g, d->access + 1, GA_CUDA_MAX_ACCESS - 1, &peers);
         d->access_count += peers;
     }
     return st;

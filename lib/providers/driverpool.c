@@ -48,8 +48,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#define MAX_PEERS 64
-
 typedef struct driverpool {
     ga_provider_t base;
     ga_gpuctx_t g;        /* context, streams, events: shared with device, pinned, managed */
@@ -225,8 +223,8 @@ static gpuarena_status_t setup(driverpool_t *d, const ga_settings_t *s)
     bool events = s->cross_stream != GA_CROSS_NEVER;
     st = ga_cuda_pool_set_reuse(d->pool, events, events, s->cross_stream == GA_CROSS_WAIT);
     if (st == GPUARENA_SUCCESS && s->peer_access) {
-        int peers[MAX_PEERS], count = 0;
-        st = ga_gpuctx_peers(&d->g, peers, MAX_PEERS, &count);
+        int peers[GA_CUDA_MAX_ACCESS], count = 0;
+        st = ga_gpuctx_peers(&d->g, peers, GA_CUDA_MAX_ACCESS, &count);
         if (st == GPUARENA_SUCCESS && count)
             st = ga_cuda_pool_set_access(d->pool, peers, count);
     }

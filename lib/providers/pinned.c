@@ -69,9 +69,9 @@ typedef struct pinned {
     ga_placement_t placement;
     unsigned prefault_threads; /* 0: automatic */
     size_t page;
-    pthread_mutex_t lock; /* live_maps and the reservations */
-    int node;             /* their host NUMA node */
-    int access[64];       /* GPUs that may reach them: its own first, then the others */
+    pthread_mutex_t lock;           /* live_maps and the reservations */
+    int node;                       /* their host NUMA node */
+    int access[GA_CUDA_MAX_ACCESS]; /* GPUs that may reach them: its own first, then the others */
     int access_count;
     char access_note[200]; /* which GPUs the growable segments are opened to */
     char how[320];         /* base.how: the path taken, and why */
@@ -259,7 +259,7 @@ static void others(pinned_t *pn, size_t g)
     if (ga_cuda_device_count(&n) != GPUARENA_SUCCESS || n < 2)
         return;
     int own = pn->access_count;
-    for (int d = 0; d < n && pn->access_count < 64; d++)
+    for (int d = 0; d < n && pn->access_count < GA_CUDA_MAX_ACCESS; d++)
         if (d != pn->g.ordinal)
             pn->access[pn->access_count++] = d;
     if (trial(pn, g) == GPUARENA_SUCCESS) {
