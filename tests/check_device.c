@@ -43,20 +43,29 @@ static ga_provider_t *device_provider(bool expandable)
     return p;
 }
 
+/* Every one of the SIZE bytes of device memory at D is BYTE (copied to
+ * the host 4 KiB at a time). */
+static void expect_bytes(uint64_t d, size_t size, unsigned char byte)
+{
+    unsigned char buf[4096];
+    for (size_t at = 0; at < size; at += sizeof buf) {
+        size_t n = size - at < sizeof buf ? size - at : sizeof buf;
+        ck_assert_int_eq(ga_cuda_memcpy_dtoh(buf, d + at, n), GPUARENA_SUCCESS);
+        for (size_t j = 0; j < n; j++)
+            ck_assert_msg(buf[j] == byte, "byte %zu: %#x, want %#x", at + j, buf[j], byte);
+    }
+}
+
 /* Fill SIZE bytes at PTR with BYTE on STREAM, wait, check a few spots. */
 static void fill_and_check(void *ptr, size_t size, unsigned char byte, void *stream)
 {
     uint64_t d = (uint64_t)(uintptr_t)ptr;
     ck_assert_int_eq(ga_cuda_memset_d8_async(d, byte, size, stream), GPUARENA_SUCCESS);
     ck_assert_int_eq(ga_cuda_stream_sync(stream), GPUARENA_SUCCESS);
-    unsigned char buf[4096];
-    size_t n = size < sizeof buf ? size : sizeof buf;
+    size_t n = size < 4096 ? size : 4096;
     const size_t at[] = {0, size / 2 - n / 2, size - n};
-    for (int i = 0; i < 3; i++) {
-        ck_assert_int_eq(ga_cuda_memcpy_dtoh(buf, d + at[i], n), GPUARENA_SUCCESS);
-        for (size_t j = 0; j < n; j++)
-            ck_assert_msg(buf[j] == byte, "byte %zu: %#x, want %#x", at[i] + j, buf[j], byte);
-    }
+    for (int i = 0; i < 3; i++)
+        expect_bytes(d + at[i], n, byte);
 }
 
 static size_t device_free(void)
@@ -925,10 +934,7 @@ START_TEST(blocks_reach_another_process)
     close(fd);
     ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
                   "the importing process failed (status %#x)", status);
-    static unsigned char buf[64 << 10];
-    OK(ga_cuda_memcpy_dtoh(buf, u, sizeof buf));
-    for (size_t i = 0; i < sizeof buf; i++)
-        ck_assert_msg(buf[i] == 165, "byte %zu is %#x after the other process wrote", i, buf[i]);
+    expect_bytes(u, 64 << 10, 165); /* what the other process wrote */
     OK(gpuarena_free(a, p, GPUARENA_STREAM_HOST));
     OK(gpuarena_destroy(a));
 
@@ -1019,10 +1025,7 @@ START_TEST(two_gpus)
                        gpuarena_last_error());
             } else {
                 OK(st);
-                unsigned char b[4096];
-                OK(ga_cuda_memcpy_dtoh(b, (uint64_t)(uintptr_t)d1 + 4 * MiB - sizeof b, sizeof b));
-                for (size_t i = 0; i < sizeof b; i++)
-                    ck_assert_uint_eq(b[i], 0x77);
+                expect_bytes((uint64_t)(uintptr_t)d1 + 4 * MiB - 4096, 4096, 0x77);
             }
             OK(gpuarena_free(a1, d1, GPUARENA_STREAM_HOST));
             OK(ga_cuda_set_current(gpu_ctx));

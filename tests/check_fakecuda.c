@@ -396,9 +396,7 @@ START_TEST(ipc_makes_granules_exportable)
      * and every later one plain. */
     ipc_case(o, 1, 1, 1, 4, "not exportable to other processes: cuMemCreate");
     /* Fixed segments: cuMemAlloc, no granule. */
-    char fixed[128];
-    snprintf(fixed, sizeof fixed, "%s", "expandable=false,thread_cache=false");
-    ipc_case(fixed, 1, 0, 0, 0, "cuMemAlloc segments");
+    ipc_case("expandable=false,thread_cache=false", 1, 0, 0, 0, "cuMemAlloc segments");
     /* Out of memory for an exportable granule: the allocation fails as
      * out of memory (after the arena's one retry), and the next granule is
      * asked for exportable again. */
