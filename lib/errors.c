@@ -51,7 +51,9 @@ const char *gpuarena_strerror(gpuarena_status_t status)
 
 static _Thread_local char message[GA_ERROR_MAX];
 
-gpuarena_status_t ga_error(gpuarena_status_t status, const char *fmt, ...)
+/* The name in parentheses: errors.h makes ga_error a macro for the static
+ * analyzer, which this definition must not expand. */
+gpuarena_status_t(ga_error)(gpuarena_status_t status, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);

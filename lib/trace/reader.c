@@ -305,7 +305,7 @@ static gpuarena_status_t header(parser_t *p, const char *s, size_t n)
     field_t v = {s + m, n - m};
     while (v.n && (v.s[v.n - 1] == ' ' || v.s[v.n - 1] == '\t'))
         v.n--;
-    uint64_t version;
+    uint64_t version = 0;
     gpuarena_status_t st = number(p, v, "the version", UINT32_MAX, &version);
     if (st != GPUARENA_SUCCESS)
         return st;
