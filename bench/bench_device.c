@@ -532,7 +532,8 @@ static void release_caches(const target_t *t)
 static void target_open(target_t *t, void *stream)
 {
     GB_CHECK("creating the device arena", gpuarena_create(GPUARENA_DEVICE, 0, NULL, &t->arena));
-    GB_CHECK("creating a pool (cuMemPoolCreate)", ga_cuda_pool_create(0, UINT64_MAX, &t->pool));
+    GB_CHECK("creating a pool (cuMemPoolCreate)",
+             ga_cuda_pool_create(0, UINT64_MAX, false, &t->pool));
     GB_CHECK("creating a device arena with pool=driver",
              gpuarena_create(GPUARENA_DEVICE, 0, "pool=driver,release_threshold=max", &t->parena));
     t->stream = stream;

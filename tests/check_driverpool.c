@@ -22,9 +22,12 @@
 #include "gputest.h"
 
 #include <check.h>
+#include <fcntl.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -463,12 +466,12 @@ START_TEST(bad_pointers_change_nothing)
 }
 END_TEST
 
-/* Trim gives the pool's cached memory back to the device; max_cached does
- * at the free. */
-START_TEST(trim_lowers_reserved)
+/* Trim gives the pool's cached memory back to the device, whether the
+ * pool is exportable (ipc, the default) or not; max_cached does at the
+ * free. */
+static void trim_case(const char *opts, void *s)
 {
-    gpuarena_t *a = pool_arena("pool=driver,release_threshold=max");
-    void *s = stream_new(true);
+    gpuarena_t *a = pool_arena(opts);
     size_t before = settled_free();
     void *p[8];
     for (int i = 0; i < 8; i++) {
@@ -507,17 +510,24 @@ START_TEST(trim_lowers_reserved)
     }
     ck_assert_msg(after + 64 * MiB >= before, "free %zu -> %zu -> %zu MiB: not returned",
                   before / MiB, during / MiB, after / MiB);
-    printf("check_driverpool: trim: reserved %llu -> %llu -> %llu MiB, free %zu -> %zu -> %zu "
-           "MiB\n",
-           (unsigned long long)(full / MiB), (unsigned long long)(kept / MiB),
+    printf("check_driverpool: trim (%s): reserved %llu -> %llu -> %llu MiB, free %zu -> %zu -> "
+           "%zu MiB\n",
+           opts, (unsigned long long)(full / MiB), (unsigned long long)(kept / MiB),
            (unsigned long long)(st.reserved / MiB), before / MiB, during / MiB, after / MiB);
     check_arena(a);
     OK(gpuarena_destroy(a));
+}
+
+START_TEST(trim_lowers_reserved)
+{
+    void *s = stream_new(true);
+    trim_case("pool=driver,release_threshold=max", s);
+    trim_case("pool=driver,release_threshold=max,ipc=false", s);
 
     /* max_cached = 0: once a free has completed, the next free releases
      * its memory without a trim call.  The small block comes first, so
      * that the big one cannot share memory the pool mapped for it. */
-    a = pool_arena("pool=driver,release_threshold=max,max_cached=0");
+    gpuarena_t *a = pool_arena("pool=driver,release_threshold=max,max_cached=0");
     void *big, *small;
     OK(gpuarena_alloc(a, 16 * MiB, s, &small));
     OK(gpuarena_alloc(a, 256 * MiB, s, &big));
@@ -525,7 +535,7 @@ START_TEST(trim_lowers_reserved)
     OK(gpuarena_free(a, big, s));
     OK(ga_cuda_stream_sync(s)); /* the free is seen complete */
     OK(gpuarena_free(a, small, s));
-    st = stats(a);
+    gpuarena_stats_t st = stats(a);
     ck_assert_msg(st.reserved < 128 * MiB, "reserved %llu bytes with max_cached = 0",
                   (unsigned long long)st.reserved);
     ck_assert_uint_ge(st.trims, 1);
@@ -644,8 +654,114 @@ START_TEST(out_of_memory)
 }
 END_TEST
 
-int main(void)
+/* Key ipc: a block of the pool reaches another process.  The arena's pool
+ * is exported as a POSIX file descriptor (cuMemPoolExportToShareableHandle)
+ * and the block named in it (cuMemPoolExportPointer); a child started
+ * afresh (this program, "--import-pool": CUDA does not survive fork)
+ * inherits the descriptor, imports the pool and the block, reads the
+ * parent's bytes and writes its own, which the parent then reads: one
+ * memory, two processes.  With ipc = false the pool cannot be exported. */
+static const char *self_path;
+
+/* The child: --import-pool FD DATA EXPECT WRITE (DATA in hex). */
+static int import_child(char **argv)
 {
+    int fd = atoi(argv[2]);
+    unsigned char data[GA_CUDA_POOL_PTR_DATA];
+    const char *hex = argv[3];
+    if (strlen(hex) != 2 * sizeof data)
+        return 2;
+    for (size_t i = 0; i < sizeof data; i++) {
+        unsigned v;
+        if (sscanf(hex + 2 * i, "%2x", &v) != 1)
+            return 2;
+        data[i] = (unsigned char)v;
+    }
+    unsigned char expect = (unsigned char)atoi(argv[4]), write = (unsigned char)atoi(argv[5]);
+    void *ctx, *pool;
+    uint64_t ptr = 0;
+    if (ga_cuda_load() != GPUARENA_SUCCESS || ga_cuda_primary_retain(0, &ctx) != GPUARENA_SUCCESS ||
+        ga_cuda_set_current(ctx) != GPUARENA_SUCCESS ||
+        ga_cuda_pool_import(fd, data, &pool, &ptr) != GPUARENA_SUCCESS) {
+        fprintf(stderr, "import: %s\n", gpuarena_last_error());
+        return 3;
+    }
+    static unsigned char buf[64 << 10];
+    if (ga_cuda_memcpy_dtoh(buf, ptr, sizeof buf) != GPUARENA_SUCCESS)
+        return 4;
+    size_t bad = first_not(buf, sizeof buf, expect);
+    if (bad < sizeof buf) {
+        fprintf(stderr, "import: byte %zu is %#x, not %#x\n", bad, buf[bad], expect);
+        return 5;
+    }
+    if (ga_cuda_memset_d8(ptr, write, sizeof buf) != GPUARENA_SUCCESS ||
+        ga_cuda_ctx_sync() != GPUARENA_SUCCESS)
+        return 6;
+    /* The imported block is given up before the exporter frees it. */
+    if (ga_cuda_mem_free_async(ptr, NULL) != GPUARENA_SUCCESS ||
+        ga_cuda_ctx_sync() != GPUARENA_SUCCESS || ga_cuda_pool_destroy(pool) != GPUARENA_SUCCESS) {
+        fprintf(stderr, "import: %s\n", gpuarena_last_error());
+        return 7;
+    }
+    return 0;
+}
+
+START_TEST(blocks_reach_another_process)
+{
+    int fdok = 0;
+    OK(ga_cuda_device_attr(0, GA_CUDA_ATTR_POOL_POSIX_FD_SUPPORTED, &fdok));
+    if (!fdok) {
+        printf("check_driverpool: blocks_reach_another_process: device 0 cannot export pools "
+               "as file descriptors: not tested\n");
+        return;
+    }
+    gpuarena_t *a = pool_arena("pool=driver");
+    void *p;
+    OK(gpuarena_alloc(a, MiB, GPUARENA_STREAM_HOST, &p));
+    OK(ga_cuda_memset_d8(dptr(p), 0x5a, MiB));
+    OK(ga_cuda_ctx_sync());
+    int fd = -1;
+    unsigned char data[GA_CUDA_POOL_PTR_DATA];
+    OK(ga_cuda_pool_export(dptr(p), &fd, data));
+    ck_assert_int_eq(fcntl(fd, F_SETFD, 0), 0); /* inherited by the child */
+    char sfd[16], hex[2 * GA_CUDA_POOL_PTR_DATA + 1];
+    snprintf(sfd, sizeof sfd, "%d", fd);
+    for (size_t i = 0; i < sizeof data; i++)
+        snprintf(hex + 2 * i, 3, "%02x", data[i]);
+    char *argv[] = {(char *)self_path, "--import-pool", sfd, hex, "90", "165", NULL};
+    extern char **environ;
+    pid_t pid;
+    ck_assert_int_eq(posix_spawn(&pid, self_path, NULL, NULL, argv, environ), 0);
+    int status = 0;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    close(fd);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+                  "the importing process failed (status %#x)", status);
+    unsigned char *buf = malloc(64 << 10);
+    ck_assert_ptr_nonnull(buf);
+    OK(ga_cuda_memcpy_dtoh(buf, dptr(p), 64 << 10));
+    size_t bad = first_not(buf, 64 << 10, 165); /* what the other process wrote */
+    ck_assert_msg(bad == 64 << 10, "byte %zu: %#x, want 165", bad, bad < (64 << 10) ? buf[bad] : 0);
+    free(buf);
+    OK(gpuarena_free(a, p, GPUARENA_STREAM_HOST));
+    check_arena(a);
+    OK(gpuarena_destroy(a));
+
+    a = pool_arena("pool=driver,ipc=false");
+    OK(gpuarena_alloc(a, MiB, GPUARENA_STREAM_HOST, &p));
+    ck_assert_int_ne(ga_cuda_pool_export(dptr(p), &fd, data), GPUARENA_SUCCESS);
+    printf("check_driverpool: blocks_reach_another_process: with ipc = false: %s\n",
+           gpuarena_last_error());
+    OK(gpuarena_free(a, p, GPUARENA_STREAM_HOST));
+    OK(gpuarena_destroy(a));
+}
+END_TEST
+
+int main(int argc, char **argv)
+{
+    if (argc == 6 && strcmp(argv[1], "--import-pool") == 0)
+        return import_child(argv);
+    self_path = argv[0];
     if (!gpu_tests_begin("check_driverpool"))
         return 77;
     int ok = 0;
@@ -666,6 +782,7 @@ int main(void)
     tcase_add_test(tc, zero_fill);
     tcase_add_test(tc, capture_is_refused);
     tcase_add_test(tc, out_of_memory);
+    tcase_add_test(tc, blocks_reach_another_process);
     tcase_set_timeout(tc, 300);
     suite_add_tcase(s, tc);
     return gpu_tests_run(s);

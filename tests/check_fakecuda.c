@@ -420,6 +420,44 @@ START_TEST(ipc_makes_granules_exportable)
 }
 END_TEST
 
+/* Key ipc with pool = driver: the pool is made with POSIX file descriptor
+ * handles where the device can (the mask of
+ * CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES), plain with
+ * ipc = false or where it cannot, and plain after the driver refused the
+ * exportable one; the memory line says which, and the arena serves. */
+static void pool_ipc_case(const char *opts, int supported, int refused, long want_fd,
+                          long want_plain, const char *say)
+{
+    fake_open();
+    fake.fd_handles(supported, refused);
+    long fd0 = fake.count("cuMemPoolCreate exportable"),
+         plain0 = fake.count("cuMemPoolCreate plain");
+    gpuarena_t *a = NULL;
+    ck_assert_msg(gpuarena_create(GPUARENA_DEVICE, 0, opts, &a) == GPUARENA_SUCCESS, "%s: %s", opts,
+                  gpuarena_last_error());
+    ck_assert_int_eq(fake.count("cuMemPoolCreate exportable") - fd0, want_fd);
+    ck_assert_int_eq(fake.count("cuMemPoolCreate plain") - plain0, want_plain);
+    ck_assert_msg(strstr(memory_line(), say), "%s: memory line \"%s\", not \"%s\"", opts,
+                  memory_line(), say);
+    void *p = NULL;
+    ck_assert_int_eq(gpuarena_alloc(a, 1 * MIB, HOST, &p), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_free(a, p, HOST), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_SUCCESS);
+    fake.fd_handles(1, 0);
+}
+
+START_TEST(ipc_makes_driver_pool_exportable)
+{
+    pool_ipc_case("pool=driver", 1, 0, 1, 0,
+                  "the driver's pool (cuMemPoolCreate), exportable to other processes as POSIX");
+    pool_ipc_case("pool=driver,ipc=false", 1, 0, 0, 1,
+                  "not exportable to other processes (ipc = false)");
+    pool_ipc_case("pool=driver", 0, 0, 0, 1,
+                  "not exportable to other processes (the device cannot)");
+    pool_ipc_case("pool=driver", 1, 1, 1, 1, "not exportable to other processes: cuMemPoolCreate");
+}
+END_TEST
+
 /* The stats a refused call must leave as they were. */
 static void same_counts(gpuarena_t *a, const gpuarena_stats_t *before)
 {
@@ -932,20 +970,14 @@ int main(int argc, char **argv)
         perror("check_fakecuda: execv");
         return EXIT_FAILURE;
     }
-    const TTest *tests[] = {decommit_stops_where_unmap_fails,
-                            decommit_retries_a_failed_unmap,
-                            release_failure_still_unmaps,
-                            failed_commit_undo_does_not_wedge,
-                            driver_pool_frees_when_the_wait_fails,
-                            driver_pool_under_max_reserved,
-                            legacy_stream_asks_only_off_the_cache,
-                            free_on_a_captured_stream,
-                            device_arena_in_a_forked_child,
-                            fork_during_the_driver_load,
-                            out_of_memory_and_trim_spare_a_capture,
-                            peer_access_opens_to_the_peers,
-                            ipc_makes_granules_exportable,
-                            hooks_free_after_the_capture,
-                            torch_graph_pools};
+    const TTest *tests[] = {
+        decommit_stops_where_unmap_fails,       decommit_retries_a_failed_unmap,
+        release_failure_still_unmaps,           failed_commit_undo_does_not_wedge,
+        driver_pool_frees_when_the_wait_fails,  driver_pool_under_max_reserved,
+        legacy_stream_asks_only_off_the_cache,  free_on_a_captured_stream,
+        device_arena_in_a_forked_child,         fork_during_the_driver_load,
+        out_of_memory_and_trim_spare_a_capture, peer_access_opens_to_the_peers,
+        ipc_makes_granules_exportable,          ipc_makes_driver_pool_exportable,
+        hooks_free_after_the_capture,           torch_graph_pools};
     return ga_check_tests("fakecuda", 0, tests, sizeof tests / sizeof tests[0]);
 }

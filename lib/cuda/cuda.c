@@ -32,6 +32,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 /* Entry points: name, version of the PFN typedef, required for loading. */
 #define GA_CU_ENTRY_POINTS(X)                                                                      \
@@ -120,7 +121,12 @@
     X(cuMemExportToShareableHandle, 10020, 0)                                                      \
     X(cuMemImportFromShareableHandle, 10020, 0)                                                    \
     X(cuMemGetAddressRange, 3020, 0)                                                               \
-    X(cuMemGetAccess, 10020, 0)
+    X(cuMemGetAccess, 10020, 0)                                                                    \
+    X(cuPointerGetAttribute, 4000, 0)                                                              \
+    X(cuMemPoolExportToShareableHandle, 11020, 0)                                                  \
+    X(cuMemPoolImportFromShareableHandle, 11020, 0)                                                \
+    X(cuMemPoolExportPointer, 11020, 0)                                                            \
+    X(cuMemPoolImportPointer, 11020, 0)
 
 #define GA_CU_FIELD(name, ver, req) PFN_##name##_v##ver name;
 static struct {
@@ -546,6 +552,7 @@ gpuarena_status_t ga_cuda_device_attr(int device, ga_cuda_attr_t attr, int *valu
             CU_DEVICE_ATTRIBUTE_HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED,
         [GA_CUDA_ATTR_POSIX_FD_SUPPORTED] =
             CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED,
+        [GA_CUDA_ATTR_POOL_POSIX_FD_SUPPORTED] = CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES,
     };
     if ((unsigned)attr >= sizeof attrs / sizeof attrs[0])
         return ga_error(GPUARENA_ERR_INVALID_ARGUMENT, "unknown device attribute %d", (int)attr);
@@ -562,6 +569,8 @@ gpuarena_status_t ga_cuda_device_attr(int device, ga_cuda_attr_t attr, int *valu
         *value = 0;
         return GPUARENA_SUCCESS;
     }
+    if (r == CUDA_SUCCESS && attr == GA_CUDA_ATTR_POOL_POSIX_FD_SUPPORTED)
+        *value = (*value & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) != 0; /* a mask of types */
     return r == CUDA_SUCCESS ? GPUARENA_SUCCESS : fail("cuDeviceGetAttribute", r);
 }
 
@@ -1344,7 +1353,8 @@ gpuarena_status_t ga_cuda_host_free(void *ptr)
     return r == CUDA_SUCCESS ? GPUARENA_SUCCESS : fail("cuMemFreeHost", r);
 }
 
-gpuarena_status_t ga_cuda_pool_create(int device, uint64_t release_threshold, void **pool)
+gpuarena_status_t ga_cuda_pool_create(int device, uint64_t release_threshold, bool exportable,
+                                      void **pool)
 {
     NEED(cuMemPoolCreate);
     CUdevice d;
@@ -1354,7 +1364,8 @@ gpuarena_status_t ga_cuda_pool_create(int device, uint64_t release_threshold, vo
     CUmemPoolProps props;
     memset(&props, 0, sizeof props);
     props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
-    props.handleTypes = CU_MEM_HANDLE_TYPE_NONE;
+    props.handleTypes =
+        exportable ? CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR : CU_MEM_HANDLE_TYPE_NONE;
     props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
     props.location.id = (int)d;
     CUmemoryPool p;
@@ -1719,5 +1730,52 @@ gpuarena_status_t ga_cuda_vmm_access(uint64_t ptr, int device, bool *rw)
     if (r != CUDA_SUCCESS)
         return fail("cuMemGetAccess", r);
     *rw = flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    return GPUARENA_SUCCESS;
+}
+
+gpuarena_status_t ga_cuda_pool_export(uint64_t ptr, int *fd, void *data)
+{
+    NEED(cuPointerGetAttribute);
+    NEED(cuMemPoolExportToShareableHandle);
+    NEED(cuMemPoolExportPointer);
+    CUmemoryPool pool = NULL;
+    CUresult r =
+        cu.cuPointerGetAttribute(&pool, CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE, (CUdeviceptr)ptr);
+    if (r != CUDA_SUCCESS)
+        return fail("cuPointerGetAttribute(MEMPOOL_HANDLE)", r);
+    int f = -1;
+    r = cu.cuMemPoolExportToShareableHandle(&f, pool, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+    if (r != CUDA_SUCCESS)
+        return fail("cuMemPoolExportToShareableHandle", r);
+    _Static_assert(sizeof(CUmemPoolPtrExportData) == GA_CUDA_POOL_PTR_DATA,
+                   "the driver's pointer export data");
+    r = cu.cuMemPoolExportPointer((CUmemPoolPtrExportData *)data, (CUdeviceptr)ptr);
+    if (r != CUDA_SUCCESS) {
+        close(f);
+        return fail("cuMemPoolExportPointer", r);
+    }
+    *fd = f;
+    return GPUARENA_SUCCESS;
+}
+
+gpuarena_status_t ga_cuda_pool_import(int fd, const void *data, void **pool, uint64_t *ptr)
+{
+    NEED(cuMemPoolImportFromShareableHandle);
+    NEED(cuMemPoolImportPointer);
+    CUmemoryPool p;
+    CUresult r = cu.cuMemPoolImportFromShareableHandle(&p, (void *)(uintptr_t)fd,
+                                                       CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+    if (r != CUDA_SUCCESS)
+        return fail("cuMemPoolImportFromShareableHandle", r);
+    CUdeviceptr a;
+    CUmemPoolPtrExportData d;
+    memcpy(&d, data, sizeof d);
+    r = cu.cuMemPoolImportPointer(&a, p, &d);
+    if (r != CUDA_SUCCESS) {
+        cu.cuMemPoolDestroy(p);
+        return fail("cuMemPoolImportPointer", r);
+    }
+    *pool = p;
+    *ptr = a;
     return GPUARENA_SUCCESS;
 }

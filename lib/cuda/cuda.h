@@ -87,7 +87,9 @@ typedef enum ga_cuda_attr {
     GA_CUDA_ATTR_MULTIPROCESSOR_COUNT,
     GA_CUDA_ATTR_MEMORY_POOLS_SUPPORTED, /* cuMemPoolCreate, cuMemAllocFromPoolAsync */
     GA_CUDA_ATTR_HOST_VMM_SUPPORTED,     /* cuMemCreate at a HOST location */
-    GA_CUDA_ATTR_POSIX_FD_SUPPORTED      /* cuMemCreate exportable as a file descriptor */
+    GA_CUDA_ATTR_POSIX_FD_SUPPORTED,     /* cuMemCreate exportable as a file descriptor */
+    GA_CUDA_ATTR_POOL_POSIX_FD_SUPPORTED /* cuMemPoolCreate the same (0 or 1, from the mask of
+                                            CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES) */
 } ga_cuda_attr_t;
 
 gpuarena_status_t ga_cuda_device_attr(int device, ga_cuda_attr_t attr, int *value);
@@ -261,10 +263,12 @@ gpuarena_status_t ga_cuda_host_alloc(size_t size, void **ptr);
 gpuarena_status_t ga_cuda_host_free(void *ptr);
 
 /* The driver's stream-ordered allocator (for benchmarks and comparison):
- * a pool of DEVICE with a release threshold, allocations from it on a
+ * a pool of DEVICE with a release threshold (EXPORTABLE: its memory may be
+ * exported as POSIX file descriptors, key `ipc'), allocations from it on a
  * stream, frees on a stream; cuMemAllocAsync uses the current device's
  * default pool. */
-gpuarena_status_t ga_cuda_pool_create(int device, uint64_t release_threshold, void **pool);
+gpuarena_status_t ga_cuda_pool_create(int device, uint64_t release_threshold, bool exportable,
+                                      void **pool);
 gpuarena_status_t ga_cuda_pool_destroy(void *pool);
 gpuarena_status_t ga_cuda_pool_trim(void *pool, size_t keep);
 gpuarena_status_t ga_cuda_mem_alloc_from_pool(size_t size, void *pool, void *stream,
@@ -287,6 +291,15 @@ gpuarena_status_t ga_cuda_pool_set_reuse(void *pool, bool follow_events, bool op
 /* Give read-write access to the pool's memory to the COUNT devices of
  * DEVICES (at most GA_CUDA_MAX_ACCESS; not the pool's own device, which always has it). */
 gpuarena_status_t ga_cuda_pool_set_access(void *pool, const int *devices, int count);
+/* Tests: *FD (the caller closes it) exports the pool that PTR was
+ * allocated from (made exportable), and DATA (GA_CUDA_POOL_PTR_DATA bytes)
+ * names PTR in it; ga_cuda_pool_import, in another process, imports the
+ * pool as *POOL and the block as *PTR, readable and writable by the
+ * pool's device (undo with ga_cuda_mem_free_async, then
+ * ga_cuda_pool_destroy, before the exporter frees the block). */
+#define GA_CUDA_POOL_PTR_DATA 64
+gpuarena_status_t ga_cuda_pool_export(uint64_t ptr, int *fd, void *data);
+gpuarena_status_t ga_cuda_pool_import(int fd, const void *data, void **pool, uint64_t *ptr);
 
 /* Copies and fills in stream order, and a synchronous device copy. */
 gpuarena_status_t ga_cuda_memcpy_htod_async(uint64_t dst, const void *src, size_t size,

@@ -27,6 +27,11 @@
  *                      wait = also let the driver insert stream waits;
  *                      never = none of these (same-stream reuse only)
  *   peer_access        cuMemPoolSetAccess for every GPU that can reach it
+ *   ipc                the pool made with POSIX file descriptor handles,
+ *                      where the device can, so that another process may
+ *                      import it (cuMemPoolExportToShareableHandle) and its
+ *                      blocks (cuMemPoolExportPointer); plain where the
+ *                      driver refuses that for a reason other than memory
  *   trim, max_cached   cuMemPoolTrimTo (the block manager decides how far)
  *   zero               cuMemsetD8Async on the allocation's stream
  *   round              requests are rounded up before they reach the pool
@@ -54,6 +59,7 @@ typedef struct driverpool {
     void *pool;           /* the CUmemoryPool */
     pthread_mutex_t lock; /* live_maps and cached_peak */
     uint64_t cached_peak; /* highest cached figure reported since the last reset */
+    char how[320];        /* the statistics' memory line: exportable or not, and why */
 } driverpool_t;
 
 #define DP(p) ((driverpool_t *)(p))
@@ -217,9 +223,29 @@ static gpuarena_status_t setup(driverpool_t *d, const ga_settings_t *s)
                         "use pool = arena",
                         d->g.ordinal);
     uint64_t threshold = s->release_threshold == SIZE_MAX ? UINT64_MAX : s->release_threshold;
-    st = ga_cuda_pool_create(d->g.ordinal, threshold, &d->pool);
+    int fd = 0;
+    if (s->ipc && ga_cuda_device_attr(d->g.ordinal, GA_CUDA_ATTR_POOL_POSIX_FD_SUPPORTED, &fd) !=
+                      GPUARENA_SUCCESS)
+        fd = 0;
+    const char *how = fd       ? "exportable to other processes as POSIX file descriptors"
+                      : s->ipc ? "not exportable to other processes (the device cannot)"
+                               : "not exportable to other processes (ipc = false)";
+    st = ga_cuda_pool_create(d->g.ordinal, threshold, fd != 0, &d->pool);
+    if (st != GPUARENA_SUCCESS && st != GPUARENA_ERR_OUT_OF_MEMORY && fd) {
+        /* Refused for another reason than memory (a container that
+         * forbids exporting): a plain pool, and the memory line says why. */
+        char why[200];
+        snprintf(why, sizeof why, "%s", gpuarena_last_error());
+        st = ga_cuda_pool_create(d->g.ordinal, threshold, false, &d->pool);
+        snprintf(d->how, sizeof d->how,
+                 "the driver's pool (cuMemPoolCreate), not exportable to other processes: %s", why);
+        how = NULL;
+    }
     if (st != GPUARENA_SUCCESS)
         return st;
+    if (how)
+        snprintf(d->how, sizeof d->how, "the driver's pool (cuMemPoolCreate), %s", how);
+    d->base.how = d->how;
     bool events = s->cross_stream != GA_CROSS_NEVER;
     st = ga_cuda_pool_set_reuse(d->pool, events, events, s->cross_stream == GA_CROSS_WAIT);
     if (st == GPUARENA_SUCCESS && s->peer_access) {

@@ -89,11 +89,13 @@ static bool is_captured(CUstream s)
 }
 
 /* Exportable allocations (key ipc): whether the device says it can make
- * them (CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED),
- * whether cuMemCreate refuses them (NOT_PERMITTED, as a container that
- * forbids them would), and how many creations asked for one. */
+ * them (CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED,
+ * and for pools CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES),
+ * whether cuMemCreate and cuMemPoolCreate refuse them (NOT_PERMITTED, as
+ * a container that forbids them would), and how many creations asked for
+ * one. */
 static int fd_supported = 1, fd_refused;
-static long n_create_fd, n_create_plain;
+static long n_create_fd, n_create_plain, n_pool_fd, n_pool_plain;
 
 void fakecuda_fd_handles(int supported, int refused)
 {
@@ -115,6 +117,10 @@ long fakecuda_count(const char *what)
         return __atomic_load_n(&n_create_fd, __ATOMIC_SEQ_CST);
     if (strcmp(what, "cuMemCreate plain") == 0)
         return __atomic_load_n(&n_create_plain, __ATOMIC_SEQ_CST);
+    if (strcmp(what, "cuMemPoolCreate exportable") == 0)
+        return __atomic_load_n(&n_pool_fd, __ATOMIC_SEQ_CST);
+    if (strcmp(what, "cuMemPoolCreate plain") == 0)
+        return __atomic_load_n(&n_pool_plain, __ATOMIC_SEQ_CST);
     return -1;
 }
 
@@ -319,6 +325,10 @@ static CUresult f_attribute(int *v, CUdevice_attribute a, CUdevice d)
          : a == CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT ? 132
          : a == CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED
              ? __atomic_load_n(&fd_supported, __ATOMIC_SEQ_CST)
+         : a == CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES
+             ? (__atomic_load_n(&fd_supported, __ATOMIC_SEQ_CST)
+                    ? CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR | CU_MEM_HANDLE_TYPE_FABRIC
+                    : CU_MEM_HANDLE_TYPE_FABRIC)
              : 1;
     return CUDA_SUCCESS;
 }
@@ -727,7 +737,13 @@ static CUresult f_set_access(CUdeviceptr va, size_t size, const CUmemAccessDesc 
 
 static CUresult f_pool_create(CUmemoryPool *pool, const CUmemPoolProps *props)
 {
-    (void)props;
+    if (props->handleTypes & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) {
+        __atomic_add_fetch(&n_pool_fd, 1, __ATOMIC_SEQ_CST);
+        if (__atomic_load_n(&fd_refused, __ATOMIC_SEQ_CST))
+            return CUDA_ERROR_NOT_PERMITTED;
+    } else {
+        __atomic_add_fetch(&n_pool_plain, 1, __ATOMIC_SEQ_CST);
+    }
     *pool = (CUmemoryPool)malloc(16);
     return *pool ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
