@@ -18,11 +18,9 @@
 #include "gputest.h"
 
 #include <check.h>
-#include <fcntl.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -920,20 +918,12 @@ START_TEST(blocks_reach_another_process)
     OK(ga_cuda_vmm_export_fd((uint64_t)(uintptr_t)p, &fd, &base, &size));
     uint64_t u = (uint64_t)(uintptr_t)p;
     ck_assert(base <= u && u + (64 << 10) <= base + size);
-    ck_assert_int_eq(fcntl(fd, F_SETFD, 0), 0); /* inherited by the child */
     char sfd[16], ssize[32], soff[32];
     snprintf(sfd, sizeof sfd, "%d", fd);
     snprintf(ssize, sizeof ssize, "%zu", size);
     snprintf(soff, sizeof soff, "%llu", (unsigned long long)(u - base));
     char *argv[] = {(char *)self_path, "--import", sfd, ssize, soff, "90", "165", NULL};
-    extern char **environ;
-    pid_t pid;
-    ck_assert_int_eq(posix_spawn(&pid, self_path, NULL, NULL, argv, environ), 0);
-    int status = 0;
-    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
-    close(fd);
-    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
-                  "the importing process failed (status %#x)", status);
+    gpu_spawn_self(argv, fd);
     expect_bytes(u, 64 << 10, 165); /* what the other process wrote */
     OK(gpuarena_free(a, p, GPUARENA_STREAM_HOST));
     OK(gpuarena_destroy(a));

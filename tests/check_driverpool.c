@@ -22,12 +22,9 @@
 #include "gputest.h"
 
 #include <check.h>
-#include <fcntl.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -723,20 +720,12 @@ START_TEST(blocks_reach_another_process)
     int fd = -1;
     unsigned char data[GA_CUDA_POOL_PTR_DATA];
     OK(ga_cuda_pool_export(dptr(p), &fd, data));
-    ck_assert_int_eq(fcntl(fd, F_SETFD, 0), 0); /* inherited by the child */
     char sfd[16], hex[2 * GA_CUDA_POOL_PTR_DATA + 1];
     snprintf(sfd, sizeof sfd, "%d", fd);
     for (size_t i = 0; i < sizeof data; i++)
         snprintf(hex + 2 * i, 3, "%02x", data[i]);
     char *argv[] = {(char *)self_path, "--import-pool", sfd, hex, "90", "165", NULL};
-    extern char **environ;
-    pid_t pid;
-    ck_assert_int_eq(posix_spawn(&pid, self_path, NULL, NULL, argv, environ), 0);
-    int status = 0;
-    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
-    close(fd);
-    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
-                  "the importing process failed (status %#x)", status);
+    gpu_spawn_self(argv, fd);
     unsigned char *buf = malloc(64 << 10);
     ck_assert_ptr_nonnull(buf);
     OK(ga_cuda_memcpy_dtoh(buf, dptr(p), 64 << 10));

@@ -3,7 +3,9 @@
  * GPU and the skip (77) where there is no GPU (gpulock.h, which needs no
  * Check), device 0's primary context current in every test, an assertion
  * that says why a call failed, and running the suite in-process (CUDA
- * cannot be used in a child forked after the parent initialised it).
+ * cannot be used in a child forked after the parent initialised it); a
+ * second process, where a test needs one, is the test program started
+ * afresh (gpu_spawn_self).
  */
 #ifndef GA_GPUTEST_H
 #define GA_GPUTEST_H
@@ -13,9 +15,13 @@
 #include "gpulock.h" /* gpu_tests_lock(), gpu_tests_begin() */
 
 #include <check.h>
+#include <fcntl.h>
+#include <spawn.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 static void *gpu_ctx; /* device 0's primary context */
 
@@ -30,6 +36,23 @@ static inline void gpu_setup(void)
 static inline void gpu_teardown(void)
 {
     ga_cuda_primary_release(0);
+}
+
+/* Run the test program again as a new process with ARGV (ARGV[0] its
+ * path), which may use CUDA as a child of fork() may not; FD, a file
+ * descriptor it is to import, is inherited by it and closed once it has
+ * exited.  The child must exit 0. */
+static inline void gpu_spawn_self(char *const argv[], int fd)
+{
+    extern char **environ;
+    ck_assert_int_eq(fcntl(fd, F_SETFD, 0), 0); /* inherited: no close-on-exec */
+    pid_t pid;
+    ck_assert_int_eq(posix_spawn(&pid, argv[0], NULL, NULL, argv, environ), 0);
+    int status = 0;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    close(fd);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+                  "%s %s: the importing process failed (status %#x)", argv[0], argv[1], status);
 }
 
 #define OK(call)                                                                                   \

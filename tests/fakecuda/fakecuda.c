@@ -645,17 +645,21 @@ static CUresult f_address_free(CUdeviceptr p, size_t size)
     return CUDA_SUCCESS;
 }
 
+/* A creation asking for handle TYPES: counted in *EXPORTABLE or *PLAIN;
+ * whether it is refused (an exportable one, after fakecuda_fd_handles). */
+static bool refused(unsigned long long types, long *exportable, long *plain)
+{
+    bool fd = (types & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) != 0;
+    __atomic_add_fetch(fd ? exportable : plain, 1, __ATOMIC_SEQ_CST);
+    return fd && __atomic_load_n(&fd_refused, __ATOMIC_SEQ_CST);
+}
+
 static CUresult f_create(CUmemGenericAllocationHandle *h, size_t size,
                          const CUmemAllocationProp *prop, unsigned long long flags)
 {
     (void)size, (void)flags;
-    if (prop->requestedHandleTypes & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) {
-        __atomic_add_fetch(&n_create_fd, 1, __ATOMIC_SEQ_CST);
-        if (__atomic_load_n(&fd_refused, __ATOMIC_SEQ_CST))
-            return CUDA_ERROR_NOT_PERMITTED;
-    } else {
-        __atomic_add_fetch(&n_create_plain, 1, __ATOMIC_SEQ_CST);
-    }
+    if (refused(prop->requestedHandleTypes, &n_create_fd, &n_create_plain))
+        return CUDA_ERROR_NOT_PERMITTED;
     if (fails("cuMemCreate"))
         return CUDA_ERROR_OUT_OF_MEMORY;
     CUresult r = CUDA_ERROR_OUT_OF_MEMORY;
@@ -737,13 +741,8 @@ static CUresult f_set_access(CUdeviceptr va, size_t size, const CUmemAccessDesc 
 
 static CUresult f_pool_create(CUmemoryPool *pool, const CUmemPoolProps *props)
 {
-    if (props->handleTypes & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) {
-        __atomic_add_fetch(&n_pool_fd, 1, __ATOMIC_SEQ_CST);
-        if (__atomic_load_n(&fd_refused, __ATOMIC_SEQ_CST))
-            return CUDA_ERROR_NOT_PERMITTED;
-    } else {
-        __atomic_add_fetch(&n_pool_plain, 1, __ATOMIC_SEQ_CST);
-    }
+    if (refused(props->handleTypes, &n_pool_fd, &n_pool_plain))
+        return CUDA_ERROR_NOT_PERMITTED;
     *pool = (CUmemoryPool)malloc(16);
     return *pool ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
