@@ -675,7 +675,7 @@ static int import_child(char **argv)
         data[i] = (unsigned char)v;
     }
     unsigned char expect = (unsigned char)atoi(argv[4]), write = (unsigned char)atoi(argv[5]);
-    void *ctx, *pool;
+    void *ctx = NULL, *pool = NULL;
     uint64_t ptr = 0;
     if (ga_cuda_load() != GPUARENA_SUCCESS || ga_cuda_primary_retain(0, &ctx) != GPUARENA_SUCCESS ||
         ga_cuda_set_current(ctx) != GPUARENA_SUCCESS ||
