@@ -352,7 +352,7 @@ static int run_once(result_t *r, void **ptrs, bool inspect, double *ns, gpuarena
     memset(ptrs, 0, (ta->nids ? ta->nids : 1) * sizeof *ptrs);
     size_t done;
     if (inspect)
-        done = loop(t, ta, a, ptrs, opt_check, opt_plot ? &r->sr : NULL, ns);
+        done = loop(t, ta, a, ptrs, opt_check, r->sr.requested ? &r->sr : NULL, ns);
     else
         done = loop(t, ta, a, ptrs, false, NULL, ns);
     bool ok = done == ta->nevents;
@@ -796,6 +796,18 @@ static void add_groups(group_t **groups, size_t *n, const char *arg)
     }
 }
 
+/* Free the groups and the common settings; RC. */
+static int free_groups(int rc, char *common, group_t *groups, size_t n)
+{
+    for (size_t g = 0; g < n; g++) {
+        free(groups[g].label);
+        free(groups[g].options);
+    }
+    free(groups);
+    free(common);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     enum { OPT_CHECK = 256, OPT_JSON, OPT_PLOT };
@@ -818,7 +830,7 @@ int main(int argc, char **argv)
                         "%s: unknown arena kind '%s' (sim, host, device, pinned, "
                         "managed)\n",
                         prog, optarg);
-                return EXIT_USAGE;
+                return free_groups(EXIT_USAGE, common, groups, ngroups);
             }
             opt_kind = (gpuarena_kind_t)k;
             break;
@@ -835,7 +847,7 @@ int main(int argc, char **argv)
             if (*optarg == '\0' || *end || v < 1 || v > 1000) {
                 fprintf(stderr, "%s: --runs takes a number from 1 to 1000, not '%s'\n", prog,
                         optarg);
-                return EXIT_USAGE;
+                return free_groups(EXIT_USAGE, common, groups, ngroups);
             }
             opt_runs = (int)v;
             break;
@@ -851,19 +863,19 @@ int main(int argc, char **argv)
             break;
         case 'h':
             usage(stdout);
-            return 0;
+            return free_groups(0, common, groups, ngroups);
         case 'V':
             printf("gpuarena-replay %s\n", PACKAGE_VERSION);
-            return 0;
+            return free_groups(0, common, groups, ngroups);
         default:
             usage(stderr);
-            return EXIT_USAGE;
+            return free_groups(EXIT_USAGE, common, groups, ngroups);
         }
     }
     if (optind >= argc) {
         fprintf(stderr, "%s: no trace given\n", prog);
         usage(stderr);
-        return EXIT_USAGE;
+        return free_groups(EXIT_USAGE, common, groups, ngroups);
     }
     if (ngroups == 0)
         add_groups(&groups, &ngroups, "");
@@ -930,10 +942,5 @@ int main(int argc, char **argv)
     for (int i = 0; i < ntraces; i++)
         ga_trace_free(traces[i]);
     free(traces);
-    for (size_t g = 0; g < ngroups; g++) {
-        free(groups[g].label);
-        free(groups[g].options);
-    }
-    free(groups);
-    return rc;
+    return free_groups(rc, NULL, groups, ngroups);
 }
