@@ -129,6 +129,22 @@ static void print_table(FILE *out, gpuarena_t *a, const gpuarena_stats_t *st)
                 st->prefetches, st->prefetches_skipped, st->advice_applied, st->advice_skipped);
 }
 
+/* S as a JSON string: quotes, backslashes and control characters escaped
+ * (a memory line may quote a driver's message). */
+static void json_string(FILE *out, const char *s)
+{
+    fputc('"', out);
+    for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
+        if (*c == '"' || *c == '\\')
+            fprintf(out, "\\%c", *c);
+        else if (*c < 0x20)
+            fprintf(out, "\\u%04x", *c);
+        else
+            fputc(*c, out);
+    }
+    fputc('"', out);
+}
+
 static void print_json(FILE *out, gpuarena_t *a, const gpuarena_stats_t *st, bool first)
 {
     fprintf(out, "%s\n    {\"kind\": \"%s\", \"device\": %d", first ? "" : ",",
@@ -180,6 +196,14 @@ static void print_json(FILE *out, gpuarena_t *a, const gpuarena_stats_t *st, boo
         else
             fprintf(out, ", \"%s\": %zu", cap_names[i], caps[i]);
     }
+    /* How the memory is made (the table's memory line), null where the
+     * provider says nothing. */
+    const char *how = __atomic_load_n(&a->prov->how, __ATOMIC_ACQUIRE);
+    fputs(", \"memory\": ", out);
+    if (how)
+        json_string(out, how);
+    else
+        fputs("null", out);
     fputs("}", out);
 }
 

@@ -1735,6 +1735,32 @@ START_TEST(statistics)
 }
 END_TEST
 
+/* The JSON of gpuarena_stats_print names how each arena's memory is made
+ * (the table's memory line): null where its provider says nothing, else
+ * the line as a JSON string, quotes, backslashes and control characters
+ * escaped. */
+START_TEST(stats_json_memory_line)
+{
+    gpuarena_t *a = arena(GPUARENA_SIM, NULL);
+    char buf[1 << 16];
+    FILE *f = fmemopen(buf, sizeof buf, "w");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_int_eq(gpuarena_stats_print(f, "json"), GPUARENA_SUCCESS);
+    fclose(f);
+    ck_assert_msg(strstr(buf, "\"memory\": null}"), "%s", buf);
+    static const char line[] = "made \"here\" \\ and\tthere";
+    a->prov->how = line;
+    f = fmemopen(buf, sizeof buf, "w");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_int_eq(gpuarena_stats_print(f, "json"), GPUARENA_SUCCESS);
+    fclose(f);
+    a->prov->how = NULL;
+    ck_assert_msg(strstr(buf, "\"memory\": \"made \\\"here\\\" \\\\ and\\u0009there\"}"), "%s",
+                  buf);
+    ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_SUCCESS);
+}
+END_TEST
+
 /* gpuarena_stats_total: every arena of a kind and device together, and
  * the peak of their sum, which is not the sum of their peaks when the
  * arenas hold their memory at different times.  Compared with what was
@@ -2595,6 +2621,7 @@ int main(void)
     tcase_add_test(cache, cached_peak_counts_every_cache_of_the_thread);
     tcase_add_test(cache, zero_fill_on_reuse);
     tcase_add_test(cache, statistics);
+    tcase_add_test(cache, stats_json_memory_line);
     tcase_add_test(cache, totals_are_the_peak_of_the_sum);
     suite_add_tcase(s, cache);
     TCase *fail = tcase_create("failures");

@@ -56,6 +56,8 @@ GPUARENA_OPTIONS=host.max_reserved=1G GPUARENA_STATS=stderr $demo 2> "$tmp/caps"
 grep -q '^  caps: max_cached none, max_reserved 1.00 GiB$' "$tmp/caps" || fail "no caps line"
 GPUARENA_OPTIONS=host.max_cached=2M GPUARENA_STATS="$tmp/caps.json" $demo || fail "demo failed"
 grep -q '"max_cached": 2097152, "max_reserved": null' "$tmp/caps.json" || fail "caps wrong in JSON"
+# A host arena names no way of making its memory: null in JSON.
+grep -q '"max_reserved": null, "memory": null}' "$tmp/caps.json" || fail "no null memory in JSON"
 
 # 5. A child made by fork() prints nothing, at its exit or on SIGUSR1 (the
 # signal must not reach the parent's report thread either): one report.
