@@ -270,6 +270,9 @@ START_TEST(alloc_write_read_free)
     ck_assert_uint_gt(n, 0);
     ck_assert_ptr_nonnull(strstr(text, "arena device.0 (the driver's stream-ordered pool)"));
     ck_assert_ptr_nonnull(strstr(text, "\"kind\": \"device\""));
+    /* The memory line in both. */
+    ck_assert_ptr_nonnull(strstr(text, "  memory: the driver's pool (cuMemPoolCreate), "));
+    ck_assert_ptr_nonnull(strstr(text, "\"memory\": \"the driver's pool (cuMemPoolCreate), "));
     free(text);
 
     /* Peaks restart from the values now. */
