@@ -41,19 +41,6 @@ static ga_provider_t *device_provider(bool expandable)
     return p;
 }
 
-/* Every one of the SIZE bytes of device memory at D is BYTE (copied to
- * the host 4 KiB at a time). */
-static void expect_bytes(uint64_t d, size_t size, unsigned char byte)
-{
-    unsigned char buf[4096];
-    for (size_t at = 0; at < size; at += sizeof buf) {
-        size_t n = size - at < sizeof buf ? size - at : sizeof buf;
-        ck_assert_int_eq(ga_cuda_memcpy_dtoh(buf, d + at, n), GPUARENA_SUCCESS);
-        for (size_t j = 0; j < n; j++)
-            ck_assert_msg(buf[j] == byte, "byte %zu: %#x, want %#x", at + j, buf[j], byte);
-    }
-}
-
 /* Fill SIZE bytes at PTR with BYTE on STREAM, wait, check a few spots. */
 static void fill_and_check(void *ptr, size_t size, unsigned char byte, void *stream)
 {
@@ -63,7 +50,7 @@ static void fill_and_check(void *ptr, size_t size, unsigned char byte, void *str
     size_t n = size < 4096 ? size : 4096;
     const size_t at[] = {0, size / 2 - n / 2, size - n};
     for (int i = 0; i < 3; i++)
-        expect_bytes(d + at[i], n, byte);
+        gpu_expect_bytes(d + at[i], n, byte);
 }
 
 static size_t device_free(void)
@@ -871,25 +858,17 @@ static int import_child(char **argv)
     int fd = atoi(argv[2]);
     size_t size = strtoull(argv[3], NULL, 10), off = strtoull(argv[4], NULL, 10);
     unsigned char expect = (unsigned char)atoi(argv[5]), write = (unsigned char)atoi(argv[6]);
-    void *ctx;
     uint64_t va = 0;
-    if (ga_cuda_load() != GPUARENA_SUCCESS || ga_cuda_primary_retain(0, &ctx) != GPUARENA_SUCCESS ||
-        ga_cuda_set_current(ctx) != GPUARENA_SUCCESS ||
-        ga_cuda_vmm_import_fd(0, fd, size, &va) != GPUARENA_SUCCESS) {
+    int rc = gpu_child_begin();
+    if (rc)
+        return rc;
+    if (ga_cuda_vmm_import_fd(0, fd, size, &va) != GPUARENA_SUCCESS) {
         fprintf(stderr, "import: %s\n", gpuarena_last_error());
         return 3;
     }
-    static unsigned char buf[64 << 10];
-    if (ga_cuda_memcpy_dtoh(buf, va + off, sizeof buf) != GPUARENA_SUCCESS)
-        return 4;
-    for (size_t i = 0; i < sizeof buf; i++)
-        if (buf[i] != expect) {
-            fprintf(stderr, "import: byte %zu is %#x, not %#x\n", i, buf[i], expect);
-            return 5;
-        }
-    if (ga_cuda_memset_d8(va + off, write, sizeof buf) != GPUARENA_SUCCESS ||
-        ga_cuda_ctx_sync() != GPUARENA_SUCCESS)
-        return 6;
+    rc = gpu_child_read_write(va + off, expect, write);
+    if (rc)
+        return rc;
     if (ga_cuda_vmm_unmap(va, size) != GPUARENA_SUCCESS ||
         ga_cuda_vmm_free(va, size) != GPUARENA_SUCCESS)
         return 7;
@@ -917,14 +896,14 @@ START_TEST(blocks_reach_another_process)
     size_t size = 0;
     OK(ga_cuda_vmm_export_fd((uint64_t)(uintptr_t)p, &fd, &base, &size));
     uint64_t u = (uint64_t)(uintptr_t)p;
-    ck_assert(base <= u && u + (64 << 10) <= base + size);
+    ck_assert(base <= u && u + GPU_CHILD_BYTES <= base + size);
     char sfd[16], ssize[32], soff[32];
     snprintf(sfd, sizeof sfd, "%d", fd);
     snprintf(ssize, sizeof ssize, "%zu", size);
     snprintf(soff, sizeof soff, "%llu", (unsigned long long)(u - base));
     char *argv[] = {(char *)self_path, "--import", sfd, ssize, soff, "90", "165", NULL};
     gpu_spawn_self(argv, fd);
-    expect_bytes(u, 64 << 10, 165); /* what the other process wrote */
+    gpu_expect_bytes(u, GPU_CHILD_BYTES, 165); /* what the other process wrote */
     OK(gpuarena_free(a, p, GPUARENA_STREAM_HOST));
     OK(gpuarena_destroy(a));
 
@@ -1015,7 +994,7 @@ START_TEST(two_gpus)
                        gpuarena_last_error());
             } else {
                 OK(st);
-                expect_bytes((uint64_t)(uintptr_t)d1 + 4 * MiB - 4096, 4096, 0x77);
+                gpu_expect_bytes((uint64_t)(uintptr_t)d1 + 4 * MiB - 4096, 4096, 0x77);
             }
             OK(gpuarena_free(a1, d1, GPUARENA_STREAM_HOST));
             OK(ga_cuda_set_current(gpu_ctx));

@@ -678,25 +678,18 @@ static int import_child(char **argv)
         data[i] = (unsigned char)v;
     }
     unsigned char expect = (unsigned char)atoi(argv[4]), write = (unsigned char)atoi(argv[5]);
-    void *ctx = NULL, *pool = NULL;
+    void *pool = NULL;
     uint64_t ptr = 0;
-    if (ga_cuda_load() != GPUARENA_SUCCESS || ga_cuda_primary_retain(0, &ctx) != GPUARENA_SUCCESS ||
-        ga_cuda_set_current(ctx) != GPUARENA_SUCCESS ||
-        ga_cuda_pool_import(fd, data, &pool, &ptr) != GPUARENA_SUCCESS) {
+    int rc = gpu_child_begin();
+    if (rc)
+        return rc;
+    if (ga_cuda_pool_import(fd, data, &pool, &ptr) != GPUARENA_SUCCESS) {
         fprintf(stderr, "import: %s\n", gpuarena_last_error());
         return 3;
     }
-    static unsigned char buf[64 << 10];
-    if (ga_cuda_memcpy_dtoh(buf, ptr, sizeof buf) != GPUARENA_SUCCESS)
-        return 4;
-    size_t bad = first_not(buf, sizeof buf, expect);
-    if (bad < sizeof buf) {
-        fprintf(stderr, "import: byte %zu is %#x, not %#x\n", bad, buf[bad], expect);
-        return 5;
-    }
-    if (ga_cuda_memset_d8(ptr, write, sizeof buf) != GPUARENA_SUCCESS ||
-        ga_cuda_ctx_sync() != GPUARENA_SUCCESS)
-        return 6;
+    rc = gpu_child_read_write(ptr, expect, write);
+    if (rc)
+        return rc;
     /* The imported block is given up before the exporter frees it. */
     if (ga_cuda_mem_free_async(ptr, NULL) != GPUARENA_SUCCESS ||
         ga_cuda_ctx_sync() != GPUARENA_SUCCESS || ga_cuda_pool_destroy(pool) != GPUARENA_SUCCESS) {
@@ -729,12 +722,7 @@ START_TEST(blocks_reach_another_process)
         snprintf(hex + 2 * i, 3, "%02x", data[i]);
     char *argv[] = {(char *)self_path, "--import-pool", sfd, hex, "90", "165", NULL};
     gpu_spawn_self(argv, fd);
-    unsigned char *buf = malloc(64 << 10);
-    ck_assert_ptr_nonnull(buf);
-    OK(ga_cuda_memcpy_dtoh(buf, dptr(p), 64 << 10));
-    size_t bad = first_not(buf, 64 << 10, 165); /* what the other process wrote */
-    ck_assert_msg(bad == 64 << 10, "byte %zu: %#x, want 165", bad, bad < (64 << 10) ? buf[bad] : 0);
-    free(buf);
+    gpu_expect_bytes(dptr(p), GPU_CHILD_BYTES, 165); /* what the other process wrote */
     OK(gpuarena_free(a, p, GPUARENA_STREAM_HOST));
     check_arena(a);
     OK(gpuarena_destroy(a));

@@ -38,6 +38,13 @@ static inline void gpu_teardown(void)
     ga_cuda_primary_release(0);
 }
 
+#define OK(call)                                                                                   \
+    do {                                                                                           \
+        gpuarena_status_t st_ = (call);                                                            \
+        ck_assert_msg(st_ == GPUARENA_SUCCESS, "%s: %s (%d): %s", #call, gpuarena_strerror(st_),   \
+                      (int)st_, gpuarena_last_error());                                            \
+    } while (0)
+
 /* Run the test program again as a new process with ARGV (ARGV[0] its
  * path), which may use CUDA as a child of fork() may not; FD, a file
  * descriptor it is to import, is inherited by it and closed once it has
@@ -55,12 +62,49 @@ static inline void gpu_spawn_self(char *const argv[], int fd)
                   "%s %s: the importing process failed (status %#x)", argv[0], argv[1], status);
 }
 
-#define OK(call)                                                                                   \
-    do {                                                                                           \
-        gpuarena_status_t st_ = (call);                                                            \
-        ck_assert_msg(st_ == GPUARENA_SUCCESS, "%s: %s (%d): %s", #call, gpuarena_strerror(st_),   \
-                      (int)st_, gpuarena_last_error());                                            \
-    } while (0)
+/* SIZE bytes of device memory at D all read BYTE. */
+static inline void gpu_expect_bytes(uint64_t d, size_t size, unsigned char byte)
+{
+    unsigned char buf[4096];
+    for (size_t at = 0; at < size; at += sizeof buf) {
+        size_t n = size - at < sizeof buf ? size - at : sizeof buf;
+        OK(ga_cuda_memcpy_dtoh(buf, d + at, n));
+        for (size_t j = 0; j < n; j++)
+            ck_assert_msg(buf[j] == byte, "byte %zu: %#x, want %#x", at + j, buf[j], byte);
+    }
+}
+
+/* The second process of gpu_spawn_self, which asserts nothing (its exit
+ * status says which step failed): device 0's primary context made
+ * current (0, else 3 with the reason on stderr), then the 64 KiB at D,
+ * imported from the first process, read as EXPECT (else 4 or 5) and
+ * written with WRITE for the first to read (else 6). */
+#define GPU_CHILD_BYTES (64 << 10)
+static inline int gpu_child_begin(void)
+{
+    void *ctx;
+    if (ga_cuda_load() == GPUARENA_SUCCESS && ga_cuda_primary_retain(0, &ctx) == GPUARENA_SUCCESS &&
+        ga_cuda_set_current(ctx) == GPUARENA_SUCCESS)
+        return 0;
+    fprintf(stderr, "import: %s\n", gpuarena_last_error());
+    return 3;
+}
+
+static inline int gpu_child_read_write(uint64_t d, unsigned char expect, unsigned char write)
+{
+    static unsigned char buf[GPU_CHILD_BYTES];
+    if (ga_cuda_memcpy_dtoh(buf, d, sizeof buf) != GPUARENA_SUCCESS)
+        return 4;
+    for (size_t i = 0; i < sizeof buf; i++)
+        if (buf[i] != expect) {
+            fprintf(stderr, "import: byte %zu is %#x, not %#x\n", i, buf[i], expect);
+            return 5;
+        }
+    if (ga_cuda_memset_d8(d, write, sizeof buf) != GPUARENA_SUCCESS ||
+        ga_cuda_ctx_sync() != GPUARENA_SUCCESS)
+        return 6;
+    return 0;
+}
 
 /* Whether the machine has WANT GPUs or more; if not, says that WHAT is not
  * tested here (the test returns; the others of its program still run). */
