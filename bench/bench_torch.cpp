@@ -334,11 +334,13 @@ int main()
                     "/pool");
         double v[A_COUNT];
         const char *streams[2] = {"created stream", "legacy stream"};
+        target t[A_COUNT] = {{A_GPUARENA, arena, pool, nullptr},
+                             {A_TORCH, arena, pool, nullptr},
+                             {A_POOL, arena, pool, nullptr}};
         for (int s = 0; s < 2; s++) {
             CUstream st = s == 0 ? created : nullptr;
-            target t[A_COUNT] = {{A_GPUARENA, arena, pool, st},
-                                 {A_TORCH, arena, pool, st},
-                                 {A_POOL, arena, pool, st}};
+            for (target &x : t)
+                x.stream = st;
             char what[64];
             std::snprintf(what, sizeof what, "(a) 512 B pair, %s (ns)", streams[s]);
             row_pairs(t, 512, v);
@@ -354,9 +356,7 @@ int main()
         CUstream conc[THREADS];
         for (int i = 0; i < THREADS; i++)
             cu_check("cuStreamCreate", cuStreamCreate(&conc[i], CU_STREAM_NON_BLOCKING));
-        target t[A_COUNT] = {{A_GPUARENA, arena, pool, nullptr},
-                             {A_TORCH, arena, pool, nullptr},
-                             {A_POOL, arena, pool, nullptr}};
+        /* Each thread of (c) puts its own stream in its copy. */
         row_threads(t, ctx, conc, 4096, v);
         print_row("(c) 16 threads, 4 KiB (M pairs/s)", v, 3);
         std::printf("anchors (DESIGN.md, H200): targets over PyTorch: (a) 60 / 350-600 = "

@@ -52,6 +52,13 @@ static void nodes_text(uint64_t mask, char *buf, size_t len)
         snprintf(buf, len, "none");
 }
 
+/* How A's memory is made (its provider's `how'), or NULL.  A provider may
+ * replace the line while the arena runs (device.c). */
+static const char *memory_line(const gpuarena_t *a)
+{
+    return __atomic_load_n(&a->prov->how, __ATOMIC_ACQUIRE);
+}
+
 static void print_table(FILE *out, gpuarena_t *a, const gpuarena_stats_t *st)
 {
     char b1[32], b2[32];
@@ -118,8 +125,7 @@ static void print_table(FILE *out, gpuarena_t *a, const gpuarena_stats_t *st)
             fprintf(out, "  NUMA nodes %s%s\n", b1,
                     st->numa_fallbacks ? " (locality unknown: interleaved over all)" : "");
     }
-    /* A provider may replace its line while the arena runs (device.c). */
-    const char *how = __atomic_load_n(&a->prov->how, __ATOMIC_ACQUIRE);
+    const char *how = memory_line(a);
     if (how)
         fprintf(out, "  memory: %s\n", how);
     if (a->kind == GPUARENA_MANAGED)
@@ -196,9 +202,8 @@ static void print_json(FILE *out, gpuarena_t *a, const gpuarena_stats_t *st, boo
         else
             fprintf(out, ", \"%s\": %zu", cap_names[i], caps[i]);
     }
-    /* How the memory is made (the table's memory line), null where the
-     * provider says nothing. */
-    const char *how = __atomic_load_n(&a->prov->how, __ATOMIC_ACQUIRE);
+    /* Null where the provider says nothing. */
+    const char *how = memory_line(a);
     fputs(", \"memory\": ", out);
     if (how)
         json_string(out, how);

@@ -136,8 +136,8 @@ static gpuarena_status_t create_map(void *owner, uint64_t va, size_t size, uint6
         d->exportable = false;
         /* gpuarena_stats_print may be reading base.how in another thread:
          * the new line is written apart, then published whole. */
-        snprintf(d->refused, sizeof d->refused,
-                 "cuMemCreate granules, not exportable to other processes: %s", why);
+        snprintf(d->refused, sizeof d->refused, "cuMemCreate granules, " GA_GPUCTX_IPC_REFUSED "%s",
+                 why);
         __atomic_store_n(&d->base.how, d->refused, __ATOMIC_RELEASE);
     }
     return st;
@@ -221,9 +221,7 @@ static gpuarena_status_t setup(device_t *d, const ga_settings_t *s)
                           GPUARENA_SUCCESS)
             d->exportable = fd != 0;
         snprintf(d->how, sizeof d->how, "cuMemCreate granules, %s",
-                 d->exportable ? "exportable to other processes as POSIX file descriptors"
-                 : !s->ipc     ? "not exportable to other processes (ipc = false)"
-                               : "not exportable to other processes (the device cannot)");
+                 ga_gpuctx_ipc_words(d->exportable, s->ipc));
     } else {
         snprintf(d->how, sizeof d->how, "cuMemAlloc segments (cuIpcGetMemHandle)");
     }

@@ -227,9 +227,6 @@ static gpuarena_status_t setup(driverpool_t *d, const ga_settings_t *s)
     if (s->ipc && ga_cuda_device_attr(d->g.ordinal, GA_CUDA_ATTR_POOL_POSIX_FD_SUPPORTED, &fd) !=
                       GPUARENA_SUCCESS)
         fd = 0;
-    const char *how = fd       ? "exportable to other processes as POSIX file descriptors"
-                      : s->ipc ? "not exportable to other processes (the device cannot)"
-                               : "not exportable to other processes (ipc = false)";
     st = ga_cuda_pool_create(d->g.ordinal, threshold, fd != 0, &d->pool);
     if (st != GPUARENA_SUCCESS && st != GPUARENA_ERR_OUT_OF_MEMORY && fd) {
         /* Refused for another reason than memory (a container that
@@ -238,13 +235,13 @@ static gpuarena_status_t setup(driverpool_t *d, const ga_settings_t *s)
         snprintf(why, sizeof why, "%s", gpuarena_last_error());
         st = ga_cuda_pool_create(d->g.ordinal, threshold, false, &d->pool);
         snprintf(d->how, sizeof d->how,
-                 "the driver's pool (cuMemPoolCreate), not exportable to other processes: %s", why);
-        how = NULL;
+                 "the driver's pool (cuMemPoolCreate), " GA_GPUCTX_IPC_REFUSED "%s", why);
+    } else {
+        snprintf(d->how, sizeof d->how, "the driver's pool (cuMemPoolCreate), %s",
+                 ga_gpuctx_ipc_words(fd != 0, s->ipc));
     }
     if (st != GPUARENA_SUCCESS)
         return st;
-    if (how)
-        snprintf(d->how, sizeof d->how, "the driver's pool (cuMemPoolCreate), %s", how);
     d->base.how = d->how;
     bool events = s->cross_stream != GA_CROSS_NEVER;
     st = ga_cuda_pool_set_reuse(d->pool, events, events, s->cross_stream == GA_CROSS_WAIT);

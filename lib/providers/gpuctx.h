@@ -52,6 +52,18 @@ void ga_gpuctx_fini(ga_gpuctx_t *g);
  * them access. */
 gpuarena_status_t ga_gpuctx_peers(const ga_gpuctx_t *g, int *peers, int max, int *count);
 
+/* The statistics' memory line on key ipc, for the device's growable
+ * segments and the driver's pool alike: memory made EXPORTABLE, or why
+ * not (IPC: the key was on, so the device cannot).  A driver's refusal
+ * is said apart, with the driver's words (GA_GPUCTX_IPC_REFUSED). */
+static inline const char *ga_gpuctx_ipc_words(bool exportable, bool ipc)
+{
+    return exportable ? "exportable to other processes as POSIX file descriptors"
+           : ipc      ? "not exportable to other processes (the device cannot)"
+                      : "not exportable to other processes (ipc = false)";
+}
+#define GA_GPUCTX_IPC_REFUSED "not exportable to other processes: "
+
 static inline gpuarena_status_t ga_gpuctx_enter(ga_gpuctx_t *g, ga_cuda_scope_t *sc)
 {
     return ga_cuda_enter(g->ctx, sc);
