@@ -184,10 +184,11 @@ void gpuarena_torch_release_pool(int device, gpuarena_torch_pool_t pool)
     pthread_mutex_unlock(&lock);
 }
 
-/* A pool's arena.  Its streams are named by their handles: the driver's
- * cuStreamGetId fails on a capturing stream and invalidates the capture
- * (measured on an H200, CUDA 13), and a thread of the capture, such as
- * autograd's, may meet the stream first in the capture. */
+/* A pool's arena.  Its streams are named by their handles (the
+ * per-thread stream by its thread, gpuctx.c): the driver's cuStreamGetId
+ * fails on a capturing stream and invalidates the capture (measured on an
+ * H200, CUDA 13), and a thread of the capture, such as autograd's, may
+ * meet the stream first in the capture. */
 static gpuarena_status_t make_arena(int device, gpuarena_t **out)
 {
     gpuarena_t *a = NULL;
@@ -253,9 +254,7 @@ static gpuarena_status_t alloc_in(gpuarena_t *a, size_t size, void *stream, void
 gpuarena_status_t ga_graph_pool_alloc(int device, size_t size, void *stream, void **ptr)
 {
     uint64_t cid;
-    /* The per-thread default stream is one handle for many streams, which
-     * a pool's arena cannot name by handle (make_arena). */
-    if (stream == GA_CUDA_STREAM_PER_THREAD || !ga_cuda_capture_id(stream, &cid))
+    if (!ga_cuda_capture_id(stream, &cid))
         return GPUARENA_ERR_STREAM_CAPTURE; /* the default arena's refusal stands */
     gpuarena_status_t st = GPUARENA_SUCCESS;
     pthread_mutex_lock(&lock);
@@ -291,8 +290,7 @@ gpuarena_status_t ga_capture_pool_alloc(int device, size_t size, void *stream, v
 {
     uint64_t cid;
     void *graph = NULL;
-    if (stream == GA_CUDA_STREAM_PER_THREAD || !ga_cuda_capture_graph(stream, &cid, &graph) ||
-        !graph)
+    if (!ga_cuda_capture_graph(stream, &cid, &graph) || !graph)
         return GPUARENA_ERR_STREAM_CAPTURE; /* the refusal stands */
     gpuarena_status_t st = GPUARENA_SUCCESS;
     pthread_mutex_lock(&lock);

@@ -3,8 +3,9 @@
 # (gpuarena_torch_alloc(3), gpuarena_cupy_malloc(3)), each compared with the
 # framework's own allocator run in a separate process; and their failures
 # (torch_errors.py, cupy_errors.py): raised as exceptions, the process
-# still computing after them; PyTorch's record_stream and empty_cache
-# hooks (torch_hooks.py); and CUDA graphs with the graph-pool hooks
+# still computing after them; CuPy on the per-thread default stream, its
+# graph captures there served (cupy_ptds.py); PyTorch's record_stream and
+# empty_cache hooks (torch_hooks.py); and CUDA graphs with the graph-pool hooks
 # (torch_graphs.py, compared with PyTorch's own allocator too), and
 # torch.compile(mode="reduce-overhead"), whose graphs use those hooks
 # (torch_compile.py; a script that exits 77, as without Triton, is
@@ -111,6 +112,7 @@ run torch-compile torch_compile.py torch "torch.cuda.is_available()"
 alone torch-errors torch_errors.py torch "torch.cuda.is_available()"
 alone torch-hooks torch_hooks.py torch "torch.cuda.is_available()"
 alone cupy-errors cupy_errors.py cupy "cupy.cuda.runtime.getDeviceCount() > 0"
+alone cupy-ptds cupy_ptds.py cupy "cupy.cuda.runtime.getDeviceCount() > 0"
 alone torch-two-gpus torch_two_gpus.py torch "torch.cuda.device_count() > 1"
 run torch-ddp torch_ddp.py torch "torch.cuda.is_available()"
 alone cupy-two-gpus cupy_two_gpus.py cupy "cupy.cuda.runtime.getDeviceCount() > 1"

@@ -48,6 +48,7 @@ static struct {
     void (*devices)(int n, unsigned peers);
     int (*access)(int pool, int *ids, int max);
     void (*fd_handles)(int supported, int refused);
+    void (*new_context)(void);
 } fake;
 
 /* The fake's controls, from the libcuda.so.1 the library opens too. */
@@ -73,6 +74,7 @@ static void fake_open(void)
     GET(devices, "fakecuda_devices");
     GET(access, "fakecuda_access");
     GET(fd_handles, "fakecuda_fd_handles");
+    GET(new_context, "fakecuda_new_context");
 #undef GET
 }
 
@@ -565,6 +567,44 @@ START_TEST(legacy_stream_asks_only_off_the_cache)
 }
 END_TEST
 
+/* An arena made while a blocking stream of its device is being captured
+ * (a CUDA graph pool's, when CuPy captures on a blocking stream or on
+ * the per-thread one): the driver refuses the legacy stream's id then,
+ * and asking for it invalidates the capture, so the arena takes the id
+ * that an arena of the same context asked for before.  With none made
+ * before, the creation is refused and changes nothing.  The capture is
+ * never disturbed. */
+START_TEST(arena_made_during_a_blocking_capture)
+{
+    fake_open();
+    fake.new_context(); /* no arena made in it yet */
+    long disturbed = fake.count("disturbed");
+    gpuarena_t *a = NULL, *b = NULL;
+    fake.blocking_capture(1);
+    ck_assert_int_eq(gpuarena_create(GPUARENA_DEVICE, 0, NULL, &a), GPUARENA_ERR_STREAM_CAPTURE);
+    ck_assert_ptr_null(a);
+    ck_assert_ptr_nonnull(strstr(gpuarena_last_error(), "CAPTURE_IMPLICIT"));
+    fake.blocking_capture(0);
+    ck_assert_int_eq(gpuarena_create(GPUARENA_DEVICE, 0, NULL, &a), GPUARENA_SUCCESS);
+    fake.blocking_capture(1);
+    ck_assert_int_eq(gpuarena_create(GPUARENA_DEVICE, 0, "pool=arena,cross_stream=never", &b),
+                     GPUARENA_SUCCESS);
+    void *p = NULL, *q = NULL;
+    ck_assert_int_eq(gpuarena_alloc(b, 4096, (void *)0x5000, &p), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_free(b, p, (void *)0x5000), GPUARENA_SUCCESS);
+    fake.blocking_capture(0);
+    ck_assert_int_eq(fake.count("disturbed"), disturbed);
+    /* B names the legacy stream: a block freed there is its own again. */
+    ck_assert_int_eq(gpuarena_alloc(b, 4096, NULL, &p), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_free(b, p, NULL), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_alloc(b, 4096, NULL, &q), GPUARENA_SUCCESS);
+    ck_assert_ptr_eq(q, p);
+    ck_assert_int_eq(gpuarena_free(b, q, NULL), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_destroy(b), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_SUCCESS);
+}
+END_TEST
+
 /* A free on a created stream that is being captured asks the driver
  * nothing where it puts nothing on the stream: into the thread cache, or
  * into the stream's pool.  It is not refused: the block waits there, and
@@ -970,14 +1010,22 @@ int main(int argc, char **argv)
         perror("check_fakecuda: execv");
         return EXIT_FAILURE;
     }
-    const TTest *tests[] = {
-        decommit_stops_where_unmap_fails,       decommit_retries_a_failed_unmap,
-        release_failure_still_unmaps,           failed_commit_undo_does_not_wedge,
-        driver_pool_frees_when_the_wait_fails,  driver_pool_under_max_reserved,
-        legacy_stream_asks_only_off_the_cache,  free_on_a_captured_stream,
-        device_arena_in_a_forked_child,         fork_during_the_driver_load,
-        out_of_memory_and_trim_spare_a_capture, peer_access_opens_to_the_peers,
-        ipc_makes_granules_exportable,          ipc_makes_driver_pool_exportable,
-        hooks_free_after_the_capture,           torch_graph_pools};
+    const TTest *tests[] = {decommit_stops_where_unmap_fails,
+                            decommit_retries_a_failed_unmap,
+                            release_failure_still_unmaps,
+                            failed_commit_undo_does_not_wedge,
+                            driver_pool_frees_when_the_wait_fails,
+                            driver_pool_under_max_reserved,
+                            legacy_stream_asks_only_off_the_cache,
+                            arena_made_during_a_blocking_capture,
+                            free_on_a_captured_stream,
+                            device_arena_in_a_forked_child,
+                            fork_during_the_driver_load,
+                            out_of_memory_and_trim_spare_a_capture,
+                            peer_access_opens_to_the_peers,
+                            ipc_makes_granules_exportable,
+                            ipc_makes_driver_pool_exportable,
+                            hooks_free_after_the_capture,
+                            torch_graph_pools};
     return ga_check_tests("fakecuda", 0, tests, sizeof tests / sizeof tests[0]);
 }

@@ -774,6 +774,59 @@ gpuarena_status_t ga_cuda_stream_check(void *stream)
     return capture_check(stream);
 }
 
+/* The legacy stream's id of each context an arena was made in, by the
+ * context's id (cuCtxGetId: unique for the life of the program, where a
+ * handle may be reused by a context made later).  An arena made while a
+ * blocking stream of its device is being captured, as a CUDA graph pool's
+ * is (graphpool.c) when CuPy captures on a blocking stream, cannot ask
+ * the driver: the legacy stream may not be used then
+ * (CUDA_ERROR_STREAM_CAPTURE_IMPLICIT).  It takes the id that the
+ * device's default arena, made before, asked for; with none made before,
+ * it is refused (GPUARENA_ERR_STREAM_CAPTURE) and the capture goes on. */
+#define LEGACY_IDS 64
+static struct {
+    unsigned long long ctx, id;
+} legacy_ids[LEGACY_IDS];
+static unsigned n_legacy_ids;
+static pthread_mutex_t legacy_lock = PTHREAD_MUTEX_INITIALIZER;
+
+gpuarena_status_t ga_cuda_legacy_id(void *ctx, uint64_t *id)
+{
+    unsigned long long c = 0, v = 0;
+    CUresult r = cu.cuCtxGetId((CUcontext)ctx, &c);
+    if (r != CUDA_SUCCESS)
+        return fail("cuCtxGetId", r);
+    bool known = false;
+    pthread_mutex_lock(&legacy_lock);
+    unsigned n = n_legacy_ids < LEGACY_IDS ? n_legacy_ids : LEGACY_IDS;
+    for (unsigned i = 0; i < n; i++) {
+        if (legacy_ids[i].ctx == c) {
+            v = legacy_ids[i].id;
+            known = true;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&legacy_lock);
+    if (!known) {
+        /* Asking for the id while a blocking stream is captured fails and
+         * invalidates that capture (measured on an H200, CUDA 13); asking
+         * whether the legacy stream may be used fails alone. */
+        gpuarena_status_t st = capture_check(GA_CUDA_STREAM_LEGACY);
+        if (st != GPUARENA_SUCCESS)
+            return st;
+        r = cu.cuStreamGetId(CU_STREAM_LEGACY, &v);
+        if (r != CUDA_SUCCESS)
+            return stream_fail("cuStreamGetId", GA_CUDA_STREAM_LEGACY, r);
+        pthread_mutex_lock(&legacy_lock);
+        unsigned i = n_legacy_ids++ % LEGACY_IDS; /* the oldest goes */
+        legacy_ids[i].ctx = c;
+        legacy_ids[i].id = v;
+        pthread_mutex_unlock(&legacy_lock);
+    }
+    *id = v;
+    return GPUARENA_SUCCESS;
+}
+
 static CUstreamCaptureMode relax(void);
 static void unrelax(CUstreamCaptureMode m);
 

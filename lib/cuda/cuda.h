@@ -121,6 +121,10 @@ gpuarena_status_t ga_cuda_set_current(void *ctx);
  * device, or unknown to the driver.  CTX must be current.  It always asks
  * the driver, and remembers the answer for ga_cuda_stream_id_cached. */
 gpuarena_status_t ga_cuda_stream_id(void *ctx, void *stream, uint64_t *id);
+/* The id of CTX's legacy stream (CTX current), asked of the driver once
+ * per context: an arena made while a blocking stream is captured finds
+ * the id that an arena made before asked for. */
+gpuarena_status_t ga_cuda_legacy_id(void *ctx, uint64_t *id);
 /* The id of STREAM in CTX when this thread named it recently (no driver
  * call, no context needed); false when it must be asked for: callers try
  * this first. */

@@ -19,7 +19,7 @@ gpuarena_status_t ga_gpuctx_init(ga_gpuctx_t *g, int device)
     ga_cuda_scope_t sc;
     st = ga_cuda_enter(g->ctx, &sc);
     if (st == GPUARENA_SUCCESS) {
-        st = ga_cuda_stream_id(g->ctx, GA_CUDA_STREAM_LEGACY, &g->legacy_id);
+        st = ga_cuda_legacy_id(g->ctx, &g->legacy_id);
         ga_cuda_leave(&sc);
     }
     if (st != GPUARENA_SUCCESS) {
@@ -94,13 +94,33 @@ static gpuarena_status_t query(void *ctx, void *s, void *out)
     return ga_cuda_stream_query(s);
 }
 
+/* Whether an arena that names streams by their handles (name_by_handle)
+ * names S so: every stream but the legacy one, which is never captured
+ * and has its id from init. */
+static inline bool by_handle(const ga_gpuctx_t *g, gpuarena_stream_t s)
+{
+    return g->by_handle && s != NULL && s != GA_CUDA_STREAM_LEGACY;
+}
+
+/* The calling thread's per-thread stream, for handle_id: its address is
+ * the thread's own while the thread lives. */
+static _Thread_local char per_thread_stream;
+
 /* A stream's id from its handle (name_by_handle): the handle, with the
  * top bit set so that it is none of the driver's ids (small counts).  A
  * handle is reused only once its stream was destroyed and its work done
  * (see cuda.c): a new stream with it then inherits a pool whose frees
- * have passed. */
+ * have passed.  CU_STREAM_PER_THREAD is one handle for every thread's
+ * stream, and its driver id cannot be asked while it is captured (CuPy
+ * captures there under CUPY_CUDA_PER_THREAD_DEFAULT_STREAM=1): the
+ * address of a byte of the calling thread's own names it, which no
+ * stream handle (driver memory) is.  A later thread may be given the same
+ * address; the arenas that name streams so serve one capture each
+ * (graphpool.c), which ends before its thread does. */
 static inline uint64_t handle_id(gpuarena_stream_t s)
 {
+    if (s == GA_CUDA_STREAM_PER_THREAD)
+        s = &per_thread_stream;
     return (uint64_t)(uintptr_t)s | (uint64_t)1 << 63;
 }
 
@@ -112,7 +132,7 @@ void ga_gpuctx_name_by_handle(ga_provider_t *p)
 gpuarena_status_t ga_gpuctx_stream_id(ga_provider_t *p, gpuarena_stream_t s, uint64_t *id)
 {
     ga_gpuctx_t *g = ga_gpuctx_of(p);
-    if (g->by_handle && names_context(s)) {
+    if (by_handle(g, s)) {
         *id = handle_id(s);
         return GPUARENA_SUCCESS;
     }
@@ -156,9 +176,11 @@ gpuarena_status_t ga_gpuctx_stream_resolve(ga_provider_t *p, gpuarena_stream_t s
                                            uint64_t *id)
 {
     ga_gpuctx_t *g = ga_gpuctx_of(p);
-    if (g->by_handle && names_context(s)) {
+    if (by_handle(g, s)) {
         *id = handle_id(s);
-        return defer ? GA_UNCHECKED : ga_cuda_stream_check(s);
+        if (defer)
+            return GA_UNCHECKED;
+        return names_context(s) ? ga_cuda_stream_check(s) : ga_gpuctx_stream_check(p, s);
     }
     if (s != NULL && s != GA_CUDA_STREAM_LEGACY) {
         if (defer && ga_cuda_stream_id_cached(g->ctx, s, id))

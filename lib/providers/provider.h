@@ -74,8 +74,9 @@ typedef struct ga_provider_ops {
      * stream whose id is known then costs no provider call at all. */
     gpuarena_status_t (*stream_resolve)(ga_provider_t *p, gpuarena_stream_t s, bool defer,
                                         uint64_t *id);
-    /* Optional: from now on, name every stream handle by the handle
-     * itself, with no provider call (stream_id and stream_resolve): for
+    /* Optional: from now on, name every stream but the legacy one by its
+     * handle (the per-thread stream by its thread), with no call that
+     * asks for its id (stream_id and stream_resolve): for
      * an arena that serves a CUDA graph capture (graphpool.c), where the
      * driver's cuStreamGetId fails on the capturing stream and breaks
      * the capture. */

@@ -34,6 +34,7 @@ int fakecuda_access(int pool, int *ids, int max);
 void *fakecuda_graph(void);
 int fakecuda_graph_destroyed(void *graph);
 void fakecuda_fd_handles(int supported, int refused);
+void fakecuda_new_context(void);
 CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version, cuuint64_t flags,
                              CUdriverProcAddressQueryResult *status);
 
@@ -395,10 +396,20 @@ static CUresult f_pop(CUcontext *c)
     return CUDA_SUCCESS;
 }
 
+/* The primary context's id (cuCtxGetId); fakecuda_new_context gives it
+ * another, as the driver does to a context made after the last release
+ * of the one before. */
+static unsigned long long ctx_id = 1;
+
+void fakecuda_new_context(void)
+{
+    __atomic_add_fetch(&ctx_id, 1, __ATOMIC_SEQ_CST);
+}
+
 static CUresult f_ctx_id(CUcontext c, unsigned long long *id)
 {
     (void)c;
-    *id = 1;
+    *id = __atomic_load_n(&ctx_id, __ATOMIC_SEQ_CST);
     return CUDA_SUCCESS;
 }
 
@@ -406,14 +417,15 @@ static CUresult f_ctx_id(CUcontext c, unsigned long long *id)
 /* Streams and events: all work is done at once. */
 
 /* Measured on an H200 (CUDA 13): cuStreamGetId on a stream being
- * captured fails, in either capture mode, and invalidates the capture. */
+ * captured fails, in either capture mode, and invalidates the capture;
+ * on the legacy stream while a blocking stream is captured it fails
+ * too (CAPTURE_IMPLICIT). */
 static CUresult f_stream_id(CUstream s, unsigned long long *id)
 {
-    if (!is_legacy(s) && is_captured(s)) {
-        __atomic_add_fetch(&n_disturbed, 1, __ATOMIC_SEQ_CST);
-        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-    }
-    *id = s == NULL || s == CU_STREAM_LEGACY ? 100 : (unsigned long long)(uintptr_t)s;
+    if (disturbs(s))
+        return is_legacy(s) ? CUDA_ERROR_STREAM_CAPTURE_IMPLICIT
+                            : CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    *id = is_legacy(s) ? 100 : (unsigned long long)(uintptr_t)s;
     return CUDA_SUCCESS;
 }
 

@@ -28,6 +28,7 @@ lib.gpuarena_cupy_malloc.restype = ctypes.c_void_p
 lib.gpuarena_cupy_malloc.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
 lib.gpuarena_cupy_free.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]
 fake.fakecuda_capture.argtypes = [ctypes.c_void_p]
+fake.fakecuda_blocking_capture.argtypes = [ctypes.c_int]
 fake.fakecuda_count.restype = ctypes.c_long
 fake.fakecuda_count.argtypes = [ctypes.c_char_p]
 
@@ -62,6 +63,7 @@ def served(what):
 
 
 STREAM = 0x5000  # a created stream of the fake driver
+PER_THREAD = 0x2  # CU_STREAM_PER_THREAD
 if sys.argv[3:] == ["off"]:
     current[0] = STREAM
     fake.fakecuda_capture(STREAM)
@@ -97,30 +99,53 @@ def malloc(what):
 
 # A capture of CuPy's current stream: its allocations come from a pool of
 # the capture's own, which its frees go back to, reused by the capture in
-# stream order, and which lives as long as the graph.
-current[0] = STREAM
-fake.fakecuda_capture(STREAM)
-graph = fake.fakecuda_graph()
-p1 = malloc("an allocation during a capture")
-check("an allocation during a capture is served", bool(p1), "block %#x" % (p1 or 0))
-check("the stream was asked", fake.fakecuda_count(b"cuStreamIsCapturing") > checks)
-check("from a pool of the capture's own", pools() == [1], "pools' live blocks %s" % pools())
-lib.gpuarena_cupy_free(None, p1, 0)
-p2 = malloc("a second allocation of the capture")
-check("a block freed in the capture serves it again", p2 == p1, "%#x, then %#x" % (p1 or 0, p2 or 0))
-fake.fakecuda_capture(None)
-q = malloc("an allocation after the capture")
-check("the capture's blocks are not handed out after it", q and q != p2 and len(pools()) == 1,
-      "block %#x; %d pools" % (q or 0, len(pools())))
-lib.gpuarena_cupy_free(None, q, 0)
-lib.gpuarena_cupy_free(None, p2, 0)
-check("the pool outlives its blocks while the graph lives", pools() == [0], "%s" % pools())
-check("the graph's destruction is told once", fake.fakecuda_graph_destroyed(graph) == 1)
-lib.gpuarena_cupy_free(None, None, 0)  # any hook call collects
-check("the pool goes with its graph", pools() == [], "%s" % pools())
+# stream order, and which lives as long as the graph.  On a created
+# stream; on a blocking one, whose capture forbids the legacy stream,
+# where the pool's arena is made; and on the per-thread default stream,
+# CuPy's current stream under CUPY_CUDA_PER_THREAD_DEFAULT_STREAM=1, a
+# blocking stream whose id the driver cannot give while it is captured.
+# The fake counts a refused call as a disturbed capture, which the
+# driver invalidates.
+def capture_round(stream, name, blocking):
+    global checks
+    current[0] = stream
+    fake.fakecuda_capture(stream)
+    fake.fakecuda_blocking_capture(blocking)  # the legacy stream refused then
+    graph = fake.fakecuda_graph()
+    disturbed = fake.fakecuda_count(b"disturbed")
+    p1 = malloc("an allocation during a capture of " + name)
+    check("an allocation during a capture of %s is served" % name, bool(p1),
+          "block %#x" % (p1 or 0))
+    check("the stream was asked", fake.fakecuda_count(b"cuStreamIsCapturing") > checks)
+    check("from a pool of the capture's own", pools() == [1], "pools' live blocks %s" % pools())
+    lib.gpuarena_cupy_free(None, p1, 0)
+    p2 = malloc("a second allocation of the capture")
+    check("a block freed in the capture serves it again", p2 == p1,
+          "%#x, then %#x" % (p1 or 0, p2 or 0))
+    check("the capture of %s not disturbed" % name,
+          fake.fakecuda_count(b"disturbed") == disturbed,
+          "%d calls the capture refuses" % (fake.fakecuda_count(b"disturbed") - disturbed))
+    fake.fakecuda_capture(None)
+    fake.fakecuda_blocking_capture(0)
+    q = malloc("an allocation after the capture")
+    check("the capture's blocks are not handed out after it", q and q != p2 and len(pools()) == 1,
+          "block %#x; %d pools" % (q or 0, len(pools())))
+    lib.gpuarena_cupy_free(None, q, 0)
+    lib.gpuarena_cupy_free(None, p2, 0)
+    check("the pool outlives its blocks while the graph lives", pools() == [0], "%s" % pools())
+    check("the graph's destruction is told once", fake.fakecuda_graph_destroyed(graph) == 1)
+    lib.gpuarena_cupy_free(None, None, 0)  # any hook call collects
+    check("the pool goes with its graph", pools() == [], "%s" % pools())
+    checks = fake.fakecuda_count(b"cuStreamIsCapturing")
+
+
+capture_round(STREAM, "a created stream", 0)
+capture_round(STREAM, "a blocking created stream", 1)
+capture_round(PER_THREAD, "the per-thread stream", 1)
 
 # A graph destroyed while an array made in its capture is still alive:
 # the pool stays until that block is freed.
+current[0] = STREAM
 fake.fakecuda_capture(STREAM)
 graph = fake.fakecuda_graph()
 r = malloc("an allocation of a second capture")
