@@ -76,10 +76,10 @@ typedef struct ga_provider_ops {
                                         uint64_t *id);
     /* Optional: from now on, name every stream but the legacy one by its
      * handle (the per-thread stream by its thread), with no call that
-     * asks for its id (stream_id and stream_resolve): for
-     * an arena that serves a CUDA graph capture (graphpool.c), where the
-     * driver's cuStreamGetId fails on the capturing stream and breaks
-     * the capture. */
+     * asks for its id (stream_id and stream_resolve): for an arena that
+     * serves a CUDA graph capture (graphpool.c), where the driver's
+     * cuStreamGetId fails on the capturing stream and breaks the
+     * capture. */
     void (*name_by_handle)(ga_provider_t *p);
 
     /* Events (optional: without them, frees complete at once, as for host
