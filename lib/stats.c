@@ -10,6 +10,7 @@
 #include "arena.h"
 #include "config/config.h"
 #include "errors.h"
+#include "json.h"
 #include "outpath.h"
 #include "totals.h"
 
@@ -135,22 +136,6 @@ static void print_table(FILE *out, gpuarena_t *a, const gpuarena_stats_t *st)
                 st->prefetches, st->prefetches_skipped, st->advice_applied, st->advice_skipped);
 }
 
-/* S as a JSON string: quotes, backslashes and control characters escaped
- * (a memory line may quote a driver's message). */
-static void json_string(FILE *out, const char *s)
-{
-    fputc('"', out);
-    for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
-        if (*c == '"' || *c == '\\')
-            fprintf(out, "\\%c", *c);
-        else if (*c < 0x20)
-            fprintf(out, "\\u%04x", *c);
-        else
-            fputc(*c, out);
-    }
-    fputc('"', out);
-}
-
 static void print_json(FILE *out, gpuarena_t *a, const gpuarena_stats_t *st, bool first)
 {
     fprintf(out, "%s\n    {\"kind\": \"%s\", \"device\": %d", first ? "" : ",",
@@ -206,7 +191,7 @@ static void print_json(FILE *out, gpuarena_t *a, const gpuarena_stats_t *st, boo
     const char *how = memory_line(a);
     fputs(", \"memory\": ", out);
     if (how)
-        json_string(out, how);
+        ga_json_string(out, how); /* may quote a driver's message */
     else
         fputs("null", out);
     fputs("}", out);

@@ -13,6 +13,7 @@
 
 #include "cuda/cuda.h"
 #include "gpuarena.h"
+#include "json.h"
 #include "trace/trace.h"
 
 #include <getopt.h>
@@ -109,21 +110,6 @@ static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
-}
-
-static void json_string(FILE *out, const char *s)
-{
-    fputc('"', out);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            fprintf(out, "\\%c", c);
-        else if (c < 0x20)
-            fprintf(out, "\\u%04x", c);
-        else
-            fputc(c, out);
-    }
-    fputc('"', out);
 }
 
 static const char *arena_label(const ga_trace_t *t, const ga_trace_arena_t *ta, char buf[64])
@@ -467,12 +453,12 @@ static void print_json(const result_t *rs, size_t n)
     for (size_t i = 0; i < n; i++) {
         const result_t *r = &rs[i];
         printf("%s\n {\"trace\":", i ? "," : "");
-        json_string(stdout, r->trace->name);
+        ga_json_string(stdout, r->trace->name);
         printf(",\"arena\":{\"kind\":\"%s\",\"device\":%d,\"instance\":%u},\"group\":",
                kind_name(r->ta->kind), r->ta->device, r->ta->instance);
-        json_string(stdout, r->group->label);
+        ga_json_string(stdout, r->group->label);
         printf(",\"options\":");
-        json_string(stdout, r->group->options);
+        ga_json_string(stdout, r->group->options);
         printf(",\"ok\":%s,\"events\":%zu,\"allocations\":%" PRIu32
                ",\"zero_size_allocations\":%" PRIu32 ",\"trace_peak_requested\":%" PRIu64,
                r->ok ? "true" : "false", r->ta->nevents, r->ta->nids, r->ta->nzero,
