@@ -1606,6 +1606,30 @@ START_TEST(cached_peak_counts_every_cache_of_the_thread)
 }
 END_TEST
 
+/* One thread, one stream more than it keeps caches for: making the last
+ * cache retires the oldest, whose block goes back to its pool.  Everything
+ * is free then, so the cached peak is all that is reserved (the retire
+ * left the in-use count that the caches' peak checks read too high, and
+ * that peak unrecorded). */
+START_TEST(cached_peak_after_a_cache_is_retired)
+{
+    enum { STREAMS = 17 }; /* tcache.h's TC_PER_ARENA, and one more */
+    gpuarena_t *a = arena(GPUARENA_HOST, NULL);
+    void *p[STREAMS];
+    for (uintptr_t i = 0; i < STREAMS; i++)
+        p[i] = aalloc(a, 4096, (gpuarena_stream_t)(0x100 + i));
+    for (uintptr_t i = 0; i < STREAMS; i++)
+        afree(a, p[i], (gpuarena_stream_t)(0x100 + i));
+    void *q = aalloc(a, 100000, GPUARENA_STREAM_HOST); /* locked: the peaks from here */
+    gpuarena_stats_t st = stats(a);
+    ck_assert_uint_eq(st.reserved_peak, st.reserved);
+    ck_assert_uint_eq(st.cached_peak, st.reserved_peak);
+    afree(a, q, GPUARENA_STREAM_HOST);
+    ck_assert_int_eq(gpuarena_check(a), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_SUCCESS);
+}
+END_TEST
+
 START_TEST(max_cached_cap)
 {
     gpuarena_t *a = arena(GPUARENA_HOST, "granule=64K,max_cached=1M,thread_cache=false");
@@ -1620,6 +1644,50 @@ START_TEST(max_cached_cap)
         ck_assert_int_eq(gpuarena_check(a), GPUARENA_SUCCESS);
     }
     ck_assert_uint_ge(stats(a).provider_unmaps, 1);
+    ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_SUCCESS);
+}
+END_TEST
+
+/* Blocks freed on a stream count against max_cached too (they stayed in
+ * the stream's pool, over the cap, until a trim): they go once the GPU has
+ * passed their frees, which a sweep recorded at the stream's next free
+ * shows.  With no simulated delay, at once; with one, once the simulated
+ * GPU has moved on (each new stream handle ticks its clock). */
+START_TEST(max_cached_stream_pools)
+{
+    gpuarena_stream_t s = (gpuarena_stream_t)(uintptr_t)1;
+    void *p[64];
+    gpuarena_t *a = arena(GPUARENA_SIM, "max_cached=0,thread_cache=false,sim_event_delay=0");
+    for (unsigned i = 0; i < 64; i++)
+        p[i] = aalloc(a, MI, s);
+    for (unsigned i = 0; i < 64; i++)
+        afree(a, p[i], s);
+    gpuarena_stats_t st = stats(a);
+    ck_assert_uint_eq(st.stream_cached, 0);
+    ck_assert_uint_eq(st.cached, 0);
+    ck_assert_uint_eq(st.reserved, 0);
+    ck_assert_int_eq(gpuarena_check(a), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_SUCCESS);
+
+    a = arena(GPUARENA_SIM, "max_cached=0,thread_cache=false,sim_event_delay=8");
+    for (unsigned i = 0; i < 64; i++)
+        p[i] = aalloc(a, MI, s);
+    for (unsigned i = 0; i < 64; i++)
+        afree(a, p[i], s);
+    st = stats(a);
+    ck_assert_uint_ge(st.stream_cached, 62 * MI); /* the GPU may not be past them */
+    for (unsigned round = 0; round < 2; round++) {
+        for (uintptr_t k = 0; k < 16; k++) /* time passes */
+            afree(a, aalloc(a, 4096, (gpuarena_stream_t)(100 + 16 * round + k)), NULL);
+        afree(a, aalloc(a, MI, s), s); /* a free on S records a sweep, or finds it done */
+    }
+    for (uintptr_t k = 0; k < 16; k++)
+        afree(a, aalloc(a, 4096, (gpuarena_stream_t)(200 + k)), NULL);
+    st = stats(a);
+    /* Left: what the last free on S put in its pool (a granule at most),
+     * which no later free on S has covered with a sweep. */
+    ck_assert_uint_le(st.cached, 2 * MI);
+    ck_assert_int_eq(gpuarena_check(a), GPUARENA_SUCCESS);
     ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_SUCCESS);
 }
 END_TEST
@@ -2614,11 +2682,13 @@ int main(void)
     tcase_add_test(cache, trim_keeps_at_most_keep);
     tcase_add_test(cache, trim_fixed_segments);
     tcase_add_test(cache, max_cached_cap);
+    tcase_add_test(cache, max_cached_stream_pools);
     tcase_add_test(cache, max_cached_after_caches_give_back);
     tcase_add_test(cache, max_reserved_caps_the_arena);
     tcase_add_test(cache, set_changes_the_caps_of_a_live_arena);
     tcase_add_test(cache, requested_peak_across_threads);
     tcase_add_test(cache, cached_peak_counts_every_cache_of_the_thread);
+    tcase_add_test(cache, cached_peak_after_a_cache_is_retired);
     tcase_add_test(cache, zero_fill_on_reuse);
     tcase_add_test(cache, statistics);
     tcase_add_test(cache, stats_json_memory_line);

@@ -9,6 +9,7 @@
  *   ten million as issue 10 asks (about 3 s each on a 2-core machine): on
  *   a sim arena without thread caches (every operation takes the lock,
  *   cross_stream = wait) and on a host arena with them and max_cached.
+ * two arenas: 4 threads, each on a sim and a host arena at once.
  *
  * Every worker allocates (sizes 1 B to 64 KiB, a few up to 1 MiB), frees on
  * the allocation's stream or another, and records other streams.  On the
@@ -38,18 +39,25 @@
 #define MAX_LIVE 64
 
 typedef struct blk {
+    gpuarena_t *a;
     unsigned char *p;
     size_t size;
     gpuarena_stream_t stream;
     uint64_t tag;
 } blk_t;
 
+/* Two arenas at most: a worker with two has caches of both, and its
+ * locked operations on one look at its caches of the other while the
+ * monitor's trims flush them. */
+#define MAX_ARENAS 2
+
 typedef struct worker {
     pthread_t th;
-    gpuarena_t *a;
+    gpuarena_t *a[MAX_ARENAS];
+    bool host[MAX_ARENAS]; /* whose blocks are host memory, tagged */
+    unsigned narenas;
     unsigned id;
     unsigned long ops;
-    bool host;
     uint64_t rng;
     unsigned long done_ops;
     char err[256]; /* empty: no failure */
@@ -84,6 +92,15 @@ static bool tag_ok(const blk_t *b)
            (b->size < 16 || memcmp(b->p + b->size - 8, &b->tag, 8) == 0);
 }
 
+/* Whether B came from an arena of host memory, whose tags can be read. */
+static bool is_host(const worker_t *w, const blk_t *b)
+{
+    for (unsigned k = 0; k < w->narenas; k++)
+        if (w->a[k] == b->a)
+            return w->host[k];
+    return false;
+}
+
 #define FAIL(w, ...)                                                                               \
     do {                                                                                           \
         snprintf((w)->err, sizeof(w)->err, __VA_ARGS__);                                           \
@@ -105,13 +122,15 @@ static void *work(void *arg)
         unsigned what = (unsigned)(r % 100);
         unsigned pick = (unsigned)(r >> 8) % 4;
         gpuarena_stream_t s = pick == 0 ? stream(1) : pick == 1 ? stream(2) : mine;
+        unsigned k = (unsigned)(r >> 60) % w->narenas;
         if (n < MAX_LIVE && (what < 50 || n == 0)) {
             unsigned bits = (unsigned)(r >> 16) % 17; /* up to 64 KiB */
             if ((r >> 24) % 64 == 0)
                 bits = 20; /* now and then up to 1 MiB */
             size_t size = ((size_t)(r >> 32) & (((size_t)1 << bits) - 1)) + 1;
             blk_t *b = &live[n];
-            gpuarena_status_t st = gpuarena_alloc(w->a, size, s, (void **)&b->p);
+            b->a = w->a[k];
+            gpuarena_status_t st = gpuarena_alloc(b->a, size, s, (void **)&b->p);
             if (st != GPUARENA_SUCCESS)
                 FAIL(w, "thread %u: alloc %zu: %s", w->id, size, gpuarena_last_error());
             if (!b->p)
@@ -119,25 +138,25 @@ static void *work(void *arg)
             b->size = size;
             b->stream = s;
             b->tag = ((uint64_t)w->id << 56) | op;
-            if (w->host)
+            if (w->host[k])
                 tag_write(b);
             n++;
         } else if (what < 95) {
             unsigned i = (unsigned)((r >> 16) % n);
             blk_t *b = &live[i];
-            if (w->host && !tag_ok(b))
+            if (is_host(w, b) && !tag_ok(b))
                 FAIL(w, "thread %u: block %p of %zu bytes was overwritten", w->id, (void *)b->p,
                      b->size);
             /* Mostly on the allocation's stream; sometimes on a shared
              * one, as after an event wait. */
             gpuarena_stream_t fs = (r >> 40) % 8 ? b->stream : stream(1 + (r >> 44) % 2);
-            gpuarena_status_t st = gpuarena_free(w->a, b->p, fs);
+            gpuarena_status_t st = gpuarena_free(b->a, b->p, fs);
             if (st != GPUARENA_SUCCESS)
                 FAIL(w, "thread %u: free %p: %s", w->id, (void *)b->p, gpuarena_last_error());
             live[i] = live[--n];
         } else {
             blk_t *b = &live[(r >> 16) % n];
-            gpuarena_status_t st = gpuarena_record_stream(w->a, b->p, stream(1 + (r >> 40) % 2));
+            gpuarena_status_t st = gpuarena_record_stream(b->a, b->p, stream(1 + (r >> 40) % 2));
             if (st != GPUARENA_SUCCESS)
                 FAIL(w, "thread %u: record_stream: %s", w->id, gpuarena_last_error());
         }
@@ -145,10 +164,10 @@ static void *work(void *arg)
     }
 out:
     for (unsigned i = 0; i < n; i++) {
-        if (w->host && !tag_ok(&live[i]) && !w->err[0])
+        if (is_host(w, &live[i]) && !tag_ok(&live[i]) && !w->err[0])
             snprintf(w->err, sizeof w->err, "thread %u: block %p overwritten", w->id,
                      (void *)live[i].p);
-        if (gpuarena_free(w->a, live[i].p, live[i].stream) != GPUARENA_SUCCESS && !w->err[0])
+        if (gpuarena_free(live[i].a, live[i].p, live[i].stream) != GPUARENA_SUCCESS && !w->err[0])
             snprintf(w->err, sizeof w->err, "thread %u: final free: %s", w->id,
                      gpuarena_last_error());
     }
@@ -212,25 +231,55 @@ static unsigned long env_ops(const char *name, unsigned long dflt)
     return v ? v : 1;
 }
 
-static void run(gpuarena_kind_t kind, const char *opts, unsigned nthreads, unsigned long per_thread)
+/* The end of a run on arena A, every block freed: the checker passes,
+ * the statistics add up, and trim(0) returns everything.  Its share of
+ * the TOTAL operations is about a third allocations. */
+static void check_after(gpuarena_t *a, unsigned long total)
 {
-    gpuarena_t *a = NULL;
-    ck_assert_msg(gpuarena_create(kind, 0, opts, &a) == GPUARENA_SUCCESS, "create: %s",
-                  gpuarena_last_error());
+    ck_assert_msg(gpuarena_check(a) == GPUARENA_SUCCESS, "%s", gpuarena_last_error());
+    gpuarena_stats_t st;
+    ck_assert_int_eq(gpuarena_stats(a, &st), GPUARENA_SUCCESS);
+    ck_assert_uint_eq(st.requested, 0);
+    ck_assert_uint_eq(st.in_use, 0);
+    ck_assert_uint_eq(st.live_blocks, 0);
+    ck_assert_uint_eq(st.allocs, st.frees);
+    ck_assert_uint_ge(st.allocs, total / 3);
+    ck_assert_uint_eq(st.allocs, st.cache_hits + st.cache_misses);
+    ck_assert_int_eq(gpuarena_trim(a, 0), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_stats(a, &st), GPUARENA_SUCCESS);
+    ck_assert_uint_eq(st.reserved, 0);
+    ck_assert_uint_eq(st.pending_frees, 0);
+    ck_assert_msg(gpuarena_check(a) == GPUARENA_SUCCESS, "%s", gpuarena_last_error());
+}
+
+/* NARENAS arenas of KIND[k] made with OPTS[k], used by NTHREADS workers
+ * at once, PER_THREAD operations each, and by the monitor. */
+static void run_on(unsigned narenas, const gpuarena_kind_t *kind, const char *const *opts,
+                   unsigned nthreads, unsigned long per_thread)
+{
+    gpuarena_t *a[MAX_ARENAS] = {NULL};
+    for (unsigned k = 0; k < narenas; k++)
+        ck_assert_msg(gpuarena_create(kind[k], 0, opts[k], &a[k]) == GPUARENA_SUCCESS, "create: %s",
+                      gpuarena_last_error());
     worker_t *w = calloc(nthreads, sizeof *w);
     monitor_t *m = calloc(1, sizeof *m);
     ck_assert_ptr_nonnull(w);
     ck_assert_ptr_nonnull(m);
-    m->a = a;
+    /* The monitor on the first arena only: what its trims flush, the
+     * workers' locked operations on the other look at with no lock of
+     * the first between them. */
+    m->a = a[0];
     atomic_init(&m->stop, false);
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     ck_assert_int_eq(pthread_create(&m->th, NULL, watch, m), 0);
     for (unsigned i = 0; i < nthreads; i++) {
-        w[i].a = a;
+        memcpy(w[i].a, a, sizeof a);
+        for (unsigned k = 0; k < narenas; k++)
+            w[i].host[k] = kind[k] == GPUARENA_HOST;
+        w[i].narenas = narenas;
         w[i].id = i;
         w[i].ops = per_thread;
-        w[i].host = kind == GPUARENA_HOST;
         w[i].rng = 0x12345678ull * (i + 1) + 1;
         ck_assert_int_eq(pthread_create(&w[i].th, NULL, work, &w[i]), 0);
     }
@@ -248,29 +297,26 @@ static void run(gpuarena_kind_t kind, const char *opts, unsigned nthreads, unsig
     ck_assert_uint_eq(total, (unsigned long)nthreads * per_thread);
     ck_assert_uint_gt(m->rounds, 0);
 
-    ck_assert_msg(gpuarena_check(a) == GPUARENA_SUCCESS, "%s", gpuarena_last_error());
-    gpuarena_stats_t st;
-    ck_assert_int_eq(gpuarena_stats(a, &st), GPUARENA_SUCCESS);
-    ck_assert_uint_eq(st.requested, 0);
-    ck_assert_uint_eq(st.in_use, 0);
-    ck_assert_uint_eq(st.live_blocks, 0);
-    ck_assert_uint_eq(st.allocs, st.frees);
-    ck_assert_uint_ge(st.allocs, total / 3);
-    ck_assert_uint_eq(st.allocs, st.cache_hits + st.cache_misses);
-    ck_assert_int_eq(gpuarena_trim(a, 0), GPUARENA_SUCCESS);
-    ck_assert_int_eq(gpuarena_stats(a, &st), GPUARENA_SUCCESS);
-    ck_assert_uint_eq(st.reserved, 0);
-    ck_assert_uint_eq(st.pending_frees, 0);
-    ck_assert_msg(gpuarena_check(a) == GPUARENA_SUCCESS, "%s", gpuarena_last_error());
     double s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
-    printf("%-5s %u threads x %lu ops (%s): %.2f s, %.2f M ops/s, %lu monitor rounds, %" PRIu64
-           " allocs, %" PRIu64 " hits\n",
-           kind == GPUARENA_HOST ? "host" : "sim", nthreads, per_thread, opts, s,
-           (double)total / s / 1e6, m->rounds, st.allocs, st.cache_hits);
+    for (unsigned k = 0; k < narenas; k++) {
+        gpuarena_stats_t st;
+        ck_assert_int_eq(gpuarena_stats(a[k], &st), GPUARENA_SUCCESS);
+        check_after(a[k], total / narenas);
+        printf("%-5s %u threads x %lu ops (%s%s): %.2f s, %.2f M ops/s, %lu monitor rounds, "
+               "%" PRIu64 " allocs, %" PRIu64 " hits\n",
+               kind[k] == GPUARENA_HOST ? "host" : "sim", nthreads, per_thread, opts[k],
+               narenas > 1 ? "; one of two arenas" : "", s, (double)total / s / 1e6, m->rounds,
+               st.allocs, st.cache_hits);
+        ck_assert_int_eq(gpuarena_destroy(a[k]), GPUARENA_SUCCESS);
+    }
     fflush(stdout);
-    ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_SUCCESS);
     free(w);
     free(m);
+}
+
+static void run(gpuarena_kind_t kind, const char *opts, unsigned nthreads, unsigned long per_thread)
+{
+    run_on(1, &kind, &opts, nthreads, per_thread);
 }
 
 START_TEST(threads_sim)
@@ -299,6 +345,19 @@ START_TEST(stress_host)
 {
     unsigned long total = env_ops("GA_STRESS_OPS", 10000000);
     run(GPUARENA_HOST, "thread_cache=true,max_cached=4M,granule=64K", 8, (total + 7) / 8);
+}
+END_TEST
+
+/* Each worker on a sim and a host arena at once, blocks of 16K-1M in
+ * the large slots of its caches of both: a locked operation on the host
+ * arena looks at the thread's caches of the sim one, which the monitor's
+ * trims of that one flush meanwhile (a race ThreadSanitizer caught). */
+START_TEST(threads_two_arenas)
+{
+    const gpuarena_kind_t kinds[] = {GPUARENA_SIM, GPUARENA_HOST};
+    const char *const opts[] = {"thread_cache=true,thread_cache_max=16K,thread_cache_bytes=64K",
+                                "thread_cache=true,thread_cache_max=16K"};
+    run_on(2, kinds, opts, 4, env_ops("GA_TEST_OPS", 1000000) / 2);
 }
 END_TEST
 
@@ -375,7 +434,7 @@ int main(void)
            "(ops in all of each 8-thread stress run, on sim and on host; default\n"
            "10000000, issue 10's full size; under sanitizers or valgrind use e.g.\n"
            "GA_TEST_OPS=20000 GA_STRESS_OPS=80000)\n");
-    const TTest *tests[] = {threads_sim, threads_host, stress_sim, stress_host,
-                            totals_with_threads};
+    const TTest *tests[] = {threads_sim, threads_host,       stress_sim,
+                            stress_host, threads_two_arenas, totals_with_threads};
     return ga_check_tests("threads", 900, tests, sizeof tests / sizeof tests[0]);
 }

@@ -409,11 +409,18 @@ ga_block_t *ga_bm_free_into(ga_bm_t *bm, ga_pool_t *p, ga_block_t *b)
 /* ------------------------------------------------------------------ */
 /* Caps.                                                               */
 
-/* max_cached: after blocks went back to the pools. */
+/* max_cached: after blocks went back to the pools.  What ANY holds goes
+ * at once; what the stream pools hold, once the GPU has passed its frees:
+ * each pool is asked for a sweep, which its stream's next free records
+ * (ga_sweep_on_free), and the polls of later frees release what it
+ * covers once it completes.  A stream that frees no more keeps its
+ * pool's blocks until trim. */
 static __attribute__((noinline)) void release_over_cap(ga_bm_t *bm, uint64_t cached)
 {
     ga_sweep_poll(bm, false);
     ga_seg_release(bm, cached - bm->set.max_cached);
+    if (bm->npools && bm->c.reserved - bm->c.in_use > bm->set.max_cached)
+        ga_sweep_request_all(bm);
 }
 
 /* Inline: every locked free asks, and nearly always the answer is no. */
@@ -424,9 +431,18 @@ static inline void enforce_cap(ga_bm_t *bm)
         release_over_cap(bm, cached);
 }
 
-void ga_bm_enforce_cap(ga_bm_t *bm)
+void ga_bm_caches_returned(ga_bm_t *bm)
 {
     enforce_cap(bm);
+    /* The in-use count fell by what came back, and the thread caches'
+     * lock-free peak checks measure against the one last published: a
+     * stale, higher one would hide the next cached peak.  Only the cached
+     * peak can have risen.  The requested and in-use ones are left alone:
+     * measured from a thread whose caches are gone (at its exit), they
+     * would count what other threads' caches hold as in use. */
+    uint64_t r, u;
+    ga_publish_bases(bm, &r, &u);
+    ga_peak_max(&bm->peak.cached, ga_cached_bytes(bm, u));
 }
 
 void ga_bm_set_caps(ga_bm_t *bm, const size_t *max_cached, const size_t *max_reserved)

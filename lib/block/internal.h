@@ -396,8 +396,9 @@ static inline bool ga_wanted(ga_bm_t *bm, uint64_t id)
 void ga_bm_free_locked(ga_bm_t *bm, ga_block_t *b, ga_stream_t s, bool done);
 void ga_bm_update_peaks(ga_bm_t *bm);
 uint64_t ga_bm_user_in_use(ga_bm_t *bm);
-/* After blocks went back to the pools: honour max_cached. */
-void ga_bm_enforce_cap(ga_bm_t *bm);
+/* After thread caches gave blocks back to the pools (the lock held):
+ * honour max_cached and publish the counts for the peaks. */
+void ga_bm_caches_returned(ga_bm_t *bm);
 
 /* A block's requested size changed by D for the user (see req_drift). */
 static inline void ga_req_drift(ga_bm_t *bm, int64_t d)

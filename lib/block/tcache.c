@@ -129,9 +129,18 @@ static void flush(ga_tcache_t *t)
     }
     if (t->large) {
         ga_block_t *b = t->large;
-        t->large = NULL;
+        /* Read by its owner without entering the cache (large_hint). */
+        __atomic_store_n(&t->large, NULL, __ATOMIC_RELAXED);
         give_back(t, b);
     }
+}
+
+/* Whether T's large slot holds a block, as its owner reads it without
+ * entering T, for a hint: T may be a cache of another manager, which
+ * a flush under that manager's lock is emptying (flush, above). */
+static bool large_hint(const ga_tcache_t *t)
+{
+    return __atomic_load_n(&t->large, __ATOMIC_RELAXED) != NULL;
 }
 
 /* The owner gives back every block T holds, if T is still BM's (BM's
@@ -164,7 +173,7 @@ bool ga_tcache_drop_parked(ga_bm_t *bm)
      * on a random mix of sizes, at every allocation (tcache.h).  No walk
      * of the thread's caches of other arenas. */
     ga_tcache_t *last = ga_tc_last;
-    if (ga_tc_parked == 1 && last && last->large &&
+    if (ga_tc_parked == 1 && last && large_hint(last) &&
         atomic_load_explicit(&last->bm, memory_order_relaxed) == bm) {
         ga_tc_parked = 0;
         return drop_one(bm, last);
@@ -172,7 +181,7 @@ bool ga_tcache_drop_parked(ga_bm_t *bm)
     unsigned others = 0; /* large blocks in caches of other managers */
     bool dropped = false;
     for (ga_tcache_t *t = ga_tc_list; t; t = t->t_next) {
-        if (!t->large)
+        if (!large_hint(t))
             continue;
         if (atomic_load_explicit(&t->bm, memory_order_relaxed) != bm) {
             others++;
@@ -188,7 +197,7 @@ void ga_tcache_cool(ga_bm_t *bm, ga_tcache_t *t)
 {
     ga_lock(&bm->lock);
     owner_flush(bm, t);
-    ga_bm_enforce_cap(bm); /* what went back counts as cached now */
+    ga_bm_caches_returned(bm); /* what went back counts as cached now */
     ga_unlock(&bm->lock);
     memset(t->ghost, 0, sizeof t->ghost);
     t->cold = true;
@@ -228,7 +237,7 @@ static void owner_retire(ga_bm_t *bm, ga_tcache_t *t)
     retire(t);
     tc_unlock(t);
     pthread_mutex_unlock(&bm->tc_lock);
-    ga_bm_enforce_cap(bm); /* the cache's blocks are cached now */
+    ga_bm_caches_returned(bm); /* the cache's blocks are cached now */
     ga_unlock(&bm->lock);
 }
 
@@ -236,13 +245,16 @@ static void thread_exit(void *arg)
 {
     (void)arg;
     pthread_mutex_lock(&registry);
-    for (ga_tcache_t *t = ga_tc_list, *n; t; t = n) {
-        n = t->t_next;
+    for (ga_tcache_t *t; (t = ga_tc_list) != NULL;) {
+        /* Out of the thread's list before it is retired: the retire
+         * publishes the peaks' counts from the caches left in it. */
+        ga_tc_list = t->t_next;
+        if (ga_tc_last == t)
+            ga_tc_last = NULL;
         if (t->bm)
             owner_retire(t->bm, t);
         free(t);
     }
-    ga_tc_list = ga_tc_last = NULL;
     ga_tc_any = false;
     ga_tc_parked = 0;
     pthread_mutex_unlock(&registry);
@@ -487,6 +499,6 @@ void ga_bm_fork_child(ga_bm_t *bm, bool usable)
     remote_unlock_all(bm);
     pthread_mutex_unlock(&bm->tc_lock);
     if (usable)
-        ga_bm_enforce_cap(bm); /* the retired caches' blocks are cached now */
+        ga_bm_caches_returned(bm); /* the retired caches' blocks are cached now */
     ga_unlock(&bm->lock);
 }
