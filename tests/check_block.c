@@ -2235,7 +2235,16 @@ static void bad_input(gpuarena_kind_t kind, const char *opts)
     afree(a, other, s);
     before = snap(a);
     EXPECT_UNCHANGED(a, before, gpuarena_free(a, live, s), GPUARENA_ERR_DOUBLE_FREE);
+    /* Without a thread cache OTHER merged with LIVE, its neighbour, and
+     * is no block's start any more: freed twice all the same. */
+    EXPECT_UNCHANGED(a, before, gpuarena_free(a, other, s), GPUARENA_ERR_DOUBLE_FREE);
+    EXPECT_UNCHANGED(a, before, gpuarena_record_stream(a, other, s), GPUARENA_ERR_DOUBLE_FREE);
     ck_assert_uint_eq(stats(a).live_blocks, 0);
+    /* Once the memory went back to the provider, the arena cannot tell. */
+    ck_assert_int_eq(gpuarena_trim(a, 0), GPUARENA_SUCCESS);
+    before = snap(a);
+    EXPECT_UNCHANGED(a, before, gpuarena_free(a, other, s), GPUARENA_ERR_INVALID_POINTER);
+    ck_assert_ptr_nonnull(strstr(gpuarena_last_error(), "given back"));
     ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_SUCCESS);
 }
 

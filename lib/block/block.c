@@ -787,7 +787,10 @@ gpuarena_status_t ga_bm_alloc_on(ga_bm_t *bm, size_t size, ga_stream_t s, void *
 /* Free and record_stream.                                             */
 
 /* Why PTR is not a live block: double free, interior or foreign pointer.
- * The manager's lock held. */
+ * A block freed twice may have merged with a free neighbour since its
+ * first free, so its address is no block's start any more: an address in
+ * free memory is reported as freed already, which it is unless the
+ * program made it up.  The manager's lock held. */
 static gpuarena_status_t bad_pointer(ga_bm_t *bm, uintptr_t a, const char *what)
 {
     if (bm->direct)
@@ -798,17 +801,25 @@ static gpuarena_status_t bad_pointer(ga_bm_t *bm, uintptr_t a, const char *what)
         for (ga_block_t *b = g->first; b; b = b->next) {
             if (a < b->addr || a >= b->addr + b->size)
                 continue;
-            if (b->addr == a && b->state != BLOCK_HOLE)
+            if (b->state == BLOCK_LIVE)
+                return ga_error(GPUARENA_ERR_INTERIOR_POINTER,
+                                "%s: %p points inside a block starting at %p", what, (void *)a,
+                                (void *)b->addr);
+            if (b->state == BLOCK_HOLE)
+                break; /* memory given back to the provider */
+            if (b->addr == a)
                 return ga_error(GPUARENA_ERR_DOUBLE_FREE, "%s: %p was already freed", what,
                                 (void *)a);
-            return ga_error(b->state == BLOCK_LIVE ? GPUARENA_ERR_INTERIOR_POINTER
-                                                   : GPUARENA_ERR_INVALID_POINTER,
-                            "%s: %p points inside a block starting at %p", what, (void *)a,
-                            (void *)b->addr);
+            return ga_error(GPUARENA_ERR_DOUBLE_FREE,
+                            "%s: %p was already freed (it lies in free memory of this arena, "
+                            "inside the free block at %p)",
+                            what, (void *)a, (void *)b->addr);
         }
     }
-    return ga_error(GPUARENA_ERR_INVALID_POINTER, "%s: %p was not handed out by this arena", what,
-                    (void *)a);
+    return ga_error(GPUARENA_ERR_INVALID_POINTER,
+                    "%s: %p is not memory this arena holds: never handed out, or freed and its "
+                    "memory given back since",
+                    what, (void *)a);
 }
 
 /* The rest of free_locked: the block has recorded uses, or is
