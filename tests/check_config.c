@@ -567,6 +567,12 @@ START_TEST(options_override)
     ck_assert_int_eq(ga_conf_apply_options(c, "device.expandable=true", "GPUARENA_OPTIONS"),
                      GPUARENA_SUCCESS);
     value_of(c, GPUARENA_DEVICE, -1, "expandable", "true", "GPUARENA_OPTIONS");
+    /* and so does a later setting in one string (a script's appended
+     * override), where a file refuses a key set twice */
+    ck_assert_int_eq(
+        ga_conf_apply_options(c, "host.max_cached=1G,host.max_cached=2G", "GPUARENA_OPTIONS"),
+        GPUARENA_SUCCESS);
+    value_of(c, GPUARENA_HOST, -1, "max_cached", "2G", "GPUARENA_OPTIONS");
     ga_conf_free(c);
 }
 END_TEST
@@ -1074,6 +1080,17 @@ START_TEST(bad_option_changes_nothing)
     /* NULL and "" change nothing and succeed */
     ck_assert_int_eq(ga_config_apply(&s, GPUARENA_PINNED, NULL, "options"), GPUARENA_SUCCESS);
     ck_assert_int_eq(ga_config_apply(&s, GPUARENA_PINNED, "", "options"), GPUARENA_SUCCESS);
+    ck_assert_int_eq(memcmp(&s, &before, sizeof s), 0);
+    /* the last setting of a key wins, as in GPUARENA_OPTIONS */
+    ck_assert_int_eq(
+        ga_config_apply(&s, GPUARENA_PINNED, "max_reserved=1G,max_reserved=none", "options"),
+        GPUARENA_SUCCESS);
+    ck_assert_uint_eq(s.max_reserved, before.max_reserved);
+    ck_assert_int_eq(
+        ga_config_apply(&s, GPUARENA_PINNED, "max_reserved=none,max_reserved=1G", "options"),
+        GPUARENA_SUCCESS);
+    ck_assert_uint_eq(s.max_reserved, (size_t)1 << 30);
+    s.max_reserved = before.max_reserved;
     ck_assert_int_eq(memcmp(&s, &before, sizeof s), 0);
     /* and a good string changes exactly its keys */
     ck_assert_int_eq(ga_config_apply(&s, GPUARENA_PINNED, "zero=true,numa=interleave", "options"),
