@@ -112,12 +112,14 @@ static void print_table(FILE *out, gpuarena_t *a, const gpuarena_stats_t *st)
         fprintf(out, "  caps: max_cached %s, max_reserved %s\n",
                 max_cached == SIZE_MAX ? "none" : human(max_cached, b1, sizeof b1),
                 max_reserved == SIZE_MAX ? "none" : human(max_reserved, b2, sizeof b2));
-    if (st->oom_retries || st->oom_failures)
-        fprintf(out,
-                "  out of memory: retries %" PRIu64 ", failures %" PRIu64
-                ", last request %s, free on the device then %s\n",
-                st->oom_retries, st->oom_failures, human(st->last_oom_request, b1, sizeof b1),
-                human(st->device_free, b2, sizeof b2));
+    if (st->oom_retries || st->oom_failures) {
+        fprintf(out, "  out of memory: retries %" PRIu64 ", failures %" PRIu64 ", last request %s",
+                st->oom_retries, st->oom_failures, human(st->last_oom_request, b1, sizeof b1));
+        /* Host memory has no device; a sim arena, only with a capacity. */
+        if (a->kind == GPUARENA_DEVICE || st->device_free)
+            fprintf(out, ", free on the device then %s", human(st->device_free, b2, sizeof b2));
+        fputc('\n', out);
+    }
     if (a->kind == GPUARENA_HOST || a->kind == GPUARENA_PINNED) {
         nodes_text(st->numa_nodes, b1, sizeof b1);
         if (a->settings.numa == GA_NUMA_LOCAL)

@@ -1450,6 +1450,19 @@ START_TEST(max_reserved_caps_the_arena)
         ck_assert_int_eq(gpuarena_alloc(a, 4 * mib, GPUARENA_STREAM_HOST, &q),
                          GPUARENA_ERR_OUT_OF_MEMORY);
         ck_assert_ptr_null(q);
+        /* A host arena, or a sim arena of no set size, has no device
+         * whose free memory it could give: none is made up. */
+        ck_assert_ptr_null(strstr(gpuarena_last_error(), "device"));
+        ck_assert_uint_eq(stats(a).device_free, 0);
+        char *text = NULL;
+        size_t len = 0;
+        FILE *out = open_memstream(&text, &len);
+        ck_assert_ptr_nonnull(out);
+        ck_assert_int_eq(gpuarena_stats_print(out, NULL), GPUARENA_SUCCESS);
+        fclose(out);
+        ck_assert_ptr_nonnull(strstr(text, "out of memory: retries"));
+        ck_assert_ptr_null(strstr(text, "free on the device"));
+        free(text);
         ck_assert_uint_eq(stats(a).in_use, s2.in_use);
         afree(a, big, GPUARENA_STREAM_HOST);
         ck_assert_int_eq(gpuarena_check(a), GPUARENA_SUCCESS);
@@ -2010,7 +2023,10 @@ START_TEST(oom_sim_arena)
     void *q = NULL;
     ck_assert_int_eq(gpuarena_alloc(a, 5 * MI, NULL, &q), GPUARENA_ERR_OUT_OF_MEMORY);
     ck_assert_ptr_nonnull(strstr(gpuarena_last_error(), "out of memory"));
+    /* The simulated device has a size: what it had free is said. */
+    ck_assert_ptr_nonnull(strstr(gpuarena_last_error(), "free on the device"));
     gpuarena_stats_t st = stats(a);
+    ck_assert_uint_eq(st.device_free, 2 * MI);
     ck_assert_uint_eq(st.last_oom_request, 5 * MI);
     ck_assert_uint_eq(st.oom_retries, 1);
     ck_assert_uint_eq(st.oom_failures, 1);

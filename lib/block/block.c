@@ -584,9 +584,12 @@ gpuarena_status_t ga_bm_out_of_memory(ga_bm_t *bm, size_t size, gpuarena_status_
 {
     bm->c.oom_failures++;
     bm->c.last_oom = size;
+    /* What the device has free, where the provider can say: a GPU's
+     * arenas and a sim arena with a capacity. */
     uint64_t dev_free = 0;
-    if (bm->prov->ops->mem_free && bm->prov->ops->mem_free(bm->prov, &dev_free) == GPUARENA_SUCCESS)
-        bm->c.device_free = dev_free;
+    bool known =
+        bm->prov->ops->mem_free && bm->prov->ops->mem_free(bm->prov, &dev_free) == GPUARENA_SUCCESS;
+    bm->c.device_free = known ? dev_free : 0;
     if (st != GPUARENA_ERR_OUT_OF_MEMORY)
         return st;
     /* A direct provider's pool holds the memory: ask it what it has. */
@@ -594,14 +597,16 @@ gpuarena_status_t ga_bm_out_of_memory(ga_bm_t *bm, size_t size, gpuarena_status_
     if (bm->direct && bm->prov->ops->usage(bm->prov, &reserved, &used) != GPUARENA_SUCCESS)
         reserved = 0;
     uint64_t in_use = ga_bm_user_in_use(bm);
-    char cap[64] = "";
+    char cap[64] = "", device[64] = "";
     if (bm->set.max_reserved != SIZE_MAX)
         snprintf(cap, sizeof cap, " (max_reserved %zu)", bm->set.max_reserved);
+    if (known)
+        snprintf(device, sizeof device, ", %" PRIu64 " free on the device", dev_free);
     return ga_error(GPUARENA_ERR_OUT_OF_MEMORY,
                     "%s: out of memory allocating %zu bytes: %" PRIu64 " in use, %" PRIu64
-                    " reserved%s, %" PRIu64 " cached, %" PRIu64 " free on the device",
+                    " reserved%s, %" PRIu64 " cached%s",
                     bm->prov->ops->name, size, in_use, reserved, cap,
-                    reserved > in_use ? reserved - in_use : 0, dev_free);
+                    reserved > in_use ? reserved - in_use : 0, device);
 }
 
 /* One retry of alloc_miss once it ran out of memory: every cached byte

@@ -165,10 +165,13 @@ static gpuarena_status_t sim_stream_wait(ga_provider_t *p, gpuarena_stream_t h, 
     return GPUARENA_SUCCESS;
 }
 
+/* Without sim_capacity the simulated device has no size to say. */
 static gpuarena_status_t sim_mem_free(ga_provider_t *p, uint64_t *free_bytes)
 {
     sim_t *s = (sim_t *)p;
-    *free_bytes = s->capacity ? s->capacity - s->committed : UINT64_MAX;
+    if (!s->capacity)
+        return GPUARENA_ERR_NOT_SUPPORTED;
+    *free_bytes = s->capacity - s->committed;
     return GPUARENA_SUCCESS;
 }
 
