@@ -30,8 +30,9 @@ gpuarena_status_t gpuarena_set(gpuarena_t *a, const char *options)
     ga_settings_t s = a->settings;
     bool named[GA_CONFIG_MAX_KEYS];
     gpuarena_status_t st = ga_config_apply_named(&s, a->kind, options, "gpuarena_set", named);
-    if (st != GPUARENA_SUCCESS)
-        return st;
+    /* A fixed key is refused as such whatever its value, and before the
+     * rules that tie it to others (small_max to small_segment), which
+     * would ask for a change gpuarena_set cannot make either. */
     size_t cached = ga_config_key_index(ga_config_find_key("max_cached"));
     size_t reserved = ga_config_key_index(ga_config_find_key("max_reserved"));
     for (size_t i = 0; i < ga_config_key_count(); i++)
@@ -40,6 +41,8 @@ gpuarena_status_t gpuarena_set(gpuarena_t *a, const char *options)
                             "gpuarena_set: key '%s' is fixed when the arena is created; only "
                             "max_cached and max_reserved change on a live arena",
                             ga_config_key(i)->name);
+    if (st != GPUARENA_SUCCESS)
+        return st;
     /* Only the caps named: two setters of different caps do not undo each
      * other's. */
     ga_bm_set_caps(a->bm, named[cached] ? &s.max_cached : NULL,

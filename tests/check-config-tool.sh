@@ -20,6 +20,13 @@ grep -qE "^expandable += false +# $tmp.good:2$" "$tmp.out" || fail "file origin 
 grep -qE "^max_cached += 1G +# $tmp.good:4$" "$tmp.out" || fail "device section not shown"
 grep -qE "^numa += 0,1 +# GPUARENA_OPTIONS$" "$tmp.out" || fail "GPUARENA_OPTIONS not shown"
 "$T" --check "$tmp.out" > /dev/null || fail "the printed settings do not check"
+# Node lists of any length come back whole, as ranges (they were cut at
+# 159 characters, into a narrower list or one that did not parse).
+GPUARENA_OPTIONS='pinned.numa=interleave:0-63,host.numa=63,0-61' "$T" > "$tmp.out" ||
+    fail "show with long node lists"
+grep -qE "^numa += interleave:0-63 +# GPUARENA_OPTIONS$" "$tmp.out" || fail "pinned node list"
+grep -qE "^numa += 0-61,63 +# GPUARENA_OPTIONS$" "$tmp.out" || fail "host node list"
+"$T" --check "$tmp.out" > /dev/null || fail "the printed node lists do not check"
 # The origins are comments, so a long file name does not make a line of
 # the output too long to read back.
 long=$tmp.d/$(printf '%0150d' 0)

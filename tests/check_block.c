@@ -1486,11 +1486,17 @@ START_TEST(set_changes_the_caps_of_a_live_arena)
     gpuarena_stats_t s0 = stats(a);
     ck_assert_uint_ge(s0.cached, 4 * mib);
 
-    static const char *const bad[] = {"round=4096", "max_cached=0,round=4096", "max_cached=lots",
-                                      "max_cahced=0", "max_cached"};
-    static const gpuarena_status_t why[] = {GPUARENA_ERR_INVALID_ARGUMENT,
-                                            GPUARENA_ERR_INVALID_ARGUMENT, GPUARENA_ERR_CONFIG,
-                                            GPUARENA_ERR_CONFIG, GPUARENA_ERR_CONFIG};
+    /* A fixed key is refused as fixed whatever its value: one that breaks
+     * a rule tying it to another fixed key (small_max above
+     * small_segment), or one that is no value of it. */
+    static const char *const bad[] = {"round=4096", "max_cached=0,round=4096", "small_max=8M",
+                                      "round=3000", "max_cached=lots",         "max_cahced=0",
+                                      "max_cached", "sim.max_cached=0"};
+    static const gpuarena_status_t why[] = {
+        GPUARENA_ERR_INVALID_ARGUMENT, GPUARENA_ERR_INVALID_ARGUMENT,
+        GPUARENA_ERR_INVALID_ARGUMENT, GPUARENA_ERR_INVALID_ARGUMENT,
+        GPUARENA_ERR_CONFIG,           GPUARENA_ERR_CONFIG,
+        GPUARENA_ERR_CONFIG,           GPUARENA_ERR_CONFIG};
     for (unsigned i = 0; i < sizeof bad / sizeof *bad; i++) {
         ck_assert_int_eq(gpuarena_set(a, bad[i]), why[i]);
         ck_assert_str_ne(gpuarena_last_error(), "");
@@ -1499,6 +1505,9 @@ START_TEST(set_changes_the_caps_of_a_live_arena)
     }
     ck_assert_int_eq(gpuarena_set(a, "round=4096"), GPUARENA_ERR_INVALID_ARGUMENT);
     ck_assert_ptr_nonnull(strstr(gpuarena_last_error(), "'round' is fixed"));
+    ck_assert_int_eq(gpuarena_set(a, "sim.max_cached=0"), GPUARENA_ERR_CONFIG);
+    ck_assert_str_eq(gpuarena_last_error(), "gpuarena_set: key 'sim.max_cached': the options of "
+                                            "one arena take no section (write 'max_cached')");
     ck_assert_int_eq(gpuarena_set(NULL, "max_cached=0"), GPUARENA_ERR_INVALID_ARGUMENT);
     ck_assert_int_eq(gpuarena_set(a, NULL), GPUARENA_SUCCESS);
     ck_assert_int_eq(gpuarena_set(a, ""), GPUARENA_SUCCESS);

@@ -221,7 +221,23 @@ START_TEST(numa_lists)
     ck_assert_int_eq(nodes[2], 2);
     ck_assert_int_eq(nodes[3], 5);
     ga_format_numa(p, nodes, n, buf, sizeof buf);
-    ck_assert_str_eq(buf, "interleave:0,1,2,5");
+    ck_assert_str_eq(buf, "interleave:0-2,5");
+    /* Every list in 64 nodes fits a line of a file, and reads back. */
+    ck_assert_int_eq(ga_parse_numa("interleave:63,0-61", &p, nodes, &n, why, sizeof why),
+                     GA_PARSE_OK);
+    ga_format_numa(p, nodes, n, buf, sizeof buf);
+    ck_assert_str_eq(buf, "interleave:0-61,63");
+    int odd[32];
+    for (int i = 0; i < 32; i++)
+        odd[i] = 63 - 2 * i;
+    ga_format_numa(GA_NUMA_INTERLEAVE, odd, 32, buf, sizeof buf);
+    ck_assert_uint_lt(strlen(buf), 190);
+    ck_assert_int_eq(ga_parse_numa(buf, &p, nodes, &n, why, sizeof why), GA_PARSE_OK);
+    ck_assert_uint_eq(n, 32);
+    ck_assert_int_eq(nodes[0], 1);
+    ck_assert_int_eq(nodes[31], 63);
+    ga_format_numa(GA_NUMA_NODES, (const int[]){4, 5}, 2, buf, sizeof buf);
+    ck_assert_str_eq(buf, "4,5");
     ck_assert_int_eq(ga_parse_numa("3, 1", &p, nodes, &n, why, sizeof why), GA_PARSE_OK);
     ck_assert_int_eq(p, GA_NUMA_NODES);
     ck_assert_uint_eq(n, 2);
@@ -593,6 +609,10 @@ START_TEST(error_messages)
     expect_error("[device]\nexpandable = ture\n", "t.conf:2: key 'device.expandable': bad value "
                                                   "'ture': expected true or false (did you mean "
                                                   "'true'?)");
+    expect_error("[pinned]\nnuma = neerest\n",
+                 "t.conf:2: key 'pinned.numa': bad value 'neerest': expected nearest, local, "
+                 "interleave, interleave:LIST or LIST (node numbers 0 to 63, as 0,2-3) (did you "
+                 "mean 'nearest'?)");
     expect_error("[pinned]\nnuma = 1,1\n",
                  "t.conf:2: key 'pinned.numa': bad value '1,1': node 1 is listed twice; expected "
                  "nearest, local, interleave, interleave:LIST or LIST (node numbers 0 to 63, as "
@@ -983,7 +1003,8 @@ START_TEST(create_options)
         {"numa=0", "options: key 'sim.numa': not a key of [sim] arenas (it belongs in [pinned], "
                    "[host])"},
         {"round=", "options: key 'sim.round': empty value: expected a power of two from 1 to 1G"},
-        {"sim.round=4K", "options: key 'sim.sim.round': unknown key (see gpuarena.conf(5))"},
+        {"sim.round=4K",
+         "options: key 'sim.round': the options of one arena take no section (write 'round')"},
         {"round", "options: 'round': expected KEY=VALUE"},
         {"small_max=4M", "options: key 'sim.small_max': 4M is larger than small_segment (2M)"},
     };

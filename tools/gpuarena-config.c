@@ -131,7 +131,7 @@ static void print_section(const ga_conf_t *c, gpuarena_kind_t kind, int device)
         printf("\n[%s]\n", ga_kind_name(kind));
     for (size_t i = 0; i < ga_config_key_count(); i++) {
         const ga_key_t *k = ga_config_key(i);
-        char value[160], origin[600];
+        char value[256], origin[600];
         if (!ga_key_applies(k, kind))
             continue;
         ga_conf_value(c, kind, device, k, value, sizeof value, origin, sizeof origin);

@@ -734,6 +734,12 @@ static void create_item(ga_conf_t *c, const char *origin, char *name, char *valu
 {
     apply_ctx_t *a = ctx;
     const ga_key_t *k = ga_config_find_key(name);
+    const char *dot = strrchr(name, '.');
+    if (!k && dot && ga_config_find_key(dot + 1)) {
+        conf_error(c, "%s: key '%s': the options of one arena take no section (write '%s')",
+                   origin, name, dot + 1);
+        return;
+    }
     if (!k || !ga_key_applies(k, a->kind) || *value == '\0') {
         /* the messages of a file's key, in the kind's section; nothing is set */
         origin_t o = {GA_ORIGIN_OPTIONS, 0, origin};
@@ -779,11 +785,10 @@ gpuarena_status_t ga_config_apply_named(ga_settings_t *s, gpuarena_kind_t kind, 
     }
     gpuarena_status_t st = conf_status(c);
     ga_conf_free(c);
-    if (st == GPUARENA_SUCCESS) {
+    if (st == GPUARENA_SUCCESS)
         *s = tmp;
-        if (named)
-            memcpy(named, ctx.set, GA_CONFIG_MAX_KEYS * sizeof *named);
-    }
+    if (named)
+        memcpy(named, ctx.set, GA_CONFIG_MAX_KEYS * sizeof *named);
     return st;
 }
 

@@ -194,7 +194,8 @@ const ga_conf_t *ga_config_current(void);
 gpuarena_status_t ga_config_apply(ga_settings_t *s, gpuarena_kind_t kind, const char *options,
                                   const char *origin);
 /* The same; NAMED (GA_CONFIG_MAX_KEYS entries, indexed as the key table)
- * gets which keys OPTIONS named, all false on error. */
+ * gets which keys of KIND OPTIONS named, on error too (whatever their
+ * values). */
 gpuarena_status_t ga_config_apply_named(ga_settings_t *s, gpuarena_kind_t kind, const char *options,
                                         const char *origin, bool *named);
 

@@ -411,7 +411,11 @@ int ga_key_parse(const ga_key_t *k, const char *text, ga_settings_t *s, char *wh
         if (r != GA_PARSE_OK) {
             char exp[200];
             expected(k, text, exp, sizeof exp);
-            snprintf(why, why_size, "%s; %s", detail, exp);
+            /* No policy and no list: the key's expectation says it all. */
+            if (strcmp(detail, GA_NUMA_EXPECTED) == 0)
+                snprintf(why, why_size, "%s", exp);
+            else
+                snprintf(why, why_size, "%s; %s", detail, exp);
         }
         return r;
     }

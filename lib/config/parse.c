@@ -223,7 +223,7 @@ int ga_parse_numa(const char *text, ga_numa_policy_t *policy, int *nodes, unsign
         p = GA_NUMA_NODES;
         r = parse_node_list(text, tmp, &c, why, why_size);
     } else {
-        snprintf(why, why_size, "expected nearest, local, interleave, interleave:LIST or LIST");
+        snprintf(why, why_size, "%s", GA_NUMA_EXPECTED);
         return GA_PARSE_SYNTAX;
     }
     if (r != GA_PARSE_OK)
@@ -270,12 +270,28 @@ void ga_format_numa(ga_numa_policy_t policy, const int *nodes, unsigned count, c
     case GA_NUMA_NODES:
         break;
     }
+    bool in[GA_MAX_NODES] = {false};
+    for (unsigned i = 0; i < count; i++)
+        if (nodes[i] >= 0 && nodes[i] < GA_MAX_NODES)
+            in[nodes[i]] = true;
     int w = snprintf(buf, size, "%s", head);
     used = w > 0 ? (size_t)w : 0;
-    for (unsigned i = 0; i < count && used < size; i++) {
-        w = snprintf(buf + used, size - used, "%s%d", i ? "," : "", nodes[i]);
+    const char *sep = "";
+    for (int n = 0; n < GA_MAX_NODES && used < size; n++) {
+        if (!in[n])
+            continue;
+        int last = n;
+        while (last + 1 < GA_MAX_NODES && in[last + 1])
+            last++;
+        if (last - n >= 2) {
+            w = snprintf(buf + used, size - used, "%s%d-%d", sep, n, last);
+            n = last;
+        } else {
+            w = snprintf(buf + used, size - used, "%s%d", sep, n);
+        }
         if (w < 0)
             break;
         used += (size_t)w;
+        sep = ",";
     }
 }

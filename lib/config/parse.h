@@ -40,14 +40,18 @@ int ga_parse_word(const char *text, const ga_word_t *words, uint64_t *out);
 
 /* A NUMA policy: "nearest", "local", "interleave", "interleave:LIST" or
  * "LIST", where LIST is "N" or "N-M" items joined by commas, every node
- * below GA_MAX_NODES and none twice.  On failure WHY says what was wrong. */
+ * below GA_MAX_NODES and none twice.  On failure WHY says what was wrong:
+ * GA_NUMA_EXPECTED where TEXT is neither a policy nor a list. */
+#define GA_NUMA_EXPECTED "expected nearest, local, interleave, interleave:LIST or LIST"
 int ga_parse_numa(const char *text, ga_numa_policy_t *policy, int *nodes, unsigned *count,
                   char *why, size_t why_size);
 
 /* "4K", "2M", "512": the largest suffix that divides V exactly. */
 void ga_format_size(uint64_t v, char *buf, size_t size);
 
-/* The text ga_parse_numa() reads back as the same policy and nodes. */
+/* The text ga_parse_numa() reads back as the same policy and nodes (in
+ * any order, as the arenas use them as a set): ascending, runs of three
+ * or more as "N-M", so that every list fits a line of a file. */
 void ga_format_numa(ga_numa_policy_t policy, const int *nodes, unsigned count, char *buf,
                     size_t size);
 
