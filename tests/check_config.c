@@ -656,6 +656,10 @@ START_TEST(error_messages)
                  "t.conf:2: key 'device.small_max': 4M is larger than small_segment (2M)");
     expect_error("[device.3]\nround = 2M\n",
                  "t.conf:2: key 'device.3.round': 2M is larger than small_max (1M)");
+    /* Two keys that conflict only in a device's section: the one set
+     * there is to blame, named with its own section and line. */
+    expect_error("[device]\nsmall_segment = 8M\nsmall_max = 4M\n[device.0]\nsmall_segment = 2M\n",
+                 "t.conf:5: key 'device.0.small_segment': 2M is smaller than small_max (4M)");
     expect_error("[device]\nsmall_segment = 512K\n",
                  "t.conf:2: key 'device.small_segment': 512K is smaller than small_max (1M)");
     expect_error(

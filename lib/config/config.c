@@ -701,10 +701,20 @@ static void check_section(ga_conf_t *c, gpuarena_kind_t kind, int device)
         return;
     const origin_t *oa = effective_origin(c, kind, device, ga_config_key_index(a));
     const origin_t *ob = effective_origin(c, kind, device, ga_config_key_index(b));
-    const ga_key_t *blame = oa->kind == GA_ORIGIN_DEFAULT && ob->kind != GA_ORIGIN_DEFAULT ? b : a;
+    /* Set in this device's own section, not inherited from the kind's:
+     * of two keys that conflict only here, that one broke the rule. */
+    const section_t *own = device >= 0 ? c->devices[kind][device] : NULL;
+    bool a_own = own && oa == &own->origin[ga_config_key_index(a)];
+    bool b_own = own && ob == &own->origin[ga_config_key_index(b)];
+    const ga_key_t *blame;
+    if (a_own != b_own)
+        blame = b_own ? b : a;
+    else
+        blame = oa->kind == GA_ORIGIN_DEFAULT && ob->kind != GA_ORIGIN_DEFAULT ? b : a;
     format_origin(c, blame == a ? oa : ob, where, sizeof where);
     ga_settings_conflict(&s, blame, a, b, why, sizeof why);
-    if (device >= 0)
+    /* The section the blamed key was written in. */
+    if (blame == a ? a_own : b_own)
         snprintf(secname, sizeof secname, "%s.%d", ga_kind_name(kind), device);
     else
         snprintf(secname, sizeof secname, "%s", ga_kind_name(kind));
