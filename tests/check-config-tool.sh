@@ -40,6 +40,8 @@ GPUARENA_OPTIONS=device.max_cahced=1G "$T" > /dev/null 2> "$tmp.err"
 "$T" --bogus > /dev/null 2>&1
 [ $? = 2 ] || fail "a bad option did not exit 2"
 "$T" --help | grep -q -- --check || fail "--help"
+"$T" --help extra > /dev/null 2>&1
+[ $? = 2 ] || fail "--help with an operand did not exit 2"
 "$T" --version | grep -q "gpuarena" || fail "--version"
 [ $ga_fail = 0 ] && echo "gpuarena-config behaves"
 exit $ga_fail

@@ -169,11 +169,11 @@ int main(int argc, char **argv)
     if (argc == 1)
         return show(NULL);
     const char *a = argv[1];
-    if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+    if ((strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) && argc == 2) {
         fputs(usage, stdout);
         return 0;
     }
-    if (strcmp(a, "--version") == 0) {
+    if (strcmp(a, "--version") == 0 && argc == 2) {
         printf("gpuarena-config (gpuarena) %s\n", gpuarena_version());
         return 0;
     }
