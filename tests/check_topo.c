@@ -216,6 +216,12 @@ START_TEST(environment_names_the_file)
     pinned_settings(&s, GA_NUMA_NEAREST, 0, NULL);
     ck_assert_int_eq(ga_topo_placement(&s, e->gpus, &pl), GPUARENA_SUCCESS);
     ck_assert(pl.fallback);
+    /* A node the file lacks is missing from it, not from this machine. */
+    const int gone[] = {63};
+    pinned_settings(&s, GA_NUMA_NODES, 1, gone);
+    ck_assert_int_eq(ga_topo_placement(&s, 0, &pl), GPUARENA_ERR_CONFIG);
+    ck_assert_ptr_nonnull(strstr(gpuarena_last_error(), "in the topology of"));
+    ck_assert_ptr_nonnull(strstr(gpuarena_last_error(), e->file));
 }
 END_TEST
 

@@ -156,13 +156,15 @@ char *ga_topo_nodes_string(uint64_t mask, char *buf, size_t len)
 static gpuarena_status_t node_list(hwloc_topology_t t, const ga_settings_t *s, uint64_t *mask)
 {
     uint64_t all = ga_topo_all_nodes(t), m = 0;
-    char have[128];
+    char have[128], where[4200] = "on this machine";
+    if (t == decisions.topo && decisions.path[0]) /* GPUARENA_TOPOLOGY's, not this one's */
+        snprintf(where, sizeof where, "in the topology of %s", decisions.path);
     for (unsigned i = 0; i < s->numa_count && i < GA_MAX_NODES; i++) {
         int n = s->numa_nodes[i];
         if (n < 0 || n >= 64 || !hwloc_get_numanode_obj_by_os_index(t, (unsigned)n) ||
             !(all >> n & 1))
             return ga_error(GPUARENA_ERR_CONFIG,
-                            "numa: NUMA node %d does not exist on this machine (its nodes: %s)", n,
+                            "numa: NUMA node %d does not exist %s (its nodes: %s)", n, where,
                             ga_topo_nodes_string(all, have, sizeof have));
         m |= (uint64_t)1 << n;
     }
