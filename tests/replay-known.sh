@@ -73,6 +73,16 @@ expect_rc 4 "$replay" --runs 1 -a device replay-known.trace
 grep -q 'cannot create a device arena on device 1000' $err ||
     fail "no error for device 1000 of a GPU kind"
 
+# A trace with a header and nothing else replays as nothing and says so;
+# a plot of nothing is refused (5), not skipped in silence.
+printf '# gpuarena-trace 1\n' > replay-known.trace
+expect_rc 0 "$replay" --runs 1 replay-known.trace
+grep -q 'replay-known.trace  (no events: nothing to replay)' $out || fail "empty trace not said"
+rm -f replay-known.svg
+expect_rc 5 "$replay" --runs 1 --plot replay-known.svg replay-known.trace
+grep -q 'nothing to plot' $err || fail "no message for a plot of nothing"
+[ ! -e replay-known.svg ] || fail "a plot of nothing was written"
+
 # Exit codes: 2 usage, 3 bad trace (with its line), 4 bad settings.
 expect_rc 2 "$replay"
 expect_rc 2 "$replay" --runs 0 "$known"

@@ -29,7 +29,7 @@ enum {
     EXIT_USAGE = 2,  /* bad command line */
     EXIT_TRACE = 3,  /* a trace could not be read or is not valid */
     EXIT_ARENA = 4,  /* an arena could not be created (-o, -a) */
-    EXIT_OUTPUT = 5  /* the --plot file could not be written */
+    EXIT_OUTPUT = 5  /* the --plot file could not be written, or holds nothing */
 };
 
 typedef struct group {
@@ -903,7 +903,9 @@ int main(int argc, char **argv)
      * loop below makes every one). */
     size_t made = 0;
     if (rc == 0) {
-        for (int i = 0; i < ntraces; i++)
+        for (int i = 0; i < ntraces; i++) {
+            if (traces[i]->narenas == 0 && !opt_json) /* a header and nothing else */
+                printf("%s  (no events: nothing to replay)\n\n", argv[optind + i]);
             for (size_t j = 0; j < traces[i]->narenas; j++)
                 for (size_t g = 0; g < ngroups; g++, made++) {
                     rs[made].trace = traces[i];
@@ -915,9 +917,13 @@ int main(int argc, char **argv)
                     if (!opt_json && g == ngroups - 1)
                         print_table(&rs[made + 1 - ngroups], ngroups);
                 }
+        }
         if (opt_json)
             print_json(rs, made);
-        if (opt_plot && made) {
+        if (opt_plot && !made) {
+            fprintf(stderr, "%s: %s: nothing to plot: the traces hold no events\n", prog, opt_plot);
+            rc = EXIT_OUTPUT;
+        } else if (opt_plot) {
             int r = write_plot(opt_plot, rs, made, ngroups);
             if (r > rc)
                 rc = r;
