@@ -16,8 +16,11 @@ const char *ga_output_rank(void)
                                        "MV2_COMM_WORLD_RANK", "SLURM_PROCID"};
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
         const char *v = getenv(vars[i]);
-        if (v && *v && strlen(v) < 16 && strspn(v, "0123456789") == strlen(v))
+        if (v && *v && strlen(v) < 16 && strspn(v, "0123456789") == strlen(v)) {
+            while (v[0] == '0' && v[1]) /* a number ("007" is no JSON) */
+                v++;
             return v;
+        }
     }
     return "0";
 }

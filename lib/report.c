@@ -35,9 +35,15 @@
 static char target[PATH_MAX];
 static bool json, enabled;
 static int pipe_fds[2] = {-1, -1};
+static pthread_t reporter; /* the signal thread, while started */
+static bool reporter_started;
+/* One report at a time: the signal thread's and the exit's, each with a
+ * stream of its own on the same file, would mix their lines. */
+static pthread_mutex_t print_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static void print_now(void)
 {
+    pthread_mutex_lock(&print_lock);
     FILE *out;
     bool close_it = false;
     if (strcmp(target, "stderr") == 0) {
@@ -48,17 +54,48 @@ static void print_now(void)
         out = fopen(target, "a");
         close_it = true;
     }
-    if (!out)
+    if (out) {
+        (void)gpuarena_stats_print(out, json ? "j" : "");
+        if (close_it)
+            fclose(out);
+    }
+    pthread_mutex_unlock(&print_lock);
+}
+
+static void on_signal(int sig);
+
+/* The signal handler and the thread are this library's code: when it is
+ * unloaded (dlclose) a later SIGUSR1 or the thread's wake-up would run
+ * code no longer mapped.  SIGUSR1 is then ignored (its default would
+ * kill a program that is exiting, or that was told SIGUSR1 asks for a
+ * report), and the thread, at the end of its pipe, returns before the
+ * library goes; a report it is printing is finished first. */
+static void stop_signal(void)
+{
+    if (!reporter_started)
         return;
-    (void)gpuarena_stats_print(out, json ? "j" : "");
-    if (close_it)
-        fclose(out);
+    struct sigaction cur;
+    if (sigaction(SIGUSR1, NULL, &cur) == 0 && cur.sa_handler == on_signal) {
+        struct sigaction ign;
+        memset(&ign, 0, sizeof ign);
+        ign.sa_handler = SIG_IGN;
+        sigemptyset(&ign.sa_mask);
+        sigaction(SIGUSR1, &ign, NULL);
+    }
+    int w = pipe_fds[1];
+    pipe_fds[1] = -1;
+    close(w); /* the thread reads the end of the pipe */
+    pthread_join(reporter, NULL);
+    close(pipe_fds[0]);
+    pipe_fds[0] = -1;
+    reporter_started = false;
 }
 
 /* A destructor rather than atexit(): it also runs, while the code is
  * still mapped, when the library is unloaded before exit (dlclose). */
 __attribute__((destructor)) static void at_exit(void)
 {
+    stop_signal();
     if (enabled)
         print_now();
 }
@@ -81,8 +118,8 @@ static void *signal_thread(void *arg)
         ssize_t n = read(pipe_fds[0], &c, 1);
         if (n == 1)
             print_now();
-        else if (n < 0 && errno != EINTR)
-            return NULL;
+        else if (n == 0 || errno != EINTR)
+            return NULL; /* the write end closed (stop_signal), or broken */
     }
 }
 
@@ -95,19 +132,20 @@ static void start_signal(void)
         return;
     fcntl(pipe_fds[0], F_SETFD, FD_CLOEXEC);
     fcntl(pipe_fds[1], F_SETFD, FD_CLOEXEC);
-    pthread_attr_t attr;
-    pthread_t th;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    /* The thread must not take the program's signals. */
+    /* The thread must not take the program's signals.  Joinable: the
+     * library waits for it to end when it is unloaded (stop_signal). */
     sigset_t all, saved;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &saved);
-    int rc = pthread_create(&th, &attr, signal_thread, NULL);
+    int rc = pthread_create(&reporter, NULL, signal_thread, NULL);
     pthread_sigmask(SIG_SETMASK, &saved, NULL);
-    pthread_attr_destroy(&attr);
-    if (rc != 0)
+    if (rc != 0) {
+        close(pipe_fds[0]);
+        close(pipe_fds[1]);
+        pipe_fds[0] = pipe_fds[1] = -1;
         return;
+    }
+    reporter_started = true;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
@@ -138,6 +176,7 @@ static void init(void)
 void ga_report_fork_child(void)
 {
     enabled = false;
+    reporter_started = false; /* the thread did not come along */
     int w = pipe_fds[1], r = pipe_fds[0];
     pipe_fds[1] = pipe_fds[0] = -1;
     if (w >= 0)

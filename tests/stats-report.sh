@@ -30,6 +30,9 @@ OMPI_COMM_WORLD_RANK=3 GPUARENA_STATS="$tmp/s.%r.%p.json" $demo || fail "demo fa
 set -- "$tmp"/s.3.*.json
 [ -f "$1" ] || fail "no JSON file named with %r and %p"
 grep -q '"rank": 3' "$1" || fail "rank not in JSON"
+# A rank written with leading zeros is still a number.
+OMPI_COMM_WORLD_RANK=007 GPUARENA_STATS="$tmp/z.%r.json" $demo || fail "demo failed"
+grep -q '"rank": 7,' "$tmp/z.7.json" || fail "a zero-padded rank is not the number 7"
 grep -q '"requested_peak": 142606336' "$1" || fail "requested_peak wrong in JSON"
 if command -v python3 >/dev/null 2>&1; then
     python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["arenas"][0]["allocs"] == 16' "$1" \
@@ -66,7 +69,45 @@ n=$(grep -c '^arena host\.0 ' "$tmp/fork.txt")
 [ "$n" = 1 ] || { cat "$tmp/fork.txt"; fail "expected the parent's report alone, got $n"; }
 grep -q 'allocs 16, frees 8, live blocks 8' "$tmp/fork.txt" || fail "the report is not the parent's at exit"
 
-# 6. A bad value is ignored, not fatal.
+# 6. Nor does a child made before the first allocation, which would have
+# read GPUARENA_TRACE itself and truncated and mixed into the parent's
+# trace: the trace is the parent's alone and replays.
+GPUARENA_TRACE="$tmp/ff.trace" GPUARENA_STATS="$tmp/ff.txt" GPUARENA_STATS_SIGNAL=1 \
+    $demo fork-first || fail "demo failed"
+n=$(grep -c '^arena host\.0 ' "$tmp/ff.txt")
+[ "$n" = 1 ] || { cat "$tmp/ff.txt"; fail "fork-first: expected the parent's report alone, got $n"; }
+[ "$(grep -c '^a ' "$tmp/ff.trace")" = 16 ] || fail "fork-first: the trace is not the parent's 16 allocations"
+../tools/gpuarena-replay --check --runs 1 "$tmp/ff.trace" > /dev/null || fail "fork-first: the trace does not replay"
+
+# 7. Reports on SIGUSR1 while the one at exit is written: one after the
+# other, each whole (they were written into each other), and the signal
+# never kills the exiting program.
+GPUARENA_STATS="$tmp/storm.json" GPUARENA_STATS_SIGNAL=1 $demo storm || fail "storm: demo failed"
+if command -v python3 >/dev/null 2>&1; then
+    python3 -c '
+import json, sys
+text, dec, i, n = open(sys.argv[1]).read(), json.JSONDecoder(), 0, 0
+while True:
+    while i < len(text) and text[i].isspace():
+        i += 1
+    if i == len(text):
+        break
+    obj, i = dec.raw_decode(text, i)
+    n += 1
+assert n >= 1' "$tmp/storm.json" || fail "storm: the reports are not whole JSON objects"
+fi
+
+# 8. A library unloaded with dlclose leaves no handler or thread of its
+# own behind: a SIGUSR1 after it (now ignored) crashed the program.
+so=../lib/.libs/libgpuarena.so.0
+if [ -x ./report_unload ] && [ -f "$so" ]; then
+    GPUARENA_STATS="$tmp/unload.txt" GPUARENA_STATS_SIGNAL=1 ./report_unload "$so"
+    rc=$?
+    [ $rc = 0 ] || [ $rc = 77 ] || fail "a SIGUSR1 after dlclose: exit $rc"
+    [ $rc = 77 ] || grep -q '^arena host\.0 ' "$tmp/unload.txt" || fail "no report at dlclose"
+fi
+
+# 9. A bad value is ignored, not fatal.
 GPUARENA_STATS='%q' $demo 2> "$tmp/bad" || fail "a bad GPUARENA_STATS broke the program"
 [ ! -s "$tmp/bad" ] || fail "the library printed on its own account"
-echo "PASS: GPUARENA_STATS table, totals, JSON with %r/%p, SIGUSR1, caps, fork, bad value"
+echo "PASS: GPUARENA_STATS table, totals, JSON with %r/%p, SIGUSR1, caps, fork, storm, bad value"

@@ -2,12 +2,15 @@
  * stats_demo.c - a program that uses a host arena and, with an argument
  * "signal", sends itself SIGUSR1 half-way; with "fork", makes a child
  * half-way that uses the arena, sends itself SIGUSR1 and exits through
- * exit(3): stats-report.sh runs it under GPUARENA_STATS to see what a
- * user sees.
+ * exit(3); with "fork-first", makes such a child before its first
+ * allocation; with "storm", has a thread send it SIGUSR1 without pause
+ * while it exits: stats-report.sh runs it under GPUARENA_STATS and
+ * GPUARENA_TRACE to see what a user sees.
  */
 #include "gpuarena.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +19,40 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+/* A child that uses A and exits through exit(3), waited for. */
+static int child_uses(gpuarena_t *a)
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0)
+        return 1;
+    if (pid == 0) {
+        void *q;
+        if (gpuarena_alloc(a, 1 << 20, NULL, &q) != GPUARENA_SUCCESS ||
+            gpuarena_free(a, q, NULL) != GPUARENA_SUCCESS)
+            exit(2);
+        raise(SIGUSR1);
+        struct timespec t = {0, 200 * 1000 * 1000}; /* time for a report thread */
+        nanosleep(&t, NULL);
+        exit(0); /* destructors run: the report at exit would */
+    }
+    int status = 0;
+    if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        return 1;
+    return 0;
+}
+
+static void *storm(void *arg)
+{
+    (void)arg;
+    for (;;) {
+        kill(getpid(), SIGUSR1);
+        struct timespec t = {0, 200 * 1000};
+        nanosleep(&t, NULL);
+    }
+    return NULL;
+}
 
 int main(int argc, char **argv)
 {
@@ -33,6 +70,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "stats_demo: %s\n", gpuarena_last_error());
         return 1;
     }
+    /* Before the first allocation, where the recorder has not yet read
+     * GPUARENA_TRACE: the child must not read it either. */
+    if (argc > 1 && strcmp(argv[1], "fork-first") == 0 && child_uses(a) != 0)
+        return 1;
     for (int i = 0; i < 16; i++)
         if (gpuarena_alloc(a, (size_t)(i + 1) << 20, NULL, &p[i]) != GPUARENA_SUCCESS)
             return 1;
@@ -52,22 +93,7 @@ int main(int argc, char **argv)
         }
     }
     if (argc > 1 && strcmp(argv[1], "fork") == 0) {
-        fflush(NULL);
-        pid_t pid = fork();
-        if (pid < 0)
-            return 1;
-        if (pid == 0) {
-            void *q;
-            if (gpuarena_alloc(a, 1 << 20, NULL, &q) != GPUARENA_SUCCESS ||
-                gpuarena_free(a, q, NULL) != GPUARENA_SUCCESS)
-                exit(2);
-            raise(SIGUSR1);
-            struct timespec t = {0, 200 * 1000 * 1000}; /* time for a report thread */
-            nanosleep(&t, NULL);
-            exit(0); /* destructors run: the report at exit would */
-        }
-        int status = 0;
-        if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        if (child_uses(a) != 0)
             return 1;
         struct timespec t = {0, 200 * 1000 * 1000};
         nanosleep(&t, NULL);
@@ -75,5 +101,13 @@ int main(int argc, char **argv)
     for (int i = 0; i < 8; i++)
         if (gpuarena_free(a, p[i], NULL) != GPUARENA_SUCCESS)
             return 1;
+    if (argc > 1 && strcmp(argv[1], "storm") == 0) {
+        /* Reports on the signal while the report at exit is written. */
+        pthread_t t;
+        if (pthread_create(&t, NULL, storm, NULL) != 0)
+            return 1;
+        struct timespec w = {0, 20 * 1000 * 1000};
+        nanosleep(&w, NULL);
+    }
     return 0;
 }

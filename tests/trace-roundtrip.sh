@@ -27,6 +27,20 @@ while read -r kind peak allocs; do
         status=1
     }
 done < trace-roundtrip.want
+# A file that fills up (here a size limit, as a full disk) stops the
+# recording, and what was recorded still replays: the file is cut back to
+# its last whole line (a short write ended it inside one).
+(
+    trap '' XFSZ
+    ulimit -f 40
+    GPUARENA_TRACE=$trace timeout 300 ./trace_roundtrip > /dev/null
+) || { echo "FAIL: trace_roundtrip with a file size limit"; status=1; }
+size=$(wc -c < $trace)
+[ "$size" -gt 0 ] && [ "$size" -le 40960 ] || { echo "FAIL: a limited trace of $size bytes"; status=1; }
+[ "$(tail -c 1 $trace | od -An -c | tr -d ' ')" = '\n' ] || {
+    echo "FAIL: the limited trace ends inside a line"; status=1; }
+timeout 300 $replay --check --runs 1 $trace > /dev/null || {
+    echo "FAIL: gpuarena-replay --check of the limited trace"; status=1; }
 [ $status -eq 0 ] && echo "ok: $(cat trace-roundtrip.want | tr '\n' ' ')"
 rm -f $trace trace-roundtrip.json trace-roundtrip.want
 exit $status

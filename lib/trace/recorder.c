@@ -69,6 +69,7 @@ static struct {
 
 static pthread_once_t env_once = PTHREAD_ONCE_INIT;
 static bool hooks_installed;
+static bool in_fork_child; /* ga_trace_fork_child */
 
 static const char *const kind_names[GPUARENA_KIND_COUNT] = {
     [GPUARENA_DEVICE] = "device", [GPUARENA_PINNED] = "pinned", [GPUARENA_MANAGED] = "managed",
@@ -76,6 +77,23 @@ static const char *const kind_names[GPUARENA_KIND_COUNT] = {
 };
 
 /* ---- Output ----------------------------------------------------------- */
+
+/* Disk full or the like: recording stops rather than fail the program's
+ * allocations.  The buffer ends on a line, but a short write may have cut
+ * one: the file is cut back to the end of its last whole line, so that
+ * what was recorded still reads (gpuarena-replay refuses a broken line). */
+static void stop_writing(size_t written)
+{
+    size_t keep = written;
+    while (keep && R.buf[keep - 1] != '\n')
+        keep--;
+    off_t end = lseek(R.fd, 0, SEEK_CUR);
+    if (end >= (off_t)(written - keep))
+        (void)ftruncate(R.fd, end - (off_t)(written - keep));
+    close(R.fd);
+    R.fd = -1;
+    atomic_store(&ga_trace_state, 0);
+}
 
 static void write_out(void)
 {
@@ -85,11 +103,7 @@ static void write_out(void)
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0) {
-            /* Disk full or the like: stop recording rather than fail the
-             * program's allocations. */
-            close(R.fd);
-            R.fd = -1;
-            atomic_store(&ga_trace_state, 0);
+            stop_writing(off);
             break;
         }
         off += (size_t)n;
@@ -283,9 +297,15 @@ static gpuarena_status_t open_locked(const char *pattern)
     return GPUARENA_SUCCESS;
 }
 
+void ga_trace_fork_child(void)
+{
+    in_fork_child = true;
+}
+
 static void read_env(void)
 {
-    const char *pattern = ga_env("GPUARENA_TRACE");
+    /* A child's file would be its parent's, truncated under it. */
+    const char *pattern = in_fork_child ? NULL : ga_env("GPUARENA_TRACE");
     pthread_mutex_lock(&R.lock);
     if (!pattern || open_locked(pattern) != GPUARENA_SUCCESS)
         atomic_store(&ga_trace_state, 0);

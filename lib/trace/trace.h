@@ -143,6 +143,12 @@ void ga_trace_record_stream(const void *arena, gpuarena_kind_t kind, int device,
 /* Write out what is buffered (also done at exit). */
 void ga_trace_flush(void);
 
+/* In a child made by fork(2) (fork.c): GPUARENA_TRACE, if the parent had
+ * not read it yet, is never read, so the child records nothing (the
+ * recorder's own fork handlers, installed when its file opens, stop a
+ * recording the parent had begun). */
+void ga_trace_fork_child(void);
+
 /* Start recording to PATH now, whatever GPUARENA_TRACE says (%r and %p
  * expanded); stop with ga_trace_stop(), which flushes, closes and turns
  * recording off.  For tests and tools. */
