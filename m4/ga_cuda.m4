@@ -8,6 +8,8 @@ AC_DEFUN([GA_CHECK_CUDA], [
     [], [with_cuda=/usr/local/cuda])
   AS_IF([test "x$with_cuda" = xno],
     [AC_MSG_ERROR([gpuarena needs the CUDA driver API header cuda.h; --without-cuda is not supported])])
+  dnl --with-cuda with no directory: the default one.
+  AS_IF([test "x$with_cuda" = xyes], [with_cuda=/usr/local/cuda])
   CUDA_CPPFLAGS="-I$with_cuda/include"
   save_CPPFLAGS=$CPPFLAGS
   CPPFLAGS="$CPPFLAGS $CUDA_CPPFLAGS"
