@@ -133,7 +133,7 @@ void ga_deferred_retry_slow(void)
      * pool (graphpool.c), whose lock is taken before this one: asked
      * after it is let go. */
     if (retry() && atomic_load_explicit(&ga_graph_pools, memory_order_relaxed))
-        ga_graph_pool_settle_all();
+        ga_graph_pool_settle_all(NULL);
 }
 
 void ga_deferred_settle(void)

@@ -27,6 +27,7 @@
 void *gpuarena_torch_alloc(ssize_t size, int device, void *stream)
 {
     ga_deferred_retry();
+    ga_graph_pool_collect(stream);
     gpuarena_status_t st;
     void *p = NULL;
     if (size < 0) {
@@ -51,6 +52,7 @@ void gpuarena_torch_free(void *ptr, ssize_t size, int device, void *stream)
 {
     (void)size;
     ga_deferred_retry();
+    ga_graph_pool_collect(stream);
     if (!ptr)
         return;
     gpuarena_t *a;
@@ -142,7 +144,7 @@ static gpuarena_status_t cupy_capture_check(gpuarena_t *a, void **stream)
 void *gpuarena_cupy_malloc(void *param, size_t size, int device)
 {
     ga_deferred_retry();
-    ga_graph_pool_collect();
+    ga_graph_pool_collect(GA_GRAPH_POOL_CUPY_STREAM);
     gpuarena_t *a = param;
     gpuarena_status_t st = GPUARENA_SUCCESS;
     if (!a)
@@ -160,7 +162,7 @@ void *gpuarena_cupy_malloc(void *param, size_t size, int device)
 void gpuarena_cupy_free(void *param, void *ptr, int device)
 {
     ga_deferred_retry();
-    ga_graph_pool_collect();
+    ga_graph_pool_collect(GA_GRAPH_POOL_CUPY_STREAM);
     if (!ptr)
         return;
     gpuarena_t *a = param;

@@ -68,6 +68,7 @@
 
 #include "arena.h"
 #include "cuda/cuda.h"
+#include "cupystream.h"
 #include "deferred.h"
 #include "errors.h"
 
@@ -115,12 +116,40 @@ static bool given_back(const gpool_t *g)
     return g->released || atomic_load_explicit(&g->graph_gone, memory_order_acquire);
 }
 
-/* Destroy G if it was released, no thread allocates to it and none of
- * its blocks is live (the lock held). */
-static void settle(gpool_t *g)
+/* Whether a pool's arena may be destroyed now, from a hook call on
+ * STREAM (NULL: the legacy stream, or none known).  Destroying it waits
+ * for the whole device (its blocks' last frees may be ahead of the GPU;
+ * block.c, ga_bm_destroy), which no capture mode allows: the driver
+ * refuses it and invalidates a capture in progress.  So not while one
+ * may be: a PyTorch pool between begin and end (this process is making
+ * a graph), STREAM being captured, or a blocking stream of the context
+ * (the legacy stream's check says so), or the driver unable to say.  A
+ * capture of another thread on a non-blocking stream, with no pool of its
+ * own, cannot be seen.  Put off, the pool is settled by a later hook call
+ * (ga_graph_pool_collect).  The lock held. */
+static bool may_destroy(const gpool_t *g, void *stream)
+{
+    for (const gpool_t *o = pools; o; o = o->next)
+        if (o->users)
+            return false;
+    ga_provider_t *p = g->arena->prov;
+    if (p->ops->stream_check(p, stream) != GPUARENA_SUCCESS)
+        return false;
+    return !stream || p->ops->stream_check(p, NULL) == GPUARENA_SUCCESS;
+}
+
+/* Destroy G if it was released, no thread allocates to it, none of its
+ * blocks is live and no capture may be under way (may_destroy; STREAM:
+ * the hook's).  The lock held. */
+static void settle(gpool_t *g, void *stream)
 {
     if (!given_back(g) || g->users || (g->arena && ga_bm_live_blocks(g->arena->bm) != 0))
         return;
+    if (g->arena && !may_destroy(g, stream)) {
+        /* For a later hook call: the same count as a graph gone. */
+        atomic_fetch_add_explicit(&ga_graph_pools_gone, 1, memory_order_release);
+        return;
+    }
     if (g->arena)
         (void)gpuarena_destroy(g->arena); /* what the driver keeps is reported there */
     for (gpool_t **pp = &pools; *pp; pp = &(*pp)->next) {
@@ -167,9 +196,9 @@ void gpuarena_torch_end_allocate_to_pool(int device, gpuarena_torch_pool_t pool)
         g->bound = false; /* a later capture into the pool binds its own id */
     if (current == g)
         current = NULL;
-    if (g)
-        settle(g);
     pthread_mutex_unlock(&lock);
+    /* The capture has ended: pools put off while it went on, too. */
+    ga_graph_pool_settle_all(NULL);
 }
 
 void gpuarena_torch_release_pool(int device, gpuarena_torch_pool_t pool)
@@ -179,7 +208,7 @@ void gpuarena_torch_release_pool(int device, gpuarena_torch_pool_t pool)
     gpool_t *g = find(device, pool);
     if (g) {
         g->released = true;
-        settle(g);
+        settle(g, NULL);
     }
     pthread_mutex_unlock(&lock);
 }
@@ -328,10 +357,12 @@ gpuarena_status_t ga_capture_pool_alloc(int device, size_t size, void *stream, v
     return a ? alloc_in(a, size, stream, ptr) : st;
 }
 
-void ga_graph_pool_collect_slow(void)
+void ga_graph_pool_collect_slow(void *stream)
 {
+    if (stream == GA_GRAPH_POOL_CUPY_STREAM && !ga_cupy_current_stream(&stream))
+        stream = NULL; /* the legacy stream, where CuPy cannot say */
     if (atomic_exchange_explicit(&ga_graph_pools_gone, 0, memory_order_acquire))
-        ga_graph_pool_settle_all();
+        ga_graph_pool_settle_all(stream);
 }
 
 /* The pool whose arena holds PTR, or NULL; the lock held. */
@@ -354,18 +385,18 @@ bool ga_graph_pool_free(void *ptr, void *stream, gpuarena_status_t *st)
         *st = gpuarena_free(g->arena, ptr, stream);
         if (*st == GPUARENA_ERR_STREAM_CAPTURE)
             ga_deferred_keep(g->arena, ptr, stream, "gpuarena_torch_free");
-        settle(g); /* may free G */
+        settle(g, stream); /* may free G */
     }
     pthread_mutex_unlock(&lock);
     return found;
 }
 
-void ga_graph_pool_settle_all(void)
+void ga_graph_pool_settle_all(void *stream)
 {
     pthread_mutex_lock(&lock);
     for (gpool_t *g = pools, *next; g; g = next) {
         next = g->next;
-        settle(g);
+        settle(g, stream);
     }
     pthread_mutex_unlock(&lock);
 }

@@ -31,19 +31,24 @@ gpuarena_status_t ga_graph_pool_alloc(int device, size_t size, void *stream, voi
  * what failed (the driver has no user objects: GPUARENA_ERR_NOT_SUPPORTED). */
 gpuarena_status_t ga_capture_pool_alloc(int device, size_t size, void *stream, void **ptr);
 
-/* Capture pools whose graphs the driver destroyed since the last call:
- * while 0, ga_graph_pool_collect asks nothing more. */
+/* Pools to settle: capture pools whose graphs the driver destroyed, and
+ * released pools whose destruction a capture put off (graphpool.c,
+ * may_destroy), since the last collect: while 0, ga_graph_pool_collect
+ * asks nothing more. */
 extern _Atomic int ga_graph_pools_gone;
-/* The rest of ga_graph_pool_collect (graphpool.c). */
-void ga_graph_pool_collect_slow(void);
+/* The rest of ga_graph_pool_collect (graphpool.c); STREAM as there. */
+void ga_graph_pool_collect_slow(void *stream);
 
-/* Destroy the capture pools whose graphs are gone and whose blocks are
- * all freed (the CuPy hooks call it first; the driver's thread cannot):
- * one load while no graph went. */
-static inline void ga_graph_pool_collect(void)
+/* Destroy the pools given back whose blocks are all freed, where no
+ * capture may be under way: the hooks call it first (the driver's thread
+ * cannot), with the stream they were given (PyTorch's) or NULL; CuPy's
+ * ask for CuPy's current stream (GA_GRAPH_POOL_CUPY_STREAM).  One load
+ * while there are none. */
+#define GA_GRAPH_POOL_CUPY_STREAM ((void *)-1)
+static inline void ga_graph_pool_collect(void *stream)
 {
     if (__builtin_expect(atomic_load_explicit(&ga_graph_pools_gone, memory_order_relaxed) != 0, 0))
-        ga_graph_pool_collect_slow();
+        ga_graph_pool_collect_slow(stream);
 }
 
 /* Free PTR on STREAM if it is a block of a graph's pool: true when it
@@ -51,9 +56,11 @@ static inline void ga_graph_pool_collect(void)
  * holds it. */
 bool ga_graph_pool_free(void *ptr, void *stream, gpuarena_status_t *st);
 
-/* Destroy the released pools none of whose blocks is live any more: a
- * deferred free (deferred.c) may have freed the last one. */
-void ga_graph_pool_settle_all(void);
+/* Destroy the released pools none of whose blocks is live any more, if
+ * no capture may be under way (STREAM: the hook's, as for collect): a
+ * deferred free (deferred.c) may have freed the last one, a capture may
+ * have ended. */
+void ga_graph_pool_settle_all(void *stream);
 
 /* The arena of the graph pool that holds PTR, or NULL. */
 gpuarena_t *ga_graph_pool_arena_of(const void *ptr);

@@ -843,6 +843,82 @@ START_TEST(torch_graph_pools)
 }
 END_TEST
 
+/* PyTorch: a graph's pool released while a tensor of it lives, that
+ * tensor freed during the capture of another graph.  Its arena is not
+ * destroyed there (the wait for the whole device would break the
+ * capture) but once the capture has ended. */
+START_TEST(torch_pool_released_during_another_capture)
+{
+    fake_open();
+    void *const c = (void *)0x5000;
+    const gpuarena_torch_pool_t p1 = {0, 11}, p2 = {0, 12};
+    void *e = gpuarena_torch_alloc(MIB, 0, c); /* the default arena first */
+    gpuarena_torch_free(e, MIB, 0, c);
+    int handles = fake.handles();
+    gpuarena_torch_begin_allocate_to_pool(0, p1, NULL);
+    fake.capture(c);
+    void *x = gpuarena_torch_alloc(4 * MIB, 0, c); /* graph 1's output, kept */
+    ck_assert_ptr_nonnull(x);
+    fake.capture(NULL);
+    gpuarena_torch_end_allocate_to_pool(0, p1);
+    gpuarena_torch_release_pool(0, p1); /* graph 1 deleted, X alive */
+    int with_p1 = fake.handles();
+    ck_assert_int_gt(with_p1, handles);
+
+    long disturbed = fake.count("disturbed");
+    gpuarena_torch_begin_allocate_to_pool(0, p2, NULL);
+    fake.capture(c);
+    void *y = gpuarena_torch_alloc(4 * MIB, 0, c);
+    ck_assert_ptr_nonnull(y);
+    gpuarena_torch_free(x, 4 * MIB, 0, c); /* X dies during capture 2 */
+    ck_assert_int_eq(fake.count("disturbed"), disturbed);
+    ck_assert_int_ge(fake.handles(), with_p1); /* pool 1 kept for now */
+    gpuarena_torch_free(y, 4 * MIB, 0, c);
+    fake.capture(NULL);
+    gpuarena_torch_end_allocate_to_pool(0, p2);
+    ck_assert_int_eq(fake.count("disturbed"), disturbed);
+    gpuarena_torch_release_pool(0, p2);
+    ck_assert_int_eq(fake.handles(), handles); /* both pools' memory back */
+}
+END_TEST
+
+/* No stream (GPUARENA_STREAM_HOST) asks no capture check of a stream, but
+ * a zero fill or the driver pool's allocation then goes on the legacy
+ * stream, which a capture of a blocking stream forbids: refused first,
+ * the capture undisturbed, nothing changed; served after the capture. */
+START_TEST(no_stream_work_during_a_blocking_capture)
+{
+    fake_open();
+    static const char *const opts[] = {"zero=true", "pool=driver", "pool=driver,zero=true"};
+    for (int i = 0; i < 3; i++) {
+        gpuarena_t *a = NULL;
+        ck_assert_int_eq(gpuarena_create(GPUARENA_DEVICE, 0, opts[i], &a), GPUARENA_SUCCESS);
+        void *p = NULL;
+        long disturbed = fake.count("disturbed");
+        fake.blocking_capture(1);
+        ck_assert_int_eq(gpuarena_alloc(a, 4096, HOST, &p), GPUARENA_ERR_STREAM_CAPTURE);
+        ck_assert_ptr_null(p);
+        ck_assert_msg(strstr(gpuarena_last_error(), "GPUARENA_STREAM_HOST") != NULL, "%s",
+                      gpuarena_last_error());
+        ck_assert_int_eq(fake.count("disturbed"), disturbed);
+        fake.blocking_capture(0);
+        gpuarena_stats_t st;
+        ck_assert_int_eq(gpuarena_stats(a, &st), GPUARENA_SUCCESS);
+        ck_assert_uint_eq(st.live_blocks, 0);
+        ck_assert_int_eq(gpuarena_alloc(a, 4096, HOST, &p), GPUARENA_SUCCESS);
+        fake.blocking_capture(1);
+        gpuarena_status_t fst = gpuarena_free(a, p, HOST);
+        fake.blocking_capture(0);
+        ck_assert_int_eq(fake.count("disturbed"), disturbed);
+        if (fst != GPUARENA_SUCCESS) { /* the driver pool's free: made after */
+            ck_assert_int_eq(fst, GPUARENA_ERR_STREAM_CAPTURE);
+            ck_assert_int_eq(gpuarena_free(a, p, HOST), GPUARENA_SUCCESS);
+        }
+        ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_SUCCESS);
+    }
+}
+END_TEST
+
 /* What device_arena_in_a_forked_child hands its child. */
 typedef struct {
     gpuarena_t *a, *dp;
@@ -1026,6 +1102,8 @@ int main(int argc, char **argv)
                             ipc_makes_granules_exportable,
                             ipc_makes_driver_pool_exportable,
                             hooks_free_after_the_capture,
-                            torch_graph_pools};
+                            torch_graph_pools,
+                            torch_pool_released_during_another_capture,
+                            no_stream_work_during_a_blocking_capture};
     return ga_check_tests("fakecuda", 0, tests, sizeof tests / sizeof tests[0]);
 }

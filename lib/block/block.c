@@ -1188,7 +1188,10 @@ gpuarena_status_t ga_bm_destroy(ga_bm_t *bm)
     }
     if (bm->direct)
         ga_direct_fini(bm); /* live blocks are lost, as below */
-    else
+    else if (ga_sweep_unsettled(bm))
+        /* Only where a free may be ahead of the GPU: the wait is for the
+         * whole device, which a capture in progress forbids (a capture
+         * pool's arena destroyed before it served, graphpool.c). */
         (void)ga_sweep_drain(bm);
     for (ga_waiter_t *w = bm->waiters, *n; w; w = n) {
         n = w->next;

@@ -83,7 +83,9 @@ static gpuarena_status_t dp_alloc_async(ga_provider_t *p, size_t size, gpuarena_
     uint64_t a = 0;
     /* No stream (GPUARENA_STREAM_HOST): allocated on the legacy stream and
      * waited for, so that any stream may use the block. */
-    st = ga_cuda_mem_alloc_from_pool(size, d->pool, ga_gpuctx_queue(s), &a);
+    st = ga_gpuctx_queue_check(s);
+    if (st == GPUARENA_SUCCESS)
+        st = ga_cuda_mem_alloc_from_pool(size, d->pool, ga_gpuctx_queue(s), &a);
     if (st == GPUARENA_SUCCESS) {
         st = ga_gpuctx_host_wait(s, st);
         if (st != GPUARENA_SUCCESS) {
@@ -118,7 +120,9 @@ static gpuarena_status_t dp_free_async(ga_provider_t *p, void *ptr, size_t size,
         return st;
     /* No stream: the program says no work uses the block, so the legacy
      * stream's order is as good as any. */
-    st = ga_cuda_mem_free_async((uint64_t)(uintptr_t)ptr, ga_gpuctx_queue(s));
+    st = ga_gpuctx_queue_check(s);
+    if (st == GPUARENA_SUCCESS)
+        st = ga_cuda_mem_free_async((uint64_t)(uintptr_t)ptr, ga_gpuctx_queue(s));
     ga_cuda_leave(&sc);
     if (st != GPUARENA_SUCCESS)
         return st;

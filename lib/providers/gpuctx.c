@@ -6,6 +6,8 @@
 
 #include "errors.h"
 
+#include <stdio.h>
+
 gpuarena_status_t ga_gpuctx_init(ga_gpuctx_t *g, int device)
 {
     gpuarena_status_t st = ga_cuda_device_check(device);
@@ -290,13 +292,28 @@ gpuarena_status_t ga_gpuctx_mem_free(ga_provider_t *p, uint64_t *free_bytes)
     return st;
 }
 
+gpuarena_status_t ga_gpuctx_legacy_check(void)
+{
+    gpuarena_status_t st = ga_cuda_stream_check(NULL);
+    if (st == GPUARENA_SUCCESS)
+        return st;
+    char why[400];
+    snprintf(why, sizeof why, "%s", gpuarena_last_error());
+    return ga_error(st,
+                    "no stream (GPUARENA_STREAM_HOST): the work this call needs goes on the "
+                    "legacy stream, which a capture of a blocking stream forbids (%s)",
+                    why);
+}
+
 gpuarena_status_t ga_gpuctx_memzero(ga_provider_t *p, void *ptr, size_t size, gpuarena_stream_t s)
 {
     ga_cuda_scope_t sc;
     gpuarena_status_t st = ga_gpuctx_enter(ga_gpuctx_of(p), &sc);
     if (st != GPUARENA_SUCCESS)
         return st;
-    st = ga_cuda_memset_d8_async((uint64_t)(uintptr_t)ptr, 0, size, ga_gpuctx_queue(s));
+    st = ga_gpuctx_queue_check(s);
+    if (st == GPUARENA_SUCCESS)
+        st = ga_cuda_memset_d8_async((uint64_t)(uintptr_t)ptr, 0, size, ga_gpuctx_queue(s));
     st = ga_gpuctx_host_wait(s, st);
     ga_cuda_leave(&sc);
     return st;

@@ -77,6 +77,17 @@ static inline gpuarena_stream_t ga_gpuctx_queue(gpuarena_stream_t s)
     return s == GPUARENA_STREAM_HOST ? NULL : s;
 }
 
+/* Before such work: the legacy stream's capture check.  While a blocking
+ * stream of the context is being captured the legacy stream may not be
+ * used (CUDA_ERROR_STREAM_CAPTURE_IMPLICIT), and work on it invalidates
+ * that capture: refused first, GPUARENA_ERR_STREAM_CAPTURE, as a NULL
+ * stream is.  No call for a stream the block manager checked. */
+gpuarena_status_t ga_gpuctx_legacy_check(void);
+static inline gpuarena_status_t ga_gpuctx_queue_check(gpuarena_stream_t s)
+{
+    return s == GPUARENA_STREAM_HOST ? ga_gpuctx_legacy_check() : GPUARENA_SUCCESS;
+}
+
 static inline gpuarena_status_t ga_gpuctx_host_wait(gpuarena_stream_t s, gpuarena_status_t st)
 {
     return st == GPUARENA_SUCCESS && s == GPUARENA_STREAM_HOST ? ga_cuda_stream_sync(NULL) : st;

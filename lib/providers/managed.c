@@ -302,6 +302,8 @@ static gpuarena_status_t man_prefetch(ga_provider_t *p, void *ptr, size_t size, 
         st = ga_cuda_stream_check(s); /* first: no other call on a capturing stream */
         if (st == GPUARENA_SUCCESS)
             st = ga_gpuctx_stream_id(p, s, &id);
+    } else {
+        st = ga_gpuctx_queue_check(s); /* the legacy stream's, which it goes on */
     }
     bool issued;
     if (st == GPUARENA_SUCCESS)
@@ -323,6 +325,13 @@ static gpuarena_status_t man_on_alloc(ga_provider_t *p, void *ptr, size_t size, 
     if (st != GPUARENA_SUCCESS)
         return st;
     bool issued = false;
+    /* With no stream, during a capture that forbids the legacy stream:
+     * the hint is skipped, the block served (it needs no stream). */
+    if (ga_gpuctx_queue_check(s) != GPUARENA_SUCCESS) {
+        ga_cuda_leave(&sc);
+        atomic_fetch_add(&m->prefetches_skipped, 1);
+        return GPUARENA_SUCCESS;
+    }
     st = ga_gpuctx_host_wait(s,
                              do_prefetch(m, ptr, size, m->g.ordinal, ga_gpuctx_queue(s), &issued));
     ga_cuda_leave(&sc);

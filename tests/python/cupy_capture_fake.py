@@ -156,6 +156,31 @@ check("a pool with a live block stays after its graph", pools() == [1], "%s" % p
 lib.gpuarena_cupy_free(None, r, 0)
 check("and goes with the block", pools() == [], "%s" % pools())
 
+# A graph destroyed, its pool's blocks all freed, and the next hook call
+# made during another capture: destroying the pool's arena waits for the
+# whole device, which the capture forbids (and the driver invalidates it),
+# so the pool waits for a hook call after the capture.
+current[0] = STREAM
+fake.fakecuda_capture(STREAM)
+graph = fake.fakecuda_graph()
+r = malloc("an allocation of a third capture")
+fake.fakecuda_capture(None)
+lib.gpuarena_cupy_free(None, r, 0)
+fake.fakecuda_graph_destroyed(graph)
+fake.fakecuda_capture(STREAM)  # a fourth capture, allocating
+disturbed = fake.fakecuda_count(b"disturbed")
+r = malloc("an allocation of a fourth capture")
+check("a pool given back is not destroyed during another capture",
+      fake.fakecuda_count(b"disturbed") == disturbed and len(pools()) == 2,
+      "%d calls the capture refuses; pools' live blocks %s"
+      % (fake.fakecuda_count(b"disturbed") - disturbed, pools()))
+graph = fake.fakecuda_graph()
+fake.fakecuda_capture(None)
+lib.gpuarena_cupy_free(None, r, 0)
+fake.fakecuda_graph_destroyed(graph)
+lib.gpuarena_cupy_free(None, None, 0)
+check("both go at the first hook call after it", pools() == [], "%s" % pools())
+
 current[0] = STREAM
 served("the same stream once its capture ended")
 done()
