@@ -419,6 +419,19 @@ START_TEST(ipc_makes_granules_exportable)
     ck_assert_ptr_nonnull(strstr(memory_line(), "exportable to other processes as POSIX"));
     ck_assert_int_eq(gpuarena_free(a, p, HOST), GPUARENA_SUCCESS);
     ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_SUCCESS);
+    /* A map that fails after an exportable cuMemCreate succeeded says
+     * nothing of the handle type: exporting stays on (it was turned off
+     * for any failure, the granule retried plain). */
+    ck_assert_int_eq(gpuarena_create(GPUARENA_DEVICE, 0, o, &a), GPUARENA_SUCCESS);
+    fake.arm("cuMemMap", 1);
+    plain0 = fake.count("cuMemCreate plain");
+    if (gpuarena_alloc(a, 1 * MIB, HOST, &p) == GPUARENA_SUCCESS)
+        ck_assert_int_eq(gpuarena_free(a, p, HOST), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_alloc(a, 16 * MIB, HOST, &p), GPUARENA_SUCCESS);
+    ck_assert_int_eq(fake.count("cuMemCreate plain") - plain0, 0);
+    ck_assert_ptr_nonnull(strstr(memory_line(), "exportable to other processes as POSIX"));
+    ck_assert_int_eq(gpuarena_free(a, p, HOST), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_SUCCESS);
 }
 END_TEST
 

@@ -1101,8 +1101,12 @@ gpuarena_status_t ga_cuda_vmm_free(uint64_t va, size_t size)
 }
 
 gpuarena_status_t ga_cuda_vmm_create_map(int device, uint64_t va, size_t size, bool exportable,
-                                         uint64_t *handle)
+                                         uint64_t *handle, bool *create_failed)
 {
+    bool ignored;
+    if (!create_failed)
+        create_failed = &ignored;
+    *create_failed = false;
     CUdevice d;
     CUresult r = cu.cuDeviceGet(&d, device);
     if (r != CUDA_SUCCESS)
@@ -1111,6 +1115,7 @@ gpuarena_status_t ga_cuda_vmm_create_map(int device, uint64_t va, size_t size, b
     device_prop(d, exportable, &prop);
     CUmemGenericAllocationHandle h;
     r = cu.cuMemCreate(&h, size, &prop, 0);
+    *create_failed = r != CUDA_SUCCESS;
     if (r != CUDA_SUCCESS)
         return ga_error(status_of(r), "cuMemCreate of %zu bytes on device %d%s: %s (%d)", size,
                         device, exportable ? ", exportable as a file descriptor" : "",

@@ -182,9 +182,11 @@ gpuarena_status_t ga_cuda_vmm_reserve(size_t size, size_t alignment, uint64_t *v
 gpuarena_status_t ga_cuda_vmm_free(uint64_t va, size_t size);
 /* Create a physical allocation of SIZE bytes on DEVICE and map it at VA;
  * EXPORTABLE: one that may be exported as a POSIX file descriptor (key
- * `ipc').  *HANDLE is what ga_cuda_vmm_unmap_release takes back. */
+ * `ipc').  *HANDLE is what ga_cuda_vmm_unmap_release takes back.  On
+ * failure *CREATE_FAILED (when not NULL) says whether cuMemCreate was
+ * the call that failed, not the map after it. */
 gpuarena_status_t ga_cuda_vmm_create_map(int device, uint64_t va, size_t size, bool exportable,
-                                         uint64_t *handle);
+                                         uint64_t *handle, bool *create_failed);
 /* Devices that one call giving access names at most (the set_access
  * functions here): the size of the providers' lists of devices. */
 #define GA_CUDA_MAX_ACCESS 64

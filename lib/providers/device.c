@@ -126,12 +126,17 @@ static gpuarena_status_t dev_unmap(ga_provider_t *p, void *base, size_t size)
 static gpuarena_status_t create_map(void *owner, uint64_t va, size_t size, uint64_t *handle)
 {
     device_t *d = owner;
-    gpuarena_status_t st = ga_cuda_vmm_create_map(d->g.ordinal, va, size, d->exportable, handle);
-    if (st == GPUARENA_SUCCESS || st == GPUARENA_ERR_OUT_OF_MEMORY || !d->exportable)
+    bool create_failed = false;
+    gpuarena_status_t st =
+        ga_cuda_vmm_create_map(d->g.ordinal, va, size, d->exportable, handle, &create_failed);
+    /* Only a refused exportable cuMemCreate turns exporting off: a map
+     * that failed after it says nothing of the handle type. */
+    if (st == GPUARENA_SUCCESS || st == GPUARENA_ERR_OUT_OF_MEMORY || !d->exportable ||
+        !create_failed)
         return st;
     char why[200];
     snprintf(why, sizeof why, "%s", gpuarena_last_error());
-    st = ga_cuda_vmm_create_map(d->g.ordinal, va, size, false, handle);
+    st = ga_cuda_vmm_create_map(d->g.ordinal, va, size, false, handle, NULL);
     if (st == GPUARENA_SUCCESS) {
         d->exportable = false;
         /* gpuarena_stats_print may be reading base.how in another thread:

@@ -706,6 +706,8 @@ static CUresult f_map(CUdeviceptr va, size_t size, size_t offset, CUmemGenericAl
                       unsigned long long flags)
 {
     (void)offset, (void)h, (void)flags;
+    if (fails("cuMemMap"))
+        return CUDA_ERROR_INVALID_VALUE;
     CUresult r = CUDA_ERROR_OUT_OF_MEMORY;
     pthread_mutex_lock(&lock);
     for (int i = 0; i < SLOTS; i++)
