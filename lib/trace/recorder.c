@@ -88,8 +88,9 @@ static void stop_writing(size_t written)
     while (keep && R.buf[keep - 1] != '\n')
         keep--;
     off_t end = lseek(R.fd, 0, SEEK_CUR);
-    if (end >= (off_t)(written - keep))
-        (void)ftruncate(R.fd, end - (off_t)(written - keep));
+    if (end >= (off_t)(written - keep) && ftruncate(R.fd, end - (off_t)(written - keep)) != 0) {
+        /* Nothing more to do: the file keeps the piece of a line. */
+    }
     close(R.fd);
     R.fd = -1;
     atomic_store(&ga_trace_state, 0);
