@@ -1170,7 +1170,7 @@ START_TEST(trim_fixed_segments)
     ck_assert_uint_eq(st.reserved, 3 * 64 * KI);
     ck_assert_uint_eq(st.provider_unmaps, 5);
     ck_assert_uint_eq(f->tp.base.live_maps, 3);
-    ck_assert_uint_eq(st.trims, 2); /* the call, and its release pass */
+    ck_assert_uint_eq(st.trims, 1); /* the call; its release pass is part of it */
     fx_done(f);
 }
 END_TEST
@@ -1434,6 +1434,8 @@ START_TEST(max_reserved_caps_the_arena)
         gpuarena_stats_t s1 = stats(a);
         ck_assert_uint_le(s1.reserved_peak, cap);
         ck_assert_uint_eq(s1.oom_failures, 1);
+        /* The failed allocation is neither a hit nor a miss. */
+        ck_assert_uint_eq(s1.cache_hits + s1.cache_misses, s1.allocs);
         /* Cached 1 MiB blocks and small ones give way to a larger block. */
         for (int k = 0; k < n; k++)
             afree(a, p[k], GPUARENA_STREAM_HOST);
@@ -1623,7 +1625,10 @@ START_TEST(cached_peak_counts_every_cache_of_the_thread)
     ck_assert_uint_eq(st.reserved, reserved);
     ck_assert_uint_eq(st.cached, reserved - ((size_t)1 << 20));
     ck_assert_uint_eq(st.cached_peak, reserved);
+    /* A block in a cache is a free block, as its bytes are cached. */
+    uint64_t free_blocks = st.free_blocks;
     afree(a, p, s1);
+    ck_assert_uint_eq(stats(a).free_blocks, free_blocks + 1);
     ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_SUCCESS);
 }
 END_TEST
@@ -1647,6 +1652,33 @@ START_TEST(cached_peak_after_a_cache_is_retired)
     ck_assert_uint_eq(st.reserved_peak, st.reserved);
     ck_assert_uint_eq(st.cached_peak, st.reserved_peak);
     afree(a, q, GPUARENA_STREAM_HOST);
+    ck_assert_int_eq(gpuarena_check(a), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_SUCCESS);
+}
+END_TEST
+
+/* A trim to KEEP bytes on growable segments keeps about that much cached
+ * (within a granule), not the nearest whole free block below it: four
+ * blocks of 10 MiB freed, merged into one, trimmed to 15 MiB, kept 26
+ * MiB of granules out of them (trim gave everything back before). */
+START_TEST(trim_keeps_what_it_is_asked_to)
+{
+    gpuarena_t *a = arena(GPUARENA_SIM, "expandable=true,granule=2M,thread_cache=false");
+    void *p[4];
+    for (int i = 0; i < 4; i++)
+        p[i] = aalloc(a, 10 * MI, NULL);
+    for (int i = 0; i < 4; i++)
+        afree(a, p[i], NULL);
+    uint64_t trims = stats(a).trims;
+    ck_assert_int_eq(gpuarena_trim(a, 15 * MI), GPUARENA_SUCCESS);
+    gpuarena_stats_t st = stats(a);
+    ck_assert_uint_le(st.cached, 15 * MI);
+    ck_assert_uint_ge(st.cached, 13 * MI);
+    ck_assert_uint_eq(st.trims, trims + 1); /* one call, one count */
+    /* And the cached memory serves. */
+    void *q = aalloc(a, 12 * MI, NULL);
+    ck_assert_uint_eq(stats(a).reserved, st.reserved);
+    afree(a, q, NULL);
     ck_assert_int_eq(gpuarena_check(a), GPUARENA_SUCCESS);
     ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_SUCCESS);
 }
@@ -2716,6 +2748,7 @@ int main(void)
     tcase_add_test(cache, trim_keeps_at_most_keep);
     tcase_add_test(cache, trim_fixed_segments);
     tcase_add_test(cache, max_cached_cap);
+    tcase_add_test(cache, trim_keeps_what_it_is_asked_to);
     tcase_add_test(cache, max_cached_stream_pools);
     tcase_add_test(cache, max_cached_after_caches_give_back);
     tcase_add_test(cache, max_reserved_caps_the_arena);

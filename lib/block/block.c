@@ -678,7 +678,6 @@ static __attribute__((noinline)) gpuarena_status_t alloc_miss(ga_bm_t *bm, int c
         *out = b;
         return GPUARENA_SUCCESS;
     }
-    bm->c.misses++;
     gpuarena_status_t st = ga_seg_grow(bm, cls, rs, s, &b);
     if (st == GPUARENA_ERR_OUT_OF_MEMORY) {
         /* Release everything cached, waiting for pending frees, and retry
@@ -699,6 +698,7 @@ static __attribute__((noinline)) gpuarena_status_t alloc_miss(ga_bm_t *bm, int c
     }
     if (st != GPUARENA_SUCCESS)
         return ga_bm_out_of_memory(bm, size, st);
+    bm->c.misses++; /* an allocation made, as hits: a failed one is neither */
     *out = b;
     return GPUARENA_SUCCESS;
 }
@@ -1106,6 +1106,7 @@ gpuarena_status_t ga_bm_trim(ga_bm_t *bm, size_t keep)
      * what is released without it leaves more than KEEP cached.  What was
      * released stays released when that wait is refused. */
     gpuarena_status_t st = GPUARENA_SUCCESS;
+    uint64_t trims = bm->c.trims; /* the call counts, not its passes */
     ga_sweep_settle(bm, (ga_stream_t){.id = GA_STREAM_ANY});
     uint64_t cached = bm->c.reserved - bm->c.in_use;
     if (cached > keep)
@@ -1113,7 +1114,7 @@ gpuarena_status_t ga_bm_trim(ga_bm_t *bm, size_t keep)
     cached = bm->c.reserved - bm->c.in_use;
     if (cached > keep && ga_sweep_unsettled(bm) && (st = ga_sweep_drain(bm)) == GPUARENA_SUCCESS)
         ga_seg_release(bm, cached - keep);
-    bm->c.trims++;
+    bm->c.trims = trims + 1;
     ga_bm_update_peaks(bm);
     ga_unlock(&bm->lock);
     return st;

@@ -527,6 +527,8 @@ void ga_tcache_flush_all(ga_bm_t *bm);
  * they come to NEED bytes or more (the manager's lock held); whether
  * they did. */
 bool ga_tcache_flush_own(ga_bm_t *bm, size_t need);
+/* Blocks that the caches of BM hold (free ones, for statistics). */
+uint64_t ga_tcache_blocks(ga_bm_t *bm);
 /* Sum of the corrections of every cache of BM. */
 void ga_tcache_deltas(ga_bm_t *bm, int64_t *req, int64_t *inuse, uint64_t *allocs, uint64_t *frees,
                       uint64_t *hits);

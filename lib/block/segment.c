@@ -220,14 +220,19 @@ static gpuarena_status_t commit_hole(ga_bm_t *bm, ga_block_t *h, uintptr_t addr,
     return GPUARENA_SUCCESS;
 }
 
-/* Decommit the whole granules inside free block B (in ANY) and turn them
- * into a hole; return the bytes released. */
-static size_t release_growable(ga_bm_t *bm, ga_block_t *b)
+/* Decommit whole granules inside free block B (in ANY), LIMIT bytes of
+ * them or the fewest granules past it, from its top, and turn them into a
+ * hole; return the bytes released.  The rest of B stays cached: a trim
+ * to KEEP bytes or a max_cached keeps that much, not the nearest whole
+ * block below it. */
+static size_t release_growable(ga_bm_t *bm, ga_block_t *b, size_t limit)
 {
     size_t g = bm->prov->granule;
     uintptr_t lo = round_up(b->addr, g), hi = round_down(b->addr + b->size, g);
     if (hi <= lo)
         return 0;
+    if (limit < hi - lo && round_up(limit, g) < hi - lo)
+        lo = hi - round_up(limit, g);
     /* Records for the two splits, taken before anything changes. */
     if (!ga_bm_spare_records(bm))
         return 0;
@@ -280,7 +285,7 @@ size_t ga_seg_release(ga_bm_t *bm, size_t want)
                 while (b && done < want) {
                     ga_block_t *nx = b->fnext;
                     if (b->seg->growable) {
-                        done += release_growable(bm, b);
+                        done += release_growable(bm, b, want - done);
                     } else if (!b->prev && !b->next) {
                         size_t sz = b->size;
                         ga_segment_t *g = b->seg;

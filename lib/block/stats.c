@@ -81,7 +81,8 @@ void ga_bm_stats(ga_bm_t *bm, gpuarena_stats_t *st)
     pool_tally(&bm->limbo, &nfree, &st->retired_cached);
     for (unsigned i = 0; i < bm->npools; i++)
         pool_tally(bm->pools[i], &nfree, &st->stream_cached);
-    st->free_blocks = nfree;
+    /* Blocks in thread caches are free too: their bytes are in cached. */
+    st->free_blocks = nfree + (bm->set.thread_cache ? ga_tcache_blocks(bm) : 0);
     st->stream_pools = bm->npools;
     ga_unlock(&bm->lock);
 }

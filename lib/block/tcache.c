@@ -400,6 +400,21 @@ void ga_tcache_flush_all(ga_bm_t *bm)
     pthread_mutex_unlock(&bm->tc_lock);
 }
 
+uint64_t ga_tcache_blocks(ga_bm_t *bm)
+{
+    uint64_t n = 0;
+    pthread_mutex_lock(&bm->tc_lock);
+    remote_lock_all(bm);
+    for (ga_tcache_t *t = bm->tcaches; t; t = t->bm_next) {
+        for (unsigned i = 0; i < TC_SLOTS; i++)
+            n += t->n[i];
+        n += t->large != NULL;
+    }
+    remote_unlock_all(bm);
+    pthread_mutex_unlock(&bm->tc_lock);
+    return n;
+}
+
 void ga_tcache_deltas(ga_bm_t *bm, int64_t *req, int64_t *inuse, uint64_t *allocs, uint64_t *frees,
                       uint64_t *hits)
 {

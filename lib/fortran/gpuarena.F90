@@ -11,9 +11,9 @@
 ! Most entries are interfaces bound to the C functions; the string
 ! conversions are module procedures, compiled into libgpuarena_fortran.
 ! Keep gpuarena_stats_t in step with the C struct, field by field: the test
-! tests/fortran/check-stats-fields.sh compares the two.
+! tests/fortran/check-fortran-api.sh compares the two.
 module gpuarena
-  use, intrinsic :: iso_c_binding, only: c_int, c_int64_t, c_size_t, c_ptr, &
+  use, intrinsic :: iso_c_binding, only: c_int, c_int64_t, c_intptr_t, c_size_t, c_ptr, &
        c_char, c_null_char, c_null_ptr, c_associated, c_f_pointer, c_loc
   implicit none
   private
@@ -54,6 +54,10 @@ module gpuarena
 
   ! Destination of gpuarena_prefetch meaning "the host".
   integer(c_int), parameter, public :: GPUARENA_CPU = -1
+
+  ! The stream argument meaning no stream, the calling host thread: the
+  ! C header's ((gpuarena_stream_t) ~(uintptr_t)0), all bits set.
+  type(c_ptr), parameter, public :: GPUARENA_STREAM_HOST = transfer(-1_c_intptr_t, c_null_ptr)
 
   ! gpuarena_stats_t: 40 uint64_t in the order of the C struct.
   type, bind(c), public :: gpuarena_stats_t

@@ -36,3 +36,11 @@ size_t ga_ftest_stats_offset(int field)
         return (size_t)-1;
     }
 }
+
+/* The header's GPUARENA_STREAM_HOST, for the module's parameter to be
+ * compared with. */
+void *ga_ftest_stream_host(void);
+void *ga_ftest_stream_host(void)
+{
+    return GPUARENA_STREAM_HOST;
+}

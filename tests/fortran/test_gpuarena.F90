@@ -17,6 +17,10 @@ program test_gpuarena
        integer(c_int), value :: field
        integer(c_size_t) :: n
      end function stats_offset
+     function stream_host() bind(c, name='ga_ftest_stream_host') result(s)
+       import :: c_ptr
+       type(c_ptr) :: s
+     end function stream_host
   end interface
 
   integer, parameter :: n = 1000
@@ -80,10 +84,16 @@ program test_gpuarena
        // gpuarena_strerror(status))
   call check(gpuarena_free(a, q, c_null_ptr), 'gpuarena_free(q)')
 
+  ! No stream: the header's value, and a block made and freed with it.
+  call expect(c_associated(GPUARENA_STREAM_HOST, stream_host()), &
+       'GPUARENA_STREAM_HOST is not the header''s')
+  call check(gpuarena_alloc(a, 64_c_size_t, GPUARENA_STREAM_HOST, q), 'gpuarena_alloc(no stream)')
+  call check(gpuarena_free(a, q, GPUARENA_STREAM_HOST), 'gpuarena_free(no stream)')
+
   ! Free, then free again: a distinct status, the stats untouched.
   call check(gpuarena_free(a, p, c_null_ptr), 'gpuarena_free')
   call check(gpuarena_stats(a, st1), 'gpuarena_stats')
-  call expect(st1%frees == st0%frees + 2, 'stats: frees did not grow by two')
+  call expect(st1%frees == st0%frees + 3, 'stats: frees did not grow by three')
   call expect(st1%live_blocks == st0%live_blocks, 'stats: live_blocks not back')
   call expect(st1%requested == st0%requested, 'stats: requested not back')
   status = gpuarena_free(a, p, c_null_ptr)
