@@ -929,6 +929,17 @@ START_TEST(no_stream_work_during_a_blocking_capture)
         }
         ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_SUCCESS);
     }
+    /* A fill the driver refuses with CUDA_ERROR_INVALID_VALUE: the driver's
+     * error, not a bad stream (the pointer or size may be what it means). */
+    gpuarena_t *a = NULL;
+    ck_assert_int_eq(gpuarena_create(GPUARENA_DEVICE, 0, "zero=true", &a), GPUARENA_SUCCESS);
+    fake.arm("cuMemsetD8Async", 1);
+    void *p = NULL;
+    ck_assert_int_eq(gpuarena_alloc(a, 4096, (void *)0x5000, &p), GPUARENA_ERR_DRIVER);
+    ck_assert_ptr_null(p);
+    ck_assert_msg(strstr(gpuarena_last_error(), "not a valid stream") == NULL, "%s",
+                  gpuarena_last_error());
+    ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_SUCCESS);
 }
 END_TEST
 

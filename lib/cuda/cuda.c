@@ -272,6 +272,18 @@ static gpuarena_status_t stream_fail(const char *call, void *stream, CUresult r)
                     ga_cuda_result_name((int)r), (int)r);
 }
 
+/* The same for a call that takes memory as well as a stream (a copy, a
+ * fill, a prefetch, an asynchronous free): CUDA_ERROR_INVALID_VALUE there
+ * is as likely the pointer or the size, so it is not blamed on the
+ * stream. */
+static gpuarena_status_t queue_fail(const char *call, void *stream, CUresult r)
+{
+    if (r == CUDA_ERROR_INVALID_VALUE)
+        return ga_error(status_of(r), "%s (stream %p): %s (%d)", call, stream,
+                        ga_cuda_result_name((int)r), (int)r);
+    return stream_fail(call, stream, r);
+}
+
 /* ---------------------------------------------------------------------- */
 /* Loading. */
 
@@ -1030,7 +1042,7 @@ gpuarena_status_t ga_cuda_memset_d8_async(uint64_t dptr, unsigned char value, si
                                           void *stream)
 {
     CUresult r = cu.cuMemsetD8Async((CUdeviceptr)dptr, value, size, (CUstream)stream);
-    return r == CUDA_SUCCESS ? GPUARENA_SUCCESS : stream_fail("cuMemsetD8Async", stream, r);
+    return r == CUDA_SUCCESS ? GPUARENA_SUCCESS : queue_fail("cuMemsetD8Async", stream, r);
 }
 
 gpuarena_status_t ga_cuda_memcpy_htod(uint64_t dst, const void *src, size_t size)
@@ -1306,7 +1318,7 @@ gpuarena_status_t ga_cuda_mem_prefetch(uint64_t dptr, size_t size, int location,
                         "cuMemPrefetchAsync with a location needs a CUDA 12.2 driver or newer");
     CUresult r =
         cu.cuMemPrefetchAsync((CUdeviceptr)dptr, size, location_of(location), 0, (CUstream)stream);
-    return r == CUDA_SUCCESS ? GPUARENA_SUCCESS : stream_fail("cuMemPrefetchAsync", stream, r);
+    return r == CUDA_SUCCESS ? GPUARENA_SUCCESS : queue_fail("cuMemPrefetchAsync", stream, r);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -1482,7 +1494,7 @@ gpuarena_status_t ga_cuda_mem_free_async(uint64_t dptr, void *stream)
 {
     NEED(cuMemFreeAsync);
     CUresult r = cu.cuMemFreeAsync((CUdeviceptr)dptr, (CUstream)stream);
-    return r == CUDA_SUCCESS ? GPUARENA_SUCCESS : stream_fail("cuMemFreeAsync", stream, r);
+    return r == CUDA_SUCCESS ? GPUARENA_SUCCESS : queue_fail("cuMemFreeAsync", stream, r);
 }
 
 static gpuarena_status_t pool_get(CUmemoryPool p, CUmemPool_attribute attr, uint64_t *v)
@@ -1570,14 +1582,14 @@ gpuarena_status_t ga_cuda_memcpy_htod_async(uint64_t dst, const void *src, size_
 {
     NEED(cuMemcpyHtoDAsync);
     CUresult r = cu.cuMemcpyHtoDAsync((CUdeviceptr)dst, src, size, (CUstream)stream);
-    return r == CUDA_SUCCESS ? GPUARENA_SUCCESS : stream_fail("cuMemcpyHtoDAsync", stream, r);
+    return r == CUDA_SUCCESS ? GPUARENA_SUCCESS : queue_fail("cuMemcpyHtoDAsync", stream, r);
 }
 
 gpuarena_status_t ga_cuda_memcpy_dtoh_async(void *dst, uint64_t src, size_t size, void *stream)
 {
     NEED(cuMemcpyDtoHAsync);
     CUresult r = cu.cuMemcpyDtoHAsync(dst, (CUdeviceptr)src, size, (CUstream)stream);
-    return r == CUDA_SUCCESS ? GPUARENA_SUCCESS : stream_fail("cuMemcpyDtoHAsync", stream, r);
+    return r == CUDA_SUCCESS ? GPUARENA_SUCCESS : queue_fail("cuMemcpyDtoHAsync", stream, r);
 }
 
 gpuarena_status_t ga_cuda_memcpy_dtod(uint64_t dst, uint64_t src, size_t size)

@@ -632,6 +632,8 @@ static CUresult f_mem_free(CUdeviceptr p)
 static CUresult f_memset_async(CUdeviceptr p, unsigned char v, size_t n, CUstream s)
 {
     (void)p, (void)v, (void)n;
+    if (fails("cuMemsetD8Async"))
+        return CUDA_ERROR_INVALID_VALUE;
     return disturbs(s) ? CUDA_ERROR_STREAM_CAPTURE_IMPLICIT : CUDA_SUCCESS;
 }
 
