@@ -1057,6 +1057,39 @@ START_TEST(record_stream_keeps_block_pending)
 }
 END_TEST
 
+/* The allocation's own stream recorded, the block freed on another: it
+ * waits for the work of its own stream too (the record was dropped, and
+ * stream 2 took the block while stream 1 still ran); freed on the
+ * recorded stream itself, nothing is waited for. */
+START_TEST(record_stream_of_the_allocation_stream)
+{
+    fx_t *f = fx_new(false, 64 * KI, SEG_OPTS);
+    void *p = fx_alloc(f, 32 * KI, 1), *keep = fx_alloc(f, 32 * KI, 1);
+    ck_assert_int_eq(ga_bm_record_stream(f->bm, p, S(1)), GPUARENA_SUCCESS);
+    tp_enqueue(&f->tp, 1); /* stream 1 works on P */
+    fx_free(f, p, 2);
+    ck_assert_uint_eq(fx_stats(f).pending_frees, 1);
+    void *x = fx_alloc(f, 32 * KI, 2);
+    ck_assert_ptr_ne(x, p);
+    tp_complete(&f->tp, 1);
+    fx_free(f, x, 2); /* a free polls the waiting blocks */
+    ck_assert_uint_eq(fx_stats(f).pending_frees, 0);
+    x = fx_alloc(f, 32 * KI, 2);
+    /* Recorded, and freed on that stream: no event, at once its own. */
+    void *z = fx_alloc(f, 32 * KI, 2);
+    ck_assert_int_eq(ga_bm_record_stream(f->bm, z, S(2)), GPUARENA_SUCCESS);
+    uint64_t events = fx_stats(f).events_recorded;
+    tp_enqueue(&f->tp, 2);
+    fx_free(f, z, 2);
+    ck_assert_uint_eq(fx_stats(f).pending_frees, 0);
+    ck_assert_uint_eq(fx_stats(f).events_recorded, events);
+    void *all[] = {keep, x};
+    for (unsigned i = 0; i < 2; i++)
+        fx_free(f, all[i], i == 0 ? 1 : 2);
+    fx_done(f);
+}
+END_TEST
+
 /* When the event for a record_stream use cannot be recorded, the free
  * must not make the block reusable before that use is known complete. */
 /* Host-visible memory (pinned, managed) freed on an idle stream: its free
@@ -2240,6 +2273,9 @@ static void bad_input(gpuarena_kind_t kind, const char *opts)
     EXPECT_UNCHANGED(a, before, gpuarena_free(a, freed, s), GPUARENA_ERR_DOUBLE_FREE);
     EXPECT_UNCHANGED(a, before, gpuarena_free(a, freed, (gpuarena_stream_t)(uintptr_t)2),
                      GPUARENA_ERR_DOUBLE_FREE);
+    /* Inside a freed block (in a thread cache, where there is one): free
+     * memory, not a live block's interior. */
+    EXPECT_UNCHANGED(a, before, gpuarena_free(a, (char *)freed + 100, s), GPUARENA_ERR_DOUBLE_FREE);
     EXPECT_UNCHANGED(a, before, gpuarena_record_stream(a, freed, (gpuarena_stream_t)(uintptr_t)2),
                      GPUARENA_ERR_DOUBLE_FREE);
     int local;
@@ -2740,6 +2776,7 @@ int main(void)
     tcase_add_test(reuse, caches_give_back_before_growing);
     tcase_add_test(reuse, host_stream_public_api);
     tcase_add_test(reuse, record_stream_keeps_block_pending);
+    tcase_add_test(reuse, record_stream_of_the_allocation_stream);
     tcase_add_test(reuse, record_stream_event_failure_is_safe);
     tcase_add_test(reuse, host_visible_idle_free_does_not_sync);
     tcase_add_test(reuse, unchecked_stream_is_checked_off_the_cache);

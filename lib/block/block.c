@@ -806,7 +806,10 @@ static gpuarena_status_t bad_pointer(ga_bm_t *bm, uintptr_t a, const char *what)
         for (ga_block_t *b = g->first; b; b = b->next) {
             if (a < b->addr || a >= b->addr + b->size)
                 continue;
-            if (b->state == BLOCK_LIVE)
+            /* A block in a thread cache is live to the manager but free
+             * to the program: reported as free memory, below. */
+            bool cached = atomic_load_explicit(&b->cached, memory_order_relaxed);
+            if (b->state == BLOCK_LIVE && !cached)
                 return ga_error(GPUARENA_ERR_INTERIOR_POINTER,
                                 "%s: %p points inside a block starting at %p", what, (void *)a,
                                 (void *)b->addr);
@@ -1033,7 +1036,9 @@ gpuarena_status_t ga_bm_record_stream(ga_bm_t *bm, void *ptr, ga_stream_t s)
         st = bad_pointer(bm, a, "gpuarena_record_stream");
     } else if (atomic_load_explicit(&b->cached, memory_order_relaxed)) {
         st = ga_error(GPUARENA_ERR_DOUBLE_FREE, "gpuarena_record_stream: %p was freed", ptr);
-    } else if (s.id != b->stream_id && bm->events) {
+    } else if (bm->events) {
+        /* The allocation's stream too: the free may come on another one
+         * (a free on the recorded stream itself waits for nothing). */
         ga_uses_t *u = b->uses;
         bool known = false;
         for (unsigned i = 0; u && i < u->count; i++)
