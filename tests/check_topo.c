@@ -167,6 +167,55 @@ START_TEST(unknown_locality_falls_back)
 }
 END_TEST
 
+/* The two-socket machine with node 1 given no memory (as a node of CPUs
+ * or of a GPU alone may be): GPUs 1 and 2, near it, have no node with
+ * memory near them, and a binding to node 1 would be refused, so their
+ * locality is unknown and the fallback spreads over node 0 alone. */
+START_TEST(memoryless_nearest_node_falls_back)
+{
+    char path[4096], tmp[] = "/tmp/check_topo_XXXXXX";
+    snprintf(path, sizeof path, "%s/%s", GA_TEST_DATA, machines[0].file);
+    FILE *in = fopen(path, "r");
+    ck_assert_ptr_nonnull(in);
+    int fd = mkstemp(tmp);
+    ck_assert_int_ge(fd, 0);
+    FILE *out = fdopen(fd, "w");
+    ck_assert_ptr_nonnull(out);
+    char line[8192];
+    unsigned changed = 0;
+    while (fgets(line, sizeof line, in)) {
+        char *m = strstr(line, "os_index=\"1\"");
+        char *lm = m ? strstr(line, "local_memory=\"") : NULL;
+        if (lm && strstr(line, "NUMANode")) {
+            fprintf(out, "%.*slocal_memory=\"0\"%s", (int)(lm - line), line,
+                    strchr(lm + strlen("local_memory=\""), '"') + 1);
+            changed++;
+        } else {
+            fputs(line, out);
+        }
+    }
+    fclose(in);
+    fclose(out);
+    ck_assert_uint_eq(changed, 1);
+    hwloc_topology_t t = NULL;
+    ck_assert_msg(ga_topo_load(tmp, &t) == GPUARENA_SUCCESS, "%s", gpuarena_last_error());
+    unlink(tmp);
+    ga_settings_t s;
+    ga_placement_t pl;
+    pinned_settings(&s, GA_NUMA_NEAREST, 0, NULL);
+    for (int i = 0; i < machines[0].gpus; i++) {
+        ga_topo_gpu_t g = {.ordinal = i};
+        snprintf(g.busid, sizeof g.busid, "%s", machines[0].busid[i]);
+        ga_topo_locate(t, g.busid, &g);
+        ck_assert(g.located);
+        ck_assert_int_eq(ga_topo_resolve(t, &s, &g, &pl), GPUARENA_SUCCESS);
+        ck_assert_uint_eq(pl.nodes, 0x1); /* GPU 0's own node; the fallback's */
+        ck_assert(pl.fallback == (i > 0));
+    }
+    hwloc_topology_destroy(t);
+}
+END_TEST
+
 START_TEST(missing_node_is_a_config_error)
 {
     hwloc_topology_t t = load(machines[_i].file);
@@ -343,6 +392,7 @@ int main(void)
     tcase_add_loop_test(xml, every_policy_for_every_gpu, 0, nm);
     tcase_add_loop_test(xml, unknown_locality_falls_back, 0, nm);
     tcase_add_loop_test(xml, missing_node_is_a_config_error, 0, nm);
+    tcase_add_test(xml, memoryless_nearest_node_falls_back);
     /* These two read GPUARENA_TOPOLOGY through the once-per-process cache,
      * so they need a process each: left out when Check does not fork
      * (CK_FORK=no, as under valgrind). */

@@ -81,7 +81,8 @@ static void print_gpu(hwloc_topology_t t, const ga_topo_gpu_t *g)
         printf("    nearest CPUs:  %s\n", g->cpus[0] ? g->cpus : "none");
     } else {
         printf("    nearest NUMA:  unknown (%s)\n",
-               g->located ? "attached to the whole machine" : "not in the topology");
+               g->located ? "attached to the whole machine, or near no node with memory"
+                          : "not in the topology");
     }
     ga_settings_t s;
     ga_placement_t pl = {0};

@@ -56,9 +56,10 @@ void ga_topo_locate(hwloc_topology_t t, const char *busid, ga_topo_gpu_t *g)
         return;
     g->located = true;
     /* A GPU attached to the machine as a whole is near no node in
-     * particular (where there are several): its locality is unknown. */
+     * particular (where there are several): its locality is unknown; so
+     * is that of a GPU whose nearest nodes have no memory. */
     if (anc->type != HWLOC_OBJ_MACHINE || hwloc_bitmap_weight(anc->nodeset) == 1)
-        g->nodes = ga_topo_mask(anc->nodeset);
+        g->nodes = ga_topo_memory_nodes(t, anc->nodeset);
     if (anc->cpuset)
         hwloc_bitmap_list_snprintf(g->cpus, sizeof g->cpus, anc->cpuset);
 }

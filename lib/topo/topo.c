@@ -130,6 +130,23 @@ uint64_t ga_topo_all_nodes(hwloc_topology_t t)
     return ga_topo_mask(hwloc_topology_get_topology_nodeset(t));
 }
 
+/* The nodes of SET that have memory, as a mask.  A node without any
+ * (CPUs or a GPU alone, as some topologies list) cannot take a binding:
+ * the kernel refuses it.  Where the topology tells the memory of no node
+ * at all, every node of SET counts. */
+uint64_t ga_topo_memory_nodes(hwloc_topology_t t, hwloc_const_nodeset_t set)
+{
+    uint64_t m = 0;
+    bool told = false;
+    for (hwloc_obj_t n = NULL; (n = hwloc_get_next_obj_by_type(t, HWLOC_OBJ_NUMANODE, n));) {
+        told |= n->attr && n->attr->numanode.local_memory > 0;
+        if (n->os_index < 64 && hwloc_bitmap_isset(set, n->os_index) && n->attr &&
+            n->attr->numanode.local_memory > 0)
+            m |= (uint64_t)1 << n->os_index;
+    }
+    return told ? m : ga_topo_mask(set);
+}
+
 char *ga_topo_nodes_string(uint64_t mask, char *buf, size_t len)
 {
     size_t used = 0;
@@ -175,7 +192,8 @@ static gpuarena_status_t node_list(hwloc_topology_t t, const ga_settings_t *s, u
 gpuarena_status_t ga_topo_resolve(hwloc_topology_t t, const ga_settings_t *s,
                                   const ga_topo_gpu_t *gpu, ga_placement_t *out)
 {
-    uint64_t list = 0, all = ga_topo_all_nodes(t);
+    /* Spread over the nodes that have memory: one without refuses it. */
+    uint64_t list = 0, all = ga_topo_memory_nodes(t, hwloc_topology_get_topology_nodeset(t));
     gpuarena_status_t st = node_list(t, s, &list);
     if (st != GPUARENA_SUCCESS)
         return st;

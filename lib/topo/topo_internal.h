@@ -32,6 +32,10 @@ uint64_t ga_topo_all_nodes(hwloc_topology_t t);
 
 /* Mask of the nodes of NODESET (OS indexes < 64). */
 uint64_t ga_topo_mask(hwloc_const_nodeset_t nodeset);
+/* The nodes of SET that have memory, as ga_topo_mask gives them: a node
+ * without any cannot take a binding.  Every node of SET where the
+ * topology gives no node's memory. */
+uint64_t ga_topo_memory_nodes(hwloc_topology_t t, hwloc_const_nodeset_t set);
 
 #define GA_TOPO_BUSID_LEN 32
 
