@@ -49,6 +49,7 @@ static struct {
     int (*access)(int pool, int *ids, int max);
     void (*fd_handles)(int supported, int refused);
     void (*new_context)(void);
+    void (*foreign_stream)(void *s);
 } fake;
 
 /* The fake's controls, from the libcuda.so.1 the library opens too. */
@@ -75,6 +76,7 @@ static void fake_open(void)
     GET(access, "fakecuda_access");
     GET(fd_handles, "fakecuda_fd_handles");
     GET(new_context, "fakecuda_new_context");
+    GET(foreign_stream, "fakecuda_foreign_stream");
 #undef GET
 }
 
@@ -943,6 +945,41 @@ START_TEST(no_stream_work_during_a_blocking_capture)
 }
 END_TEST
 
+/* A stream of another device (its context another), being captured: the
+ * device is checked first, GPUARENA_ERR_INVALID_STREAM as for the stream
+ * idle (it read as refused for the capture, and PyTorch's graph pool then
+ * served it with this device's memory). */
+START_TEST(captured_stream_of_another_device)
+{
+    fake_open();
+    void *const f = (void *)0x7000;
+    gpuarena_t *dev = NULL;
+    ck_assert_int_eq(gpuarena_get(GPUARENA_DEVICE, 0, &dev), GPUARENA_SUCCESS);
+    void *live = NULL, *p = (void *)0x1;
+    ck_assert_int_eq(gpuarena_alloc(dev, 4096, NULL, &live), GPUARENA_SUCCESS);
+    fake.foreign_stream(f);
+    ck_assert_int_eq(gpuarena_alloc(dev, 4096, f, &p), GPUARENA_ERR_INVALID_STREAM);
+    long disturbed = fake.count("disturbed");
+    int handles = fake.handles();
+    fake.capture(f);
+    ck_assert_int_eq(gpuarena_alloc(dev, 4096, f, &p), GPUARENA_ERR_INVALID_STREAM);
+    ck_assert_ptr_eq(p, (void *)0x1);
+    ck_assert_int_eq(gpuarena_free(dev, live, f), GPUARENA_ERR_INVALID_STREAM);
+    const gpuarena_torch_pool_t id = {0, 21};
+    gpuarena_torch_begin_allocate_to_pool(0, id, NULL);
+    ck_assert_ptr_null(gpuarena_torch_alloc(MIB, 0, f));
+    ck_assert_msg(strstr(gpuarena_last_error(), "another CUDA context") != NULL, "%s",
+                  gpuarena_last_error());
+    ck_assert_int_eq(fake.handles(), handles); /* no pool memory mapped for it */
+    fake.capture(NULL);
+    gpuarena_torch_end_allocate_to_pool(0, id);
+    gpuarena_torch_release_pool(0, id);
+    fake.foreign_stream(NULL);
+    ck_assert_int_eq(fake.count("disturbed"), disturbed);
+    ck_assert_int_eq(gpuarena_free(dev, live, NULL), GPUARENA_SUCCESS);
+}
+END_TEST
+
 /* What device_arena_in_a_forked_child hands its child. */
 typedef struct {
     gpuarena_t *a, *dp;
@@ -1128,6 +1165,7 @@ int main(int argc, char **argv)
                             hooks_free_after_the_capture,
                             torch_graph_pools,
                             torch_pool_released_during_another_capture,
-                            no_stream_work_during_a_blocking_capture};
+                            no_stream_work_during_a_blocking_capture,
+                            captured_stream_of_another_device};
     return ga_check_tests("fakecuda", 0, tests, sizeof tests / sizeof tests[0]);
 }

@@ -893,9 +893,32 @@ gpuarena_status_t ga_cuda_graph_on_destroy(void *graph, void (*fn)(void *), void
     return GPUARENA_SUCCESS;
 }
 
+/* cuStreamGetCtx may be asked of a stream being captured, in every
+ * capture mode: it answers, and the capture goes on (measured on an H200,
+ * CUDA 13; cuStreamGetId and cuStreamGetDevice instead fail with 900 and
+ * invalidate it). */
+gpuarena_status_t ga_cuda_stream_owner_check(void *ctx, void *stream)
+{
+    if (is_default_stream(stream))
+        return GPUARENA_SUCCESS;
+    CUcontext owner = NULL;
+    CUresult r = cu.cuStreamGetCtx((CUstream)stream, &owner);
+    if (r != CUDA_SUCCESS)
+        return stream_fail("cuStreamGetCtx", stream, r);
+    if (owner != (CUcontext)ctx)
+        return ga_error(GPUARENA_ERR_INVALID_STREAM,
+                        "stream %p belongs to another CUDA context or device than the "
+                        "arena's (the device's primary context)",
+                        stream);
+    return GPUARENA_SUCCESS;
+}
+
 gpuarena_status_t ga_cuda_stream_resolve(void *ctx, void *stream, uint64_t *id)
 {
     gpuarena_status_t st = capture_check(stream);
+    if (st == GPUARENA_ERR_STREAM_CAPTURE && !remembered(ctx, stream, id) &&
+        ga_cuda_stream_owner_check(ctx, stream) == GPUARENA_ERR_INVALID_STREAM)
+        return GPUARENA_ERR_INVALID_STREAM; /* another device's: that first */
     if (st != GPUARENA_SUCCESS || remembered(ctx, stream, id))
         return st;
     return ga_cuda_stream_id(ctx, stream, id);

@@ -146,9 +146,15 @@ bool ga_cuda_capture_graph(void *stream, uint64_t *id, void **graph);
  * CUDA call.  On failure (GPUARENA_ERR_NOT_SUPPORTED where the driver
  * has no user objects) FN never runs. */
 gpuarena_status_t ga_cuda_graph_on_destroy(void *graph, void (*fn)(void *), void *arg);
+/* GPUARENA_ERR_INVALID_STREAM when STREAM, a handle, belongs to a context
+ * other than CTX; a default stream names the current one.  A query a
+ * capture allows (cuStreamGetCtx). */
+gpuarena_status_t ga_cuda_stream_owner_check(void *ctx, void *stream);
 /* Both for a stream handle (not NULL nor a default stream): the capture
  * check, then the id, from this thread's recent streams when it is there.
- * One call on the hot path of every stream-ordered alloc and free. */
+ * One call on the hot path of every stream-ordered alloc and free.  A
+ * captured stream of another context is GPUARENA_ERR_INVALID_STREAM, as
+ * an idle one is: the device goes first. */
 gpuarena_status_t ga_cuda_stream_resolve(void *ctx, void *stream, uint64_t *id);
 /* The capture check of a default stream (NULL, legacy, per-thread), which
  * names the current context's: CTX is made current around it when it is

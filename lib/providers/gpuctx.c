@@ -135,8 +135,12 @@ gpuarena_status_t ga_gpuctx_stream_id(ga_provider_t *p, gpuarena_stream_t s, uin
 {
     ga_gpuctx_t *g = ga_gpuctx_of(p);
     if (by_handle(g, s)) {
+        /* No id asked, but the device checked: a capture pool must not
+         * serve another GPU's stream with its GPU's memory. */
+        gpuarena_status_t st =
+            names_context(s) ? ga_cuda_stream_owner_check(g->ctx, s) : GPUARENA_SUCCESS;
         *id = handle_id(s);
-        return GPUARENA_SUCCESS;
+        return st;
     }
     if (s == NULL || s == GA_CUDA_STREAM_LEGACY) {
         *id = g->legacy_id;
@@ -182,7 +186,10 @@ gpuarena_status_t ga_gpuctx_stream_resolve(ga_provider_t *p, gpuarena_stream_t s
         *id = handle_id(s);
         if (defer)
             return GA_UNCHECKED;
-        return names_context(s) ? ga_cuda_stream_check(s) : ga_gpuctx_stream_check(p, s);
+        if (!names_context(s))
+            return ga_gpuctx_stream_check(p, s);
+        gpuarena_status_t st = ga_cuda_stream_owner_check(g->ctx, s);
+        return st == GPUARENA_SUCCESS ? ga_cuda_stream_check(s) : st;
     }
     if (s != NULL && s != GA_CUDA_STREAM_LEGACY) {
         if (defer && ga_cuda_stream_id_cached(g->ctx, s, id))

@@ -35,6 +35,7 @@ void *fakecuda_graph(void);
 int fakecuda_graph_destroyed(void *graph);
 void fakecuda_fd_handles(int supported, int refused);
 void fakecuda_new_context(void);
+void fakecuda_foreign_stream(CUstream s);
 CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version, cuuint64_t flags,
                              CUdriverProcAddressQueryResult *status);
 
@@ -429,10 +430,20 @@ static CUresult f_stream_id(CUstream s, unsigned long long *id)
     return CUDA_SUCCESS;
 }
 
+/* A stream of another context (another device's): what cuStreamGetCtx
+ * says of it, a capture allowing the question as the driver does. */
+static CUstream foreign;
+static int foreign_ctx_object;
+
+void fakecuda_foreign_stream(CUstream s)
+{
+    __atomic_store_n(&foreign, s, __ATOMIC_SEQ_CST);
+}
+
 static CUresult f_stream_ctx(CUstream s, CUcontext *c)
 {
-    (void)s;
-    *c = (CUcontext)&ctx_object;
+    CUstream f = __atomic_load_n(&foreign, __ATOMIC_SEQ_CST);
+    *c = f && s == f ? (CUcontext)&foreign_ctx_object : (CUcontext)&ctx_object;
     return CUDA_SUCCESS;
 }
 
