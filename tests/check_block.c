@@ -1032,14 +1032,24 @@ START_TEST(reuse_other_stream_never_policy)
 }
 END_TEST
 
+/* A block of 32 KiB allocated on stream 1 (and *KEEP after it, so that
+ * it merges with nothing), recorded on stream REC, which then works on
+ * it, and freed on stream ON: it waits for that work. */
+static void *pending_block(fx_t *f, unsigned rec, unsigned on, void **keep)
+{
+    void *p = fx_alloc(f, 32 * KI, 1);
+    *keep = fx_alloc(f, 32 * KI, 1);
+    ck_assert_int_eq(ga_bm_record_stream(f->bm, p, S(rec)), GPUARENA_SUCCESS);
+    tp_enqueue(&f->tp, rec);
+    fx_free(f, p, on);
+    ck_assert_uint_eq(fx_stats(f).pending_frees, 1);
+    return p;
+}
+
 START_TEST(record_stream_keeps_block_pending)
 {
     fx_t *f = fx_new(false, 64 * KI, SEG_OPTS);
-    void *p = fx_alloc(f, 32 * KI, 1), *keep = fx_alloc(f, 32 * KI, 1);
-    ck_assert_int_eq(ga_bm_record_stream(f->bm, p, S(2)), GPUARENA_SUCCESS);
-    tp_enqueue(&f->tp, 2); /* stream 2 works on P */
-    fx_free(f, p, 1);
-    ck_assert_uint_eq(fx_stats(f).pending_frees, 1);
+    void *keep, *p = pending_block(f, 2, 1, &keep);
     /* Not even its own stream may take it while stream 2 runs. */
     tp_complete(&f->tp, 1);
     void *x = fx_alloc(f, 32 * KI, 1), *y = fx_alloc(f, 32 * KI, 1);
@@ -1064,11 +1074,7 @@ END_TEST
 START_TEST(record_stream_of_the_allocation_stream)
 {
     fx_t *f = fx_new(false, 64 * KI, SEG_OPTS);
-    void *p = fx_alloc(f, 32 * KI, 1), *keep = fx_alloc(f, 32 * KI, 1);
-    ck_assert_int_eq(ga_bm_record_stream(f->bm, p, S(1)), GPUARENA_SUCCESS);
-    tp_enqueue(&f->tp, 1); /* stream 1 works on P */
-    fx_free(f, p, 2);
-    ck_assert_uint_eq(fx_stats(f).pending_frees, 1);
+    void *keep, *p = pending_block(f, 1, 2, &keep);
     void *x = fx_alloc(f, 32 * KI, 2);
     ck_assert_ptr_ne(x, p);
     tp_complete(&f->tp, 1);
@@ -1427,6 +1433,24 @@ static void afree(gpuarena_t *a, void *p, gpuarena_stream_t s)
     ck_assert_msg(gpuarena_free(a, p, s) == GPUARENA_SUCCESS, "free: %s", gpuarena_last_error());
 }
 
+/* The end of a test's arena: the checker passes, and it goes. */
+static void check_and_destroy(gpuarena_t *a)
+{
+    ck_assert_int_eq(gpuarena_check(a), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_SUCCESS);
+}
+
+/* N blocks of SIZE bytes allocated on S, then all freed there, in order. */
+static void fill_and_free(gpuarena_t *a, unsigned n, size_t size, gpuarena_stream_t s)
+{
+    void *p[64];
+    ck_assert_uint_le(n, 64);
+    for (unsigned i = 0; i < n; i++)
+        p[i] = aalloc(a, size, s);
+    for (unsigned i = 0; i < n; i++)
+        afree(a, p[i], s);
+}
+
 /* Blocks that a thread cache gives back outside a locked free count
  * against max_cached too: at the thread's exit, and when an allocation
  * gives back the thread's large slot. */
@@ -1685,8 +1709,7 @@ START_TEST(cached_peak_after_a_cache_is_retired)
     ck_assert_uint_eq(st.reserved_peak, st.reserved);
     ck_assert_uint_eq(st.cached_peak, st.reserved_peak);
     afree(a, q, GPUARENA_STREAM_HOST);
-    ck_assert_int_eq(gpuarena_check(a), GPUARENA_SUCCESS);
-    ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_SUCCESS);
+    check_and_destroy(a);
 }
 END_TEST
 
@@ -1697,11 +1720,7 @@ END_TEST
 START_TEST(trim_keeps_what_it_is_asked_to)
 {
     gpuarena_t *a = arena(GPUARENA_SIM, "expandable=true,granule=2M,thread_cache=false");
-    void *p[4];
-    for (int i = 0; i < 4; i++)
-        p[i] = aalloc(a, 10 * MI, NULL);
-    for (int i = 0; i < 4; i++)
-        afree(a, p[i], NULL);
+    fill_and_free(a, 4, 10 * MI, NULL);
     uint64_t trims = stats(a).trims;
     ck_assert_int_eq(gpuarena_trim(a, 15 * MI), GPUARENA_SUCCESS);
     gpuarena_stats_t st = stats(a);
@@ -1712,8 +1731,7 @@ START_TEST(trim_keeps_what_it_is_asked_to)
     void *q = aalloc(a, 12 * MI, NULL);
     ck_assert_uint_eq(stats(a).reserved, st.reserved);
     afree(a, q, NULL);
-    ck_assert_int_eq(gpuarena_check(a), GPUARENA_SUCCESS);
-    ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_SUCCESS);
+    check_and_destroy(a);
 }
 END_TEST
 
@@ -1743,24 +1761,16 @@ END_TEST
 START_TEST(max_cached_stream_pools)
 {
     gpuarena_stream_t s = (gpuarena_stream_t)(uintptr_t)1;
-    void *p[64];
     gpuarena_t *a = arena(GPUARENA_SIM, "max_cached=0,thread_cache=false,sim_event_delay=0");
-    for (unsigned i = 0; i < 64; i++)
-        p[i] = aalloc(a, MI, s);
-    for (unsigned i = 0; i < 64; i++)
-        afree(a, p[i], s);
+    fill_and_free(a, 64, MI, s);
     gpuarena_stats_t st = stats(a);
     ck_assert_uint_eq(st.stream_cached, 0);
     ck_assert_uint_eq(st.cached, 0);
     ck_assert_uint_eq(st.reserved, 0);
-    ck_assert_int_eq(gpuarena_check(a), GPUARENA_SUCCESS);
-    ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_SUCCESS);
+    check_and_destroy(a);
 
     a = arena(GPUARENA_SIM, "max_cached=0,thread_cache=false,sim_event_delay=8");
-    for (unsigned i = 0; i < 64; i++)
-        p[i] = aalloc(a, MI, s);
-    for (unsigned i = 0; i < 64; i++)
-        afree(a, p[i], s);
+    fill_and_free(a, 64, MI, s);
     st = stats(a);
     ck_assert_uint_ge(st.stream_cached, 62 * MI); /* the GPU may not be past them */
     for (unsigned round = 0; round < 2; round++) {
@@ -1774,8 +1784,7 @@ START_TEST(max_cached_stream_pools)
     /* Left: what the last free on S put in its pool (a granule at most),
      * which no later free on S has covered with a sweep. */
     ck_assert_uint_le(st.cached, 2 * MI);
-    ck_assert_int_eq(gpuarena_check(a), GPUARENA_SUCCESS);
-    ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_SUCCESS);
+    check_and_destroy(a);
 }
 END_TEST
 

@@ -736,6 +736,26 @@ bool ga_cuda_stream_id_cached(void *ctx, void *stream, uint64_t *id)
     return !is_default_stream(stream) && remembered(ctx, stream, id);
 }
 
+/* cuStreamGetCtx may be asked of a stream being captured, in every
+ * capture mode: it answers, and the capture goes on (measured on an H200,
+ * CUDA 13; cuStreamGetId and cuStreamGetDevice instead fail with 900 and
+ * invalidate it). */
+gpuarena_status_t ga_cuda_stream_owner_check(void *ctx, void *stream)
+{
+    if (is_default_stream(stream))
+        return GPUARENA_SUCCESS;
+    CUcontext owner = NULL;
+    CUresult r = cu.cuStreamGetCtx((CUstream)stream, &owner);
+    if (r != CUDA_SUCCESS)
+        return stream_fail("cuStreamGetCtx", stream, r);
+    if (owner != (CUcontext)ctx)
+        return ga_error(GPUARENA_ERR_INVALID_STREAM,
+                        "stream %p belongs to another CUDA context or device than the "
+                        "arena's (the device's primary context)",
+                        stream);
+    return GPUARENA_SUCCESS;
+}
+
 gpuarena_status_t ga_cuda_stream_id(void *ctx, void *stream, uint64_t *id)
 {
     bool per_thread = stream == GA_CUDA_STREAM_PER_THREAD;
@@ -747,15 +767,9 @@ gpuarena_status_t ga_cuda_stream_id(void *ctx, void *stream, uint64_t *id)
         last_streams.pt_ctx = ctx;
         last_streams.pt_id = v;
     } else if (!is_default_stream(stream)) {
-        CUcontext owner = NULL;
-        r = cu.cuStreamGetCtx((CUstream)stream, &owner);
-        if (r != CUDA_SUCCESS)
-            return stream_fail("cuStreamGetCtx", stream, r);
-        if (owner != (CUcontext)ctx)
-            return ga_error(GPUARENA_ERR_INVALID_STREAM,
-                            "stream %p belongs to another CUDA context or device than the "
-                            "arena's (the device's primary context)",
-                            stream);
+        gpuarena_status_t st = ga_cuda_stream_owner_check(ctx, stream);
+        if (st != GPUARENA_SUCCESS)
+            return st;
         unsigned i = last_streams.next++ % LAST_STREAMS;
         last_streams.e[i].stream = stream;
         last_streams.e[i].ctx = ctx;
@@ -890,26 +904,6 @@ gpuarena_status_t ga_cuda_graph_on_destroy(void *graph, void (*fn)(void *), void
          * on the driver's thread at a time of its own, after the caller
          * has given ARG up.  A few bytes, on a failure. */
         return fail("cuGraphRetainUserObject", r);
-    return GPUARENA_SUCCESS;
-}
-
-/* cuStreamGetCtx may be asked of a stream being captured, in every
- * capture mode: it answers, and the capture goes on (measured on an H200,
- * CUDA 13; cuStreamGetId and cuStreamGetDevice instead fail with 900 and
- * invalidate it). */
-gpuarena_status_t ga_cuda_stream_owner_check(void *ctx, void *stream)
-{
-    if (is_default_stream(stream))
-        return GPUARENA_SUCCESS;
-    CUcontext owner = NULL;
-    CUresult r = cu.cuStreamGetCtx((CUstream)stream, &owner);
-    if (r != CUDA_SUCCESS)
-        return stream_fail("cuStreamGetCtx", stream, r);
-    if (owner != (CUcontext)ctx)
-        return ga_error(GPUARENA_ERR_INVALID_STREAM,
-                        "stream %p belongs to another CUDA context or device than the "
-                        "arena's (the device's primary context)",
-                        stream);
     return GPUARENA_SUCCESS;
 }
 
