@@ -50,6 +50,7 @@ static struct {
     void (*fd_handles)(int supported, int refused);
     void (*new_context)(void);
     void (*foreign_stream)(void *s);
+    void (*refuse_peers)(int on);
 } fake;
 
 /* The fake's controls, from the libcuda.so.1 the library opens too. */
@@ -77,6 +78,7 @@ static void fake_open(void)
     GET(fd_handles, "fakecuda_fd_handles");
     GET(new_context, "fakecuda_new_context");
     GET(foreign_stream, "fakecuda_foreign_stream");
+    GET(refuse_peers, "fakecuda_refuse_peers");
 #undef GET
 }
 
@@ -350,6 +352,20 @@ START_TEST(peer_access_opens_to_the_peers)
     ck_assert_int_eq(gpuarena_alloc(a, 1 * MIB, HOST, &p), GPUARENA_SUCCESS);
     ck_assert_int_eq(gpuarena_free(a, p, HOST), GPUARENA_SUCCESS);
     ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_SUCCESS);
+    /* Peers the driver names but will not open memory to: the driver's
+     * error, saying which key avoids it (it read as an invalid device). */
+    fake.refuse_peers(1);
+    ck_assert_int_eq(gpuarena_create(GPUARENA_DEVICE, 0, keys[1], &a), GPUARENA_SUCCESS);
+    p = NULL;
+    ck_assert_int_eq(gpuarena_alloc(a, 8 * MIB, HOST, &p), GPUARENA_ERR_DRIVER);
+    ck_assert_msg(strstr(gpuarena_last_error(), "peer_access = false") != NULL, "%s",
+                  gpuarena_last_error());
+    ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_create(GPUARENA_DEVICE, 0, keys[0], &a), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_alloc(a, 8 * MIB, HOST, &p), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_free(a, p, HOST), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_SUCCESS);
+    fake.refuse_peers(0);
 }
 END_TEST
 

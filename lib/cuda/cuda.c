@@ -1184,6 +1184,15 @@ gpuarena_status_t ga_cuda_vmm_set_access(uint64_t va, size_t size, const int *de
     if (st != GPUARENA_SUCCESS)
         return st;
     CUresult r = cu.cuMemSetAccess((CUdeviceptr)va, size, desc, (size_t)count);
+    /* The devices were asked of the driver first (cuDeviceCanAccessPeer):
+     * an invalid one here is a peer it will not open memory to after all,
+     * not a device ordinal of the caller's. */
+    if (r == CUDA_ERROR_INVALID_DEVICE && count > 1)
+        return ga_error(GPUARENA_ERR_DRIVER,
+                        "cuMemSetAccess of %zu bytes for %d devices: %s (%d): the driver will "
+                        "not open the memory to every peer it said could reach it; "
+                        "peer_access = false opens it to the arena's device alone",
+                        size, count, ga_cuda_result_name((int)r), (int)r);
     if (r != CUDA_SUCCESS)
         return ga_error(status_of(r), "cuMemSetAccess of %zu bytes: %s (%d)", size,
                         ga_cuda_result_name((int)r), (int)r);

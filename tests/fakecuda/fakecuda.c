@@ -36,6 +36,7 @@ int fakecuda_graph_destroyed(void *graph);
 void fakecuda_fd_handles(int supported, int refused);
 void fakecuda_new_context(void);
 void fakecuda_foreign_stream(CUstream s);
+void fakecuda_refuse_peers(int on);
 CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version, cuuint64_t flags,
                              CUdriverProcAddressQueryResult *status);
 
@@ -758,10 +759,21 @@ static CUresult f_unmap(CUdeviceptr va, size_t size)
     return r;
 }
 
+/* A driver that says peers can reach the device (cuDeviceCanAccessPeer)
+ * but refuses to open memory to them. */
+static int refuse_peers;
+
+void fakecuda_refuse_peers(int on)
+{
+    __atomic_store_n(&refuse_peers, on, __ATOMIC_SEQ_CST);
+}
+
 static CUresult f_set_access(CUdeviceptr va, size_t size, const CUmemAccessDesc *desc, size_t n)
 {
     if (fails("cuMemSetAccess"))
         return CUDA_ERROR_UNKNOWN;
+    if (n > 1 && __atomic_load_n(&refuse_peers, __ATOMIC_SEQ_CST))
+        return CUDA_ERROR_INVALID_DEVICE;
     note_access(0, desc, n);
     return fakecuda_mapped(va, size) == size ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
