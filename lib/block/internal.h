@@ -527,11 +527,14 @@ void ga_tcache_flush_all(ga_bm_t *bm);
  * they come to NEED bytes or more (the manager's lock held); whether
  * they did. */
 bool ga_tcache_flush_own(ga_bm_t *bm, size_t need);
-/* Blocks that the caches of BM hold (free ones, for statistics). */
-uint64_t ga_tcache_blocks(ga_bm_t *bm);
-/* Sum of the corrections of every cache of BM. */
-void ga_tcache_deltas(ga_bm_t *bm, int64_t *req, int64_t *inuse, uint64_t *allocs, uint64_t *frees,
-                      uint64_t *hits);
+/* What every cache of BM adds to the manager's counts, in one walk: the
+ * corrections of the requested and in-use bytes, the allocations (each
+ * a hit) and frees it served, and the free blocks it holds. */
+typedef struct ga_tc_sums {
+    int64_t req, inuse;
+    uint64_t allocs, frees, blocks;
+} ga_tc_sums_t;
+void ga_tcache_sums(ga_bm_t *bm, ga_tc_sums_t *sum);
 /* Detach every cache from BM before it is destroyed. */
 void ga_tcache_detach_all(ga_bm_t *bm);
 

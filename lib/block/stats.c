@@ -12,10 +12,9 @@
 
 uint64_t ga_bm_user_in_use(ga_bm_t *bm)
 {
-    int64_t req, inuse;
-    uint64_t a, f, h;
-    ga_tcache_deltas(bm, &req, &inuse, &a, &f, &h);
-    return (uint64_t)((int64_t)bm->c.in_use + inuse);
+    ga_tc_sums_t tc;
+    ga_tcache_sums(bm, &tc);
+    return (uint64_t)((int64_t)bm->c.in_use + tc.inuse);
 }
 
 /* Peaks after a change made under the lock: all four. */
@@ -41,11 +40,10 @@ void ga_bm_stats(ga_bm_t *bm, gpuarena_stats_t *st)
 {
     memset(st, 0, sizeof *st);
     ga_lock(&bm->lock);
-    int64_t req, inuse;
-    uint64_t allocs, frees, hits;
-    ga_tcache_deltas(bm, &req, &inuse, &allocs, &frees, &hits);
-    st->requested = ga_user_requested(bm, (int64_t)bm->c.requested, req);
-    st->in_use = (uint64_t)((int64_t)bm->c.in_use + inuse);
+    ga_tc_sums_t tc;
+    ga_tcache_sums(bm, &tc);
+    st->requested = ga_user_requested(bm, (int64_t)bm->c.requested, tc.req);
+    st->in_use = (uint64_t)((int64_t)bm->c.in_use + tc.inuse);
     st->reserved = bm->c.reserved;
     /* A direct provider's reserved and cached bytes are its own (its
      * stats hook): none here. */
@@ -60,9 +58,9 @@ void ga_bm_stats(ga_bm_t *bm, gpuarena_stats_t *st)
     st->in_use_peak = atomic_load(&bm->peak.in_use);
     st->reserved_peak = atomic_load(&bm->peak.reserved);
     st->cached_peak = atomic_load(&bm->peak.cached);
-    st->allocs = bm->c.allocs + allocs;
-    st->frees = bm->c.frees + frees;
-    st->cache_hits = bm->c.hits + hits;
+    st->allocs = bm->c.allocs + tc.allocs;
+    st->frees = bm->c.frees + tc.frees;
+    st->cache_hits = bm->c.hits + tc.allocs;
     st->cache_misses = bm->c.misses;
     st->provider_maps = bm->c.maps;
     st->provider_unmaps = bm->c.unmaps;
@@ -72,7 +70,7 @@ void ga_bm_stats(ga_bm_t *bm, gpuarena_stats_t *st)
     st->last_oom_request = bm->c.last_oom;
     st->device_free = bm->c.device_free;
     st->segments = bm->c.segments;
-    st->live_blocks = bm->c.allocs + allocs - bm->c.frees - frees;
+    st->live_blocks = bm->c.allocs + tc.allocs - bm->c.frees - tc.frees;
     st->pending_frees = bm->pending_blocks;
     st->events_recorded = bm->c.events;
     st->trims = bm->c.trims;
@@ -82,7 +80,7 @@ void ga_bm_stats(ga_bm_t *bm, gpuarena_stats_t *st)
     for (unsigned i = 0; i < bm->npools; i++)
         pool_tally(bm->pools[i], &nfree, &st->stream_cached);
     /* Blocks in thread caches are free too: their bytes are in cached. */
-    st->free_blocks = nfree + (bm->set.thread_cache ? ga_tcache_blocks(bm) : 0);
+    st->free_blocks = nfree + tc.blocks;
     st->stream_pools = bm->npools;
     ga_unlock(&bm->lock);
 }
@@ -90,11 +88,10 @@ void ga_bm_stats(ga_bm_t *bm, gpuarena_stats_t *st)
 void ga_bm_reset_peaks(ga_bm_t *bm)
 {
     ga_lock(&bm->lock);
-    int64_t req, inuse;
-    uint64_t a, f, h;
-    ga_tcache_deltas(bm, &req, &inuse, &a, &f, &h);
-    uint64_t u = (uint64_t)((int64_t)bm->c.in_use + inuse);
-    atomic_store(&bm->peak.requested, ga_user_requested(bm, (int64_t)bm->c.requested, req));
+    ga_tc_sums_t tc;
+    ga_tcache_sums(bm, &tc);
+    uint64_t u = (uint64_t)((int64_t)bm->c.in_use + tc.inuse);
+    atomic_store(&bm->peak.requested, ga_user_requested(bm, (int64_t)bm->c.requested, tc.req));
     atomic_store(&bm->peak.in_use, u);
     atomic_store(&bm->peak.reserved, bm->c.reserved);
     atomic_store(&bm->peak.cached, ga_cached_bytes(bm, u));

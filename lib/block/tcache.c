@@ -400,34 +400,19 @@ void ga_tcache_flush_all(ga_bm_t *bm)
     pthread_mutex_unlock(&bm->tc_lock);
 }
 
-uint64_t ga_tcache_blocks(ga_bm_t *bm)
+void ga_tcache_sums(ga_bm_t *bm, ga_tc_sums_t *sum)
 {
-    uint64_t n = 0;
+    memset(sum, 0, sizeof *sum);
     pthread_mutex_lock(&bm->tc_lock);
     remote_lock_all(bm);
     for (ga_tcache_t *t = bm->tcaches; t; t = t->bm_next) {
+        sum->req += tc_get(&t->req_delta);
+        sum->inuse += tc_get(&t->inuse_delta);
+        sum->allocs += t->allocs; /* every one a hit */
+        sum->frees += t->frees;
         for (unsigned i = 0; i < TC_SLOTS; i++)
-            n += t->n[i];
-        n += t->large != NULL;
-    }
-    remote_unlock_all(bm);
-    pthread_mutex_unlock(&bm->tc_lock);
-    return n;
-}
-
-void ga_tcache_deltas(ga_bm_t *bm, int64_t *req, int64_t *inuse, uint64_t *allocs, uint64_t *frees,
-                      uint64_t *hits)
-{
-    *req = *inuse = 0;
-    *allocs = *frees = *hits = 0;
-    pthread_mutex_lock(&bm->tc_lock);
-    remote_lock_all(bm);
-    for (ga_tcache_t *t = bm->tcaches; t; t = t->bm_next) {
-        *req += tc_get(&t->req_delta);
-        *inuse += tc_get(&t->inuse_delta);
-        *allocs += t->allocs;
-        *frees += t->frees;
-        *hits += t->allocs;
+            sum->blocks += t->n[i];
+        sum->blocks += t->large != NULL;
     }
     remote_unlock_all(bm);
     pthread_mutex_unlock(&bm->tc_lock);

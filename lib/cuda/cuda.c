@@ -740,6 +740,14 @@ bool ga_cuda_stream_id_cached(void *ctx, void *stream, uint64_t *id)
  * capture mode: it answers, and the capture goes on (measured on an H200,
  * CUDA 13; cuStreamGetId and cuStreamGetDevice instead fail with 900 and
  * invalidate it). */
+static gpuarena_status_t foreign_stream(void *stream)
+{
+    return ga_error(GPUARENA_ERR_INVALID_STREAM,
+                    "stream %p belongs to another CUDA context or device than the arena's (the "
+                    "device's primary context)",
+                    stream);
+}
+
 gpuarena_status_t ga_cuda_stream_owner_check(void *ctx, void *stream)
 {
     if (is_default_stream(stream))
@@ -748,12 +756,7 @@ gpuarena_status_t ga_cuda_stream_owner_check(void *ctx, void *stream)
     CUresult r = cu.cuStreamGetCtx((CUstream)stream, &owner);
     if (r != CUDA_SUCCESS)
         return stream_fail("cuStreamGetCtx", stream, r);
-    if (owner != (CUcontext)ctx)
-        return ga_error(GPUARENA_ERR_INVALID_STREAM,
-                        "stream %p belongs to another CUDA context or device than the "
-                        "arena's (the device's primary context)",
-                        stream);
-    return GPUARENA_SUCCESS;
+    return owner == (CUcontext)ctx ? GPUARENA_SUCCESS : foreign_stream(stream);
 }
 
 gpuarena_status_t ga_cuda_stream_id(void *ctx, void *stream, uint64_t *id)
@@ -910,9 +913,15 @@ gpuarena_status_t ga_cuda_graph_on_destroy(void *graph, void (*fn)(void *), void
 gpuarena_status_t ga_cuda_stream_resolve(void *ctx, void *stream, uint64_t *id)
 {
     gpuarena_status_t st = capture_check(stream);
-    if (st == GPUARENA_ERR_STREAM_CAPTURE && !remembered(ctx, stream, id) &&
-        ga_cuda_stream_owner_check(ctx, stream) == GPUARENA_ERR_INVALID_STREAM)
-        return GPUARENA_ERR_INVALID_STREAM; /* another device's: that first */
+    if (st == GPUARENA_ERR_STREAM_CAPTURE) {
+        /* Another device's stream is refused as such first; where the
+         * driver cannot say, the capture's refusal and message stand. */
+        CUcontext owner = NULL;
+        if (!remembered(ctx, stream, id) &&
+            cu.cuStreamGetCtx((CUstream)stream, &owner) == CUDA_SUCCESS && owner != (CUcontext)ctx)
+            return foreign_stream(stream);
+        return st;
+    }
     if (st != GPUARENA_SUCCESS || remembered(ctx, stream, id))
         return st;
     return ga_cuda_stream_id(ctx, stream, id);
@@ -1132,9 +1141,6 @@ gpuarena_status_t ga_cuda_vmm_free(uint64_t va, size_t size)
 gpuarena_status_t ga_cuda_vmm_create_map(int device, uint64_t va, size_t size, bool exportable,
                                          uint64_t *handle, bool *create_failed)
 {
-    bool ignored;
-    if (!create_failed)
-        create_failed = &ignored;
     *create_failed = false;
     CUdevice d;
     CUresult r = cu.cuDeviceGet(&d, device);

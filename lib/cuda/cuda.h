@@ -189,8 +189,8 @@ gpuarena_status_t ga_cuda_vmm_free(uint64_t va, size_t size);
 /* Create a physical allocation of SIZE bytes on DEVICE and map it at VA;
  * EXPORTABLE: one that may be exported as a POSIX file descriptor (key
  * `ipc').  *HANDLE is what ga_cuda_vmm_unmap_release takes back.  On
- * failure *CREATE_FAILED (when not NULL) says whether cuMemCreate was
- * the call that failed, not the map after it. */
+ * failure *CREATE_FAILED says whether cuMemCreate was the call that
+ * failed, not the map after it. */
 gpuarena_status_t ga_cuda_vmm_create_map(int device, uint64_t va, size_t size, bool exportable,
                                          uint64_t *handle, bool *create_failed);
 /* Devices that one call giving access names at most (the set_access

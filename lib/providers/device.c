@@ -136,7 +136,7 @@ static gpuarena_status_t create_map(void *owner, uint64_t va, size_t size, uint6
         return st;
     char why[200];
     snprintf(why, sizeof why, "%s", gpuarena_last_error());
-    st = ga_cuda_vmm_create_map(d->g.ordinal, va, size, false, handle, NULL);
+    st = ga_cuda_vmm_create_map(d->g.ordinal, va, size, false, handle, &create_failed);
     if (st == GPUARENA_SUCCESS) {
         d->exportable = false;
         /* gpuarena_stats_print may be reading base.how in another thread:
