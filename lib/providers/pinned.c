@@ -7,9 +7,10 @@
  * placement's nodes before any page is touched (ga_topo_bind), then
  * pre-faulted: every page is written once, by several threads for large
  * segments (key prefault_threads), so that the kernel allocates it on the
- * bound nodes; then cuMemHostRegister (PORTABLE | DEVICEMAP) locks and
- * maps it for every context.  Registering touched pages costs about a
- * tenth of registering untouched ones (../shared/notes/cuda-driver.md).
+ * bound nodes (numa = local: the mapping thread's node, prefault.c);
+ * then cuMemHostRegister (PORTABLE | DEVICEMAP) locks and maps it for
+ * every context.  Registering touched pages costs about a tenth of
+ * registering untouched ones (../shared/notes/cuda-driver.md).
  * Unmapping unregisters, then munmaps.
  *
  * Segments are fixed by default: they are mapped once, reused through the
@@ -59,8 +60,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#define MiB                  ((size_t)1 << 20)
-#define MAX_PREFAULT_THREADS 256
+#define MiB ((size_t)1 << 20)
 
 typedef struct pinned {
     ga_provider_t base;
@@ -83,20 +83,7 @@ _Static_assert(offsetof(pinned_t, vmm) == offsetof(ga_vmm_provider_t, vmm),
 #define PIN(p) ((pinned_t *)(p))
 
 /* ---------------------------------------------------------------------- */
-/* Pre-faulting. */
-
-typedef struct touch_job {
-    volatile char *start;
-    size_t size, page;
-} touch_job_t;
-
-static void *touch(void *arg)
-{
-    touch_job_t *j = arg;
-    for (size_t off = 0; off < j->size; off += j->page)
-        j->start[off] = 0;
-    return NULL;
-}
+/* Pre-faulting (ga_topo_prefault). */
 
 /* Threads for a segment of SIZE bytes: the setting, or one per 256 MiB up
  * to 16, never more than the online CPUs. */
@@ -110,34 +97,7 @@ static unsigned thread_count(const pinned_t *pn, size_t size)
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     if (cpus > 0 && n > (unsigned long)cpus)
         n = (unsigned)cpus;
-    if (n > MAX_PREFAULT_THREADS)
-        n = MAX_PREFAULT_THREADS;
     return n ? n : 1;
-}
-
-static void prefault(const pinned_t *pn, char *a, size_t size)
-{
-    unsigned n = thread_count(pn, size);
-    size_t pages = size / pn->page, per = (pages + n - 1) / n;
-    touch_job_t jobs[MAX_PREFAULT_THREADS];
-    pthread_t tid[MAX_PREFAULT_THREADS];
-    bool started[MAX_PREFAULT_THREADS];
-    for (unsigned i = 0; i < n; i++) {
-        size_t first = (size_t)i * per, last = first + per > pages ? pages : first + per;
-        jobs[i].start = a + first * pn->page;
-        jobs[i].size = first < last ? (last - first) * pn->page : 0;
-        jobs[i].page = pn->page;
-        /* The calling thread takes the first piece; a thread that cannot
-         * be started leaves its piece to the caller too. */
-        started[i] = i > 0 && jobs[i].size && pthread_create(&tid[i], NULL, touch, &jobs[i]) == 0;
-    }
-    touch(&jobs[0]);
-    for (unsigned i = 1; i < n; i++) {
-        if (started[i])
-            pthread_join(tid[i], NULL);
-        else
-            touch(&jobs[i]);
-    }
 }
 
 /* ---------------------------------------------------------------------- */
@@ -157,7 +117,7 @@ static gpuarena_status_t pin_map(ga_provider_t *p, size_t size, void **base)
         munmap(a, size);
         return st;
     }
-    prefault(pn, a, size);
+    ga_topo_prefault(&pn->placement, a, size, pn->page, thread_count(pn, size));
     ga_cuda_scope_t sc;
     st = ga_gpuctx_enter(&pn->g, &sc);
     if (st == GPUARENA_SUCCESS) {

@@ -1,8 +1,8 @@
 /*
  * topo.h - the topology room (hwloc only): which NUMA nodes and CPUs are
- * near each GPU, turning a placement policy into a node set, and binding
- * host memory to it.  The topology is the machine's, or the hwloc XML file
- * named by GPUARENA_TOPOLOGY.
+ * near each GPU, turning a placement policy into a node set, binding
+ * host memory to it and touching it first.  The topology is the
+ * machine's, or the hwloc XML file named by GPUARENA_TOPOLOGY.
  */
 #ifndef GA_TOPO_H
 #define GA_TOPO_H
@@ -29,5 +29,12 @@ gpuarena_status_t ga_topo_placement(const ga_settings_t *s, int device, ga_place
 /* Bind the pages of [ADDR, ADDR+SIZE) (page aligned) as PL says, before
  * they are touched. */
 gpuarena_status_t ga_topo_bind(const ga_placement_t *pl, void *addr, size_t size);
+
+/* Write every page (PAGE bytes) of [ADDR, ADDR+SIZE), bound by
+ * ga_topo_bind, once, with THREADS threads (1 to 256), the calling
+ * thread among them, so that the kernel allocates the pages as PL says
+ * (prefault.c: a local placement stays on the calling thread's node). */
+void ga_topo_prefault(const ga_placement_t *pl, void *addr, size_t size, size_t page,
+                      unsigned threads);
 
 #endif /* GA_TOPO_H */

@@ -1,7 +1,7 @@
 /*
  * topo_internal.h - the topology room's own functions, shared by its files
- * (topo.c loading, gpus.c finding GPUs, bind.c binding), the tool
- * gpuarena-topo and the tests.  Only topo.h is the room's interface to
+ * (topo.c loading, gpus.c finding GPUs, bind.c binding, prefault.c
+ * touching), the tool gpuarena-topo and the tests.  Only topo.h is the room's interface to
  * the rest of the library.
  *
  * Two topologies may be in play: the one placement decisions are made on

@@ -27,6 +27,10 @@
  *                             page)
  *   local:N                   numa=local with the thread pinned to node
  *                             N's CPUs: every page on node N
+ *   local:N:prefault          a segment of numa=local pre-faulted by
+ *                             several threads (ga_topo_prefault, the
+ *                             pinned provider's), the mapping thread on
+ *                             node N but not bound there: every page on N
  *   nearest:host              a host arena asking for "nearest" has no GPU:
  *                             it interleaves over every node and counts
  *                             the fallback
@@ -464,6 +468,58 @@ static void test_local(void)
     hwloc_bitmap_free(saved);
 }
 
+/* The pinned provider's pre-fault of a segment with numa=local
+ * (ga_topo_prefault): the helper threads that touch most of the pages
+ * may run on any node, and the pages must still go to the node of the
+ * thread that maps the segment, as a first touch by it would put them.
+ * That thread is moved to node N, then let run anywhere again (where it
+ * stays, with nothing else to run), as an unbound thread of a program
+ * is; the helpers, as many as two per CPU, are then free to run on the
+ * other nodes' CPUs. */
+static void test_local_prefault(void)
+{
+    hwloc_bitmap_t saved = hwloc_bitmap_alloc();
+    hwloc_get_cpubind(machine, saved, HWLOC_CPUBIND_THREAD);
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    unsigned threads = cpus > 2 ? (unsigned)(2 * cpus) : 4;
+    ga_placement_t pl = {.policy = GA_NUMA_LOCAL};
+    for (int i = 0; i < nnodes; i++) {
+        int n = node_ids[i];
+        char name[64];
+        snprintf(name, sizeof name, "local:%d:prefault", n);
+        size_t size = 16 << 20;
+        char *a = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (a == MAP_FAILED) {
+            result(name, false, "mmap: %s", strerror(errno));
+            continue;
+        }
+        if (!pin_to(planted(n))) {
+            printf("RESULT %s SKIP node %d has no CPU to run on\n", name, planted(n));
+            munmap(a, size);
+            continue;
+        }
+        hwloc_set_cpubind(machine, saved, HWLOC_CPUBIND_THREAD);
+        int cpu = sched_getcpu();
+        ga_topo_prefault(&pl, a, size, page, threads);
+        int after = sched_getcpu();
+        detail[0] = '\0';
+        tally_t tl = {0};
+        expect_t e = {(uint64_t)1 << n, false};
+        check_block("prefault", 0, a, size, &e, &tl);
+        munmap(a, size);
+        char sum[256];
+        summary(sum, sizeof sum, &tl);
+        if (tl.wrong)
+            result(name, false, "%s (%zu of %zu pages wrong, %u threads; %s)", detail, tl.wrong,
+                   tl.pages, threads, sum);
+        else
+            result(name, true, "%u threads: %s", threads, sum);
+        printf("RESULT-NOTE %s the mapping thread ran on CPU %d, then %d\n", name, cpu, after);
+    }
+    hwloc_set_cpubind(machine, saved, HWLOC_CPUBIND_THREAD);
+    hwloc_bitmap_free(saved);
+}
+
 /* A host arena has no GPU: "nearest" falls back to all nodes. */
 static void test_nearest_host(void)
 {
@@ -541,7 +597,8 @@ static void test_nearest_gpus(const char *xml)
             munmap(a, size);
             continue;
         }
-        touch(a, size, 0x5a);
+        /* By several threads, as the pinned provider pre-faults. */
+        ga_topo_prefault(&pl, a, size, page, 4);
         check_block(g[d].busid, 0, a, 4 << 20, &e, &tl);
         check_block(g[d].busid, 1, a + (4 << 20), 2 << 20, &e, &tl);
         munmap(a, size);
@@ -585,6 +642,7 @@ int main(int argc, char **argv)
     test_list();
     test_interleave();
     test_local();
+    test_local_prefault();
     test_nearest_host();
     const char *xml = getenv("GPUARENA_TOPOLOGY");
     if (xml && *xml)
