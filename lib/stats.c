@@ -115,15 +115,16 @@ static void print_table(FILE *out, gpuarena_t *a, const gpuarena_stats_t *st)
     if (st->oom_retries || st->oom_failures) {
         fprintf(out, "  out of memory: retries %" PRIu64 ", failures %" PRIu64 ", last request %s",
                 st->oom_retries, st->oom_failures, human(st->last_oom_request, b1, sizeof b1));
-        /* Host memory has no device; a sim arena, only with a capacity. */
-        if (a->kind == GPUARENA_DEVICE || st->device_free)
+        /* Host memory has no device; a sim arena, only with a capacity
+         * (which may be all taken: 0 free is an answer). */
+        if (a->kind == GPUARENA_DEVICE || (a->kind == GPUARENA_SIM && a->settings.sim_capacity))
             fprintf(out, ", free on the device then %s", human(st->device_free, b2, sizeof b2));
         fputc('\n', out);
     }
     if (a->kind == GPUARENA_HOST || a->kind == GPUARENA_PINNED) {
         nodes_text(st->numa_nodes, b1, sizeof b1);
         if (a->settings.numa == GA_NUMA_LOCAL)
-            fprintf(out, "  NUMA placement local (first touch by the allocating thread)\n");
+            fprintf(out, "  NUMA placement local (first touch: gpuarena.conf(5))\n");
         else
             fprintf(out, "  NUMA nodes %s%s\n", b1,
                     st->numa_fallbacks ? " (locality unknown: interleaved over all)" : "");

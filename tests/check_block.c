@@ -267,6 +267,31 @@ START_TEST(max_split_small_request_on_new_segment)
 }
 END_TEST
 
+/* On a growable segment, a request at most max_split that no free block
+ * serves grows the segment; the new memory merges with the free block
+ * before it (above max_split), and the request took the merged block
+ * whole: 3M asked, 14M handed out.  It gets the new memory instead. */
+START_TEST(max_split_growable_request_takes_new_memory)
+{
+    fx_t *f = fx_new(true, 2 * MI, "max_split=4M");
+    void *big = fx_alloc(f, 10 * MI, HOST);
+    fx_free(f, big, HOST);
+    void *m = fx_alloc(f, 3 * MI, HOST);
+    gpuarena_stats_t st = fx_stats(f);
+    ck_assert_uint_eq(st.in_use, 3 * MI);
+    ck_assert_uint_eq(st.reserved, 14 * MI);
+    /* Not carved from the cached block above max_split. */
+    ck_assert(U(m) >= U(big) + 10 * MI);
+    /* Which a request above max_split still takes whole. */
+    void *b2 = fx_alloc(f, 8 * MI, HOST);
+    ck_assert_ptr_eq(b2, big);
+    ck_assert_uint_eq(fx_stats(f).in_use, 13 * MI);
+    fx_free(f, b2, HOST);
+    fx_free(f, m, HOST);
+    fx_done(f);
+}
+END_TEST
+
 /* ------------------------------------------------------------------ */
 /* Stream-ordered reuse.                                               */
 
@@ -1214,6 +1239,23 @@ START_TEST(trim_fixed_segments)
 }
 END_TEST
 
+/* A pending block (freed, waiting for a recorded stream) is a free
+ * block: free_blocks counts "reusable or pending" (gpuarena_stats(3)). */
+START_TEST(free_blocks_count_pending)
+{
+    fx_t *f = fx_new(false, 64 * KI, SEG_OPTS);
+    void *keep, *p = pending_block(f, 2, 1, &keep);
+    (void)p;
+    /* The segment is P, pending, and KEEP, live. */
+    gpuarena_stats_t st = fx_stats(f);
+    ck_assert_uint_eq(st.pending_frees, 1);
+    ck_assert_uint_eq(st.free_blocks, 1);
+    tp_complete(&f->tp, 2);
+    fx_free(f, keep, 1);
+    fx_done(f);
+}
+END_TEST
+
 /* A program that makes a stream per step (torch.cuda.Stream() in a loop)
  * leaves a pool per stream with what it freed there; gpuarena cannot
  * learn that the stream is gone.  The manager keeps GA_POOLS_MAX pools
@@ -1432,6 +1474,45 @@ static void afree(gpuarena_t *a, void *p, gpuarena_stream_t s)
 {
     ck_assert_msg(gpuarena_free(a, p, s) == GPUARENA_SUCCESS, "free: %s", gpuarena_last_error());
 }
+
+/* Retiring a pool to make room for a new stream's skipped every pool
+ * whose sweep was out; with every pool's out, the manager took a
+ * GA_POOLS_MAX + 1st (gpuarena_stats(3) says at most GA_POOLS_MAX, and
+ * ga_bm_check refused it).  The oldest goes all the same. */
+START_TEST(stream_pools_bounded_with_sweeps_out)
+{
+    gpuarena_t *a = arena(GPUARENA_SIM, "thread_cache=false,sim_event_delay=1000000");
+    ga_bm_t *bm = a->bm;
+    enum { N = GA_POOLS_MAX };
+    void *p[N + 1];
+    for (uintptr_t i = 1; i <= N; i++) {
+        p[i - 1] = aalloc(a, 4096, (gpuarena_stream_t)i);
+        afree(a, p[i - 1], (gpuarena_stream_t)i);
+    }
+    /* A miss on another stream asks every pool for a sweep... */
+    void *big = aalloc(a, 1 * MI, (gpuarena_stream_t)1000);
+    /* ... which the next free of each stream records, and which the
+     * simulated GPU does not reach. */
+    for (uintptr_t i = 1; i <= N; i++) {
+        void *r = aalloc(a, 4096, (gpuarena_stream_t)i);
+        afree(a, r, (gpuarena_stream_t)i);
+    }
+    ck_assert_uint_eq(bm->npools, GA_POOLS_MAX);
+    unsigned out = 0;
+    for (unsigned i = 0; i < bm->npools; i++)
+        out += bm->pools[i]->sweep != NULL;
+    ck_assert_uint_ge(out, GA_POOLS_MAX - 1); /* stream 1000's own has none */
+    afree(a, big, (gpuarena_stream_t)1000);
+    void *x = aalloc(a, 4096, (gpuarena_stream_t)2000);
+    afree(a, x, (gpuarena_stream_t)2000);
+    ck_assert_uint_le(bm->npools, GA_POOLS_MAX);
+    ck_assert_uint_le(stats(a).stream_pools, GA_POOLS_MAX);
+    ck_assert_int_eq(gpuarena_check(a), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_trim(a, 0), GPUARENA_SUCCESS);
+    ck_assert_uint_eq(stats(a).reserved, 0);
+    ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_SUCCESS);
+}
+END_TEST
 
 /* The end of a test's arena: the checker passes, and it goes. */
 static void check_and_destroy(gpuarena_t *a)
@@ -2071,6 +2152,57 @@ START_TEST(oom_releases_retries_then_fails)
     fx_free(f, a, 1);
     fx_free(f, b, 1);
     fx_done(f);
+}
+END_TEST
+
+/* An allocation that the out-of-memory retry served from a block the
+ * waits freed mapped nothing: a cache hit, not a miss (cache_misses
+ * counts allocations "that had to map memory"). */
+START_TEST(oom_retry_from_cache_is_a_hit)
+{
+    gpuarena_t *a = arena(GPUARENA_SIM, "thread_cache=false,expandable=false,max_reserved=2M");
+    gpuarena_stream_t s1 = (gpuarena_stream_t)1, s2 = (gpuarena_stream_t)2;
+    void *x = aalloc(a, 1 * MI, s1);
+    void *y = aalloc(a, 1 * MI, s1);
+    afree(a, y, s1);
+    void *z = aalloc(a, 1 * MI, s2); /* y, once the retry waited for stream 1 */
+    ck_assert_ptr_eq(z, y);
+    gpuarena_stats_t st = stats(a);
+    ck_assert_uint_eq(st.oom_retries, 1);
+    ck_assert_uint_eq(st.provider_maps, 1);
+    ck_assert_uint_eq(st.cache_misses, st.provider_maps);
+    ck_assert_uint_eq(st.cache_hits + st.cache_misses, st.allocs);
+    afree(a, z, s2);
+    afree(a, x, s1);
+    ck_assert_int_eq(gpuarena_check(a), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_SUCCESS);
+}
+END_TEST
+
+/* A sim arena whose capacity is all taken has 0 bytes free: the report
+ * says so, as the failure's message does, rather than leave the device
+ * out as for an arena that cannot say. */
+START_TEST(oom_report_with_nothing_free)
+{
+    gpuarena_t *a = arena(GPUARENA_SIM, "sim_capacity=4M,expandable=false,thread_cache=false");
+    void *p[4];
+    for (int i = 0; i < 4; i++)
+        p[i] = aalloc(a, 1 * MI, NULL);
+    void *q = NULL;
+    ck_assert_int_eq(gpuarena_alloc(a, 1 * MI, NULL, &q), GPUARENA_ERR_OUT_OF_MEMORY);
+    ck_assert_ptr_nonnull(strstr(gpuarena_last_error(), "0 free on the device"));
+    ck_assert_uint_eq(stats(a).device_free, 0);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&text, &len);
+    ck_assert_ptr_nonnull(out);
+    ck_assert_int_eq(gpuarena_stats_print(out, NULL), GPUARENA_SUCCESS);
+    fclose(out);
+    ck_assert_msg(strstr(text, "free on the device then 0 B") != NULL, "%s", text);
+    free(text);
+    for (int i = 0; i < 4; i++)
+        afree(a, p[i], NULL);
+    ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_SUCCESS);
 }
 END_TEST
 
@@ -2756,12 +2888,15 @@ int main(void)
     tcase_add_test(fit, small_and_large_segments);
     tcase_add_test(fit, max_split_blocks_are_whole);
     tcase_add_test(fit, max_split_small_request_on_new_segment);
+    tcase_add_test(fit, max_split_growable_request_takes_new_memory);
     tcase_add_test(fit, live_map_full_buckets_spill);
     tcase_add_test(fit, live_map_slots_follow_growth);
     tcase_add_test(fit, fit_lists_keep_links_and_bitmaps);
     suite_add_tcase(s, fit);
     TCase *reuse = tcase_create("reuse");
     tcase_add_test(reuse, stream_pools_bounded);
+    tcase_add_test(reuse, stream_pools_bounded_with_sweeps_out);
+    tcase_add_test(reuse, free_blocks_count_pending);
     tcase_add_test(reuse, stream_caches_bounded);
     tcase_add_test(reuse, retired_pools_keep_only_what_streams_used);
     tcase_add_test(reuse, reuse_same_stream_at_once);
@@ -2812,6 +2947,8 @@ int main(void)
     tcase_add_test(fail, oom_releases_retries_then_fails);
     tcase_add_test(fail, oom_waits_for_its_own_stream_only);
     tcase_add_test(fail, oom_sim_arena);
+    tcase_add_test(fail, oom_retry_from_cache_is_a_hit);
+    tcase_add_test(fail, oom_report_with_nothing_free);
     tcase_add_test(fail, fault_injection_every_call);
     tcase_add_test(fail, bad_input_changes_nothing);
     tcase_add_test(fail, provider_granule_is_checked);

@@ -610,12 +610,14 @@ gpuarena_status_t ga_bm_out_of_memory(ga_bm_t *bm, size_t size, gpuarena_status_
 }
 
 /* One retry of alloc_miss once it ran out of memory: every cached byte
- * that every stream may use goes back, then a free block or new memory. */
+ * that every stream may use goes back, then a free block or new memory
+ * (*GROWN: the latter was asked for). */
 static gpuarena_status_t release_and_retry(ga_bm_t *bm, int cls, size_t rs, ga_stream_t s,
-                                           ga_block_t **b)
+                                           ga_block_t **b, bool *grown)
 {
     ga_seg_release(bm, SIZE_MAX);
     *b = find_free(bm, cls, rs, s);
+    *grown = !*b;
     return *b ? GPUARENA_SUCCESS : ga_seg_grow(bm, cls, rs, s, b);
 }
 
@@ -678,6 +680,7 @@ static __attribute__((noinline)) gpuarena_status_t alloc_miss(ga_bm_t *bm, int c
         *out = b;
         return GPUARENA_SUCCESS;
     }
+    bool grown = true;
     gpuarena_status_t st = ga_seg_grow(bm, cls, rs, s, &b);
     if (st == GPUARENA_ERR_OUT_OF_MEMORY) {
         /* Release everything cached, waiting for pending frees, and retry
@@ -690,15 +693,20 @@ static __attribute__((noinline)) gpuarena_status_t alloc_miss(ga_bm_t *bm, int c
         bm->c.oom_retries++;
         ga_tcache_flush_all(bm);
         ga_sweep_settle(bm, s);
-        st = release_and_retry(bm, cls, rs, s, &b);
+        st = release_and_retry(bm, cls, rs, s, &b, &grown);
         if (st == GPUARENA_ERR_OUT_OF_MEMORY && ga_sweep_unsettled(bm)) {
             (void)ga_sweep_drain(bm); /* refused: the retry below finds what it finds */
-            st = release_and_retry(bm, cls, rs, s, &b);
+            st = release_and_retry(bm, cls, rs, s, &b, &grown);
         }
     }
     if (st != GPUARENA_SUCCESS)
         return ga_bm_out_of_memory(bm, size, st);
-    bm->c.misses++; /* an allocation made, as hits: a failed one is neither */
+    /* An allocation made, as hits: a failed one is neither.  A retry that
+     * found a block freed by the waits maps nothing: a hit. */
+    if (grown)
+        bm->c.misses++;
+    else
+        bm->c.hits++;
     *out = b;
     return GPUARENA_SUCCESS;
 }

@@ -35,17 +35,17 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-/* The stream pool used longest ago that may be retired now: none whose
- * sweep is still out (its event may not be recorded again before it
- * completes); NULL when none may. */
+/* The stream pool used longest ago, preferring one with no sweep out (a
+ * sweep still out would have released its blocks to ANY soon; in limbo
+ * they wait for a drain). */
 static ga_pool_t *oldest_pool(ga_bm_t *bm, unsigned *at)
 {
     ga_pool_t *best = NULL;
     for (unsigned i = 0; i < bm->npools; i++) {
         ga_pool_t *p = bm->pools[i];
-        if (p->sweep)
-            continue;
-        if (!best || p->used < best->used) {
+        bool better = !best || (!p->sweep && best->sweep) ||
+                      (!p->sweep == !best->sweep && p->used < best->used);
+        if (better) {
             best = p;
             *at = i;
         }
@@ -60,8 +60,17 @@ void ga_limbo_make_room(ga_bm_t *bm)
     ga_sweep_poll(bm, false); /* completed sweeps release their blocks to ANY first */
     unsigned at = 0;
     ga_pool_t *p = oldest_pool(bm, &at);
-    if (!p)
-        return; /* every pool has a sweep out: one more pool, for now */
+    /* Every pool may have a sweep out (each was asked for one, and its
+     * stream freed again before the GPU got there): the oldest goes all
+     * the same, or the pools would pass GA_POOLS_MAX.  Its blocks go to
+     * limbo, which no stream may use before a drain, so its sweep is of
+     * no more use: the event is destroyed (the driver lets an event go
+     * with its record still ahead of the GPU), not kept as a spare that
+     * would be recorded again while that record is still out. */
+    if (p->sweep) {
+        bm->prov->ops->event_destroy(bm->prov, p->sweep);
+        p->sweep = NULL;
+    }
     ga_pool_move(bm, p, &bm->limbo, UINT64_MAX);
     /* Blocks still waiting for the events of their recorded streams were
      * to go to P once those completed: to limbo instead. */

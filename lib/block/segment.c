@@ -307,6 +307,35 @@ size_t ga_seg_release(ga_bm_t *bm, size_t want)
     return done;
 }
 
+/* max_split on a growable segment.  Fit never hands a request of at most
+ * max_split bytes a free block above it, so such a request grows the
+ * segment; but the new memory [START, END) merges with its free
+ * neighbours, and may make such a block, which the request then took
+ * whole (a 3M request with a free 10M block before the hole took both:
+ * 14M).  Its RS bytes are cut from the new memory instead, from its start
+ * (the block before it stays as it was), or where the new memory extends
+ * a smaller free block, from the end of both; the rest of merged block M
+ * stays free around them.  M as it is where max_split does not apply, or
+ * where there are no records for the cuts. */
+static ga_block_t *carve_new(ga_bm_t *bm, ga_block_t *m, uintptr_t start, uintptr_t end, size_t rs)
+{
+    size_t ms = bm->set.max_split;
+    if (!ms || rs > ms || m->size <= ms || !ga_bm_spare_records(bm))
+        return m;
+    ga_pool_t *p = m->pool;
+    uintptr_t at = end - rs < start ? end - rs : start; /* within M, RS bytes before END */
+    ga_bm_pool_take(m);
+    ga_block_t *b = m;
+    if (at > m->addr) {
+        b = ga_bm_split(bm, m, at - m->addr); /* cannot fail: records were there */
+        ga_bm_pool_put(bm, p, m);
+    }
+    if (b->size > rs)
+        ga_bm_pool_put(bm, p, ga_bm_split(bm, b, rs));
+    ga_bm_pool_put(bm, p, b);
+    return b;
+}
+
 /* Map memory for RS bytes of class CLS usable by S; the block returned is
  * in a pool and large enough. */
 gpuarena_status_t ga_seg_grow(ga_bm_t *bm, int cls, size_t rs, ga_stream_t s, ga_block_t **out)
@@ -380,22 +409,25 @@ gpuarena_status_t ga_seg_grow(ga_bm_t *bm, int cls, size_t rs, ga_stream_t s, ga
     }
     if (eh && ecost <= cost) {
         ga_block_t *nb;
-        st = commit_hole(bm, eh, eh->addr, ecost, &nb);
+        uintptr_t start = eh->addr; /* EH's record may merge away */
+        st = commit_hole(bm, eh, start, ecost, &nb);
         if (st != GPUARENA_SUCCESS)
             return st;
         ga_pool_t *p = nb->prev->pool; /* the block extended */
         ga_block_used(nb, false);      /* new memory: no stream used it */
-        *out = ga_bm_coalesce(bm, p, nb, p->is_stream ? ++p->seq : 0);
+        ga_block_t *m = ga_bm_coalesce(bm, p, nb, p->is_stream ? ++p->seq : 0);
+        *out = carve_new(bm, m, start, start + ecost, rs);
         return GPUARENA_SUCCESS;
     }
     if (!h)
         return ga_error(GPUARENA_ERR_OUT_OF_MEMORY,
                         "the address range of the growable segment (%zu bytes) is full", g->size);
     ga_block_t *nb;
-    st = commit_hole(bm, h, h->addr, cost, &nb);
+    uintptr_t start = h->addr;
+    st = commit_hole(bm, h, start, cost, &nb);
     if (st != GPUARENA_SUCCESS)
         return st;
-    *out = ga_bm_coalesce(bm, &bm->any, nb, 0);
+    *out = carve_new(bm, ga_bm_coalesce(bm, &bm->any, nb, 0), start, start + cost, rs);
     return GPUARENA_SUCCESS;
 }
 

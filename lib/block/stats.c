@@ -79,8 +79,9 @@ void ga_bm_stats(ga_bm_t *bm, gpuarena_stats_t *st)
     pool_tally(&bm->limbo, &nfree, &st->retired_cached);
     for (unsigned i = 0; i < bm->npools; i++)
         pool_tally(bm->pools[i], &nfree, &st->stream_cached);
-    /* Blocks in thread caches are free too: their bytes are in cached. */
-    st->free_blocks = nfree + tc.blocks;
+    /* Blocks in thread caches are free too: their bytes are in cached.
+     * So are pending ones, which wait for events in no pool. */
+    st->free_blocks = nfree + tc.blocks + bm->pending_blocks;
     st->stream_pools = bm->npools;
     ga_unlock(&bm->lock);
 }
