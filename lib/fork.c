@@ -52,6 +52,7 @@
 #include "deferred.h"
 #include "graphpool.h"
 #include "report.h"
+#include "totals.h"
 #include "trace/trace.h"
 
 #include <pthread.h>
@@ -83,6 +84,7 @@ static void child(void)
     ga_cuda_fork_child();
     ga_cells_fork_child();
     ga_arenas_fork_child();
+    ga_totals_fork_child();
     ga_report_fork_child();
     ga_trace_fork_child();
     ga_config_fork_unlock();

@@ -58,3 +58,10 @@ gpuarena_status_t gpuarena_stats_total_reset_peak(gpuarena_kind_t kind, int devi
     ga_total_reset_peak(ga_total_of(kind, device));
     return GPUARENA_SUCCESS;
 }
+
+void ga_totals_fork_child(void)
+{
+    for (int k = 0; k < GPUARENA_KIND_COUNT; k++)
+        for (int d = 0; d < GA_MAX_DEVICES; d++)
+            atomic_store_explicit(&totals[k][d].busy, 0, memory_order_relaxed);
+}

@@ -18,4 +18,8 @@ ga_total_t *ga_total_of(gpuarena_kind_t kind, int device);
  * those). */
 bool ga_total_read(gpuarena_kind_t kind, int device, gpuarena_total_t *out);
 
+/* fork(2), in the child: a reset of a peak that another thread had under
+ * way (no arena lock is held there) is over; its total is free again. */
+void ga_totals_fork_child(void);
+
 #endif /* GA_TOTALS_H */

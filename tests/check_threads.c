@@ -10,6 +10,7 @@
  *   a sim arena without thread caches (every operation takes the lock,
  *   cross_stream = wait) and on a host arena with them and max_cached.
  * two arenas: 4 threads, each on a sim and a host arena at once.
+ * totals: the peak of a kind's total with several arenas, and beside resets.
  *
  * Every worker allocates (sizes 1 B to 64 KiB, a few up to 1 MiB), frees on
  * the allocation's stream or another, and records other streams.  On the
@@ -29,6 +30,7 @@
 #include <check.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -428,13 +430,76 @@ START_TEST(totals_with_threads)
 }
 END_TEST
 
+/* A reset of the total's peak beside a mapping: the reset read the bytes
+ * before the mapping added to them, and stored that older value over the
+ * peak the mapping had raised; once the memory was unmapped the peak was
+ * lost (gpuarena_stats(3): the total's peak "is exact with any number of
+ * threads").  One thread resets in a loop; the other maps a segment,
+ * stops the resets, reads the total, unmaps, and reads it again: the peak
+ * must still cover the segment.  Before the fix, about one run in two of
+ * 200000 rounds lost it. */
+static atomic_int reset_pause, reset_paused, reset_quit;
+
+static void *resetter(void *arg)
+{
+    (void)arg;
+    while (!atomic_load(&reset_quit)) {
+        if (atomic_load(&reset_pause)) {
+            atomic_store(&reset_paused, 1);
+            while (atomic_load(&reset_pause))
+                sched_yield();
+            atomic_store(&reset_paused, 0);
+            continue;
+        }
+        ck_assert_int_eq(gpuarena_stats_total_reset_peak(GPUARENA_SIM, 0), GPUARENA_SUCCESS);
+    }
+    return NULL;
+}
+
+START_TEST(total_peak_beside_resets)
+{
+    gpuarena_t *a = NULL;
+    ck_assert_int_eq(gpuarena_create(GPUARENA_SIM, 0, "expandable=false,thread_cache=false", &a),
+                     GPUARENA_SUCCESS);
+    unsigned long rounds = env_ops("GA_TEST_OPS", 1000000) / 5;
+    pthread_t r;
+    ck_assert_int_eq(pthread_create(&r, NULL, resetter, NULL), 0);
+    unsigned long lost = 0;
+    for (unsigned long i = 0; i < rounds; i++) {
+        void *p = NULL;
+        ck_assert_int_eq(gpuarena_alloc(a, 4 << 20, NULL, &p), GPUARENA_SUCCESS); /* maps */
+        atomic_store(&reset_pause, 1);
+        while (!atomic_load(&reset_paused))
+            sched_yield();
+        gpuarena_total_t with, after;
+        ck_assert_int_eq(gpuarena_stats_total(GPUARENA_SIM, 0, &with), GPUARENA_SUCCESS);
+        ck_assert_int_eq(gpuarena_free(a, p, NULL), GPUARENA_SUCCESS);
+        ck_assert_int_eq(gpuarena_trim(a, 0), GPUARENA_SUCCESS); /* unmaps */
+        ck_assert_int_eq(gpuarena_stats_total(GPUARENA_SIM, 0, &after), GPUARENA_SUCCESS);
+        lost += after.reserved_peak < with.reserved;
+        atomic_store(&reset_pause, 0);
+        while (atomic_load(&reset_paused))
+            sched_yield();
+    }
+    atomic_store(&reset_quit, 1);
+    pthread_join(r, NULL);
+    ck_assert_msg(lost == 0, "%lu of %lu rounds lost the total's peak", lost, rounds);
+    ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_SUCCESS);
+}
+END_TEST
+
 int main(void)
 {
     printf("check_threads: GA_TEST_OPS (ops per thread, default 1000000) and GA_STRESS_OPS\n"
            "(ops in all of each 8-thread stress run, on sim and on host; default\n"
            "10000000, issue 10's full size; under sanitizers or valgrind use e.g.\n"
            "GA_TEST_OPS=20000 GA_STRESS_OPS=80000)\n");
-    const TTest *tests[] = {threads_sim, threads_host,       stress_sim,
-                            stress_host, threads_two_arenas, totals_with_threads};
+    const TTest *tests[] = {threads_sim,
+                            threads_host,
+                            stress_sim,
+                            stress_host,
+                            threads_two_arenas,
+                            totals_with_threads,
+                            total_peak_beside_resets};
     return ga_check_tests("threads", 900, tests, sizeof tests / sizeof tests[0]);
 }
