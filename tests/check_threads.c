@@ -11,6 +11,7 @@
  *   cross_stream = wait) and on a host arena with them and max_cached.
  * two arenas: 4 threads, each on a sim and a host arena at once.
  * totals: the peak of a kind's total with several arenas, and beside resets.
+ * double frees: beside a trim, and at once without thread caches, refused.
  *
  * Every worker allocates (sizes 1 B to 64 KiB, a few up to 1 MiB), frees on
  * the allocation's stream or another, and records other streams.  On the
@@ -488,6 +489,163 @@ START_TEST(total_peak_beside_resets)
 }
 END_TEST
 
+/* Double frees by two threads.  A second free after the first returned
+ * must be refused (GPUARENA_ERR_DOUBLE_FREE) with the arena left whole,
+ * also while a trim gives the block back from the thread cache that holds
+ * it: the free found it live and uncached between the cache letting go
+ * and the manager taking it, and that thread's cache kept it too (then
+ * handed it out twice, or crashed).  Two frees at the same moment are the
+ * program's race, which gpuarena_alloc(3) promises to refuse only with
+ * thread_cache = false, every free then under the arena's lock.  These
+ * tests make a data race on purpose (two threads free one pointer), which
+ * ThreadSanitizer rightly reports: they are skipped in its build. */
+#if defined(__SANITIZE_THREAD__)
+#define GA_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define GA_TSAN 1
+#endif
+#endif
+
+typedef struct df_shared {
+    gpuarena_t *a;
+    pthread_barrier_t bar;
+    void *p;
+    atomic_int ok, refused, quit;
+} df_shared_t;
+
+static void *df_freer(void *arg)
+{
+    df_shared_t *d = arg;
+    for (;;) {
+        pthread_barrier_wait(&d->bar);
+        if (atomic_load(&d->quit))
+            return NULL;
+        gpuarena_status_t st = gpuarena_free(d->a, d->p, (gpuarena_stream_t)1);
+        if (st == GPUARENA_SUCCESS)
+            atomic_fetch_add(&d->ok, 1);
+        else if (st == GPUARENA_ERR_DOUBLE_FREE)
+            atomic_fetch_add(&d->refused, 1);
+        pthread_barrier_wait(&d->bar);
+    }
+}
+
+START_TEST(double_free_at_once_without_caches)
+{
+#ifdef GA_TSAN
+    return;
+#endif
+    df_shared_t d = {0};
+    ck_assert_int_eq(gpuarena_create(GPUARENA_SIM, 0, "thread_cache=false", &d.a),
+                     GPUARENA_SUCCESS);
+    pthread_barrier_init(&d.bar, NULL, 3);
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++)
+        ck_assert_int_eq(pthread_create(&t[i], NULL, df_freer, &d), 0);
+    unsigned long rounds = env_ops("GA_TEST_OPS", 1000000) / 50;
+    for (unsigned long r = 0; r < rounds; r++) {
+        ck_assert_int_eq(gpuarena_alloc(d.a, 4096, (gpuarena_stream_t)1, &d.p), GPUARENA_SUCCESS);
+        atomic_store(&d.ok, 0);
+        atomic_store(&d.refused, 0);
+        pthread_barrier_wait(&d.bar); /* both free P */
+        pthread_barrier_wait(&d.bar);
+        ck_assert_msg(atomic_load(&d.ok) == 1 && atomic_load(&d.refused) == 1,
+                      "round %lu: %d frees of one block accepted, %d refused", r,
+                      atomic_load(&d.ok), atomic_load(&d.refused));
+    }
+    atomic_store(&d.quit, 1);
+    pthread_barrier_wait(&d.bar);
+    for (int i = 0; i < 2; i++)
+        pthread_join(t[i], NULL);
+    ck_assert_int_eq(gpuarena_check(d.a), GPUARENA_SUCCESS);
+    gpuarena_stats_t st;
+    ck_assert_int_eq(gpuarena_stats(d.a, &st), GPUARENA_SUCCESS);
+    ck_assert_uint_eq(st.live_blocks, 0);
+    ck_assert_uint_eq(st.in_use, 0);
+    ck_assert_int_eq(gpuarena_destroy(d.a), GPUARENA_SUCCESS);
+    pthread_barrier_destroy(&d.bar);
+}
+END_TEST
+
+#define DF_BLOCKS 16
+
+typedef struct df_trim {
+    gpuarena_t *a;
+    pthread_barrier_t bar;
+    void *p[DF_BLOCKS];
+    atomic_int phase, accepted, refused, quit;
+} df_trim_t;
+
+/* The owner: allocates the blocks and frees them into its cache. */
+static void *df_owner(void *arg)
+{
+    df_trim_t *d = arg;
+    for (;;) {
+        for (int i = 0; i < DF_BLOCKS; i++)
+            ck_assert_int_eq(gpuarena_alloc(d->a, 4096, (gpuarena_stream_t)1, &d->p[i]),
+                             GPUARENA_SUCCESS);
+        for (int i = 0; i < DF_BLOCKS; i++)
+            ck_assert_int_eq(gpuarena_free(d->a, d->p[i], (gpuarena_stream_t)1), GPUARENA_SUCCESS);
+        pthread_barrier_wait(&d->bar);
+        pthread_barrier_wait(&d->bar);
+        if (atomic_load(&d->quit))
+            return NULL;
+    }
+}
+
+/* The program's mistake: the same blocks freed again, while a trim gives
+ * them back from the owner's cache. */
+static void *df_again(void *arg)
+{
+    df_trim_t *d = arg;
+    for (;;) {
+        pthread_barrier_wait(&d->bar);
+        while (atomic_load(&d->phase) != 2)
+            for (int i = 0; i < DF_BLOCKS; i++) {
+                gpuarena_status_t st = gpuarena_free(d->a, d->p[i], (gpuarena_stream_t)2);
+                atomic_fetch_add(st == GPUARENA_SUCCESS ? &d->accepted : &d->refused, 1);
+            }
+        pthread_barrier_wait(&d->bar);
+        if (atomic_load(&d->quit))
+            return NULL;
+    }
+}
+
+START_TEST(double_free_beside_a_trim)
+{
+#ifdef GA_TSAN
+    return;
+#endif
+    df_trim_t d = {0};
+    ck_assert_int_eq(gpuarena_create(GPUARENA_SIM, 0, "thread_cache=true", &d.a), GPUARENA_SUCCESS);
+    pthread_barrier_init(&d.bar, NULL, 3);
+    pthread_t owner, again;
+    ck_assert_int_eq(pthread_create(&owner, NULL, df_owner, &d), 0);
+    ck_assert_int_eq(pthread_create(&again, NULL, df_again, &d), 0);
+    unsigned long rounds = env_ops("GA_TEST_OPS", 1000000) / 200;
+    for (unsigned long r = 0; r < rounds; r++) {
+        pthread_barrier_wait(&d.bar);
+        atomic_store(&d.phase, 1);
+        ck_assert_int_eq(gpuarena_trim(d.a, 0), GPUARENA_SUCCESS);
+        atomic_store(&d.phase, 2);
+        if (r == rounds - 1 || atomic_load(&d.accepted))
+            atomic_store(&d.quit, 1);
+        pthread_barrier_wait(&d.bar);
+        atomic_store(&d.phase, 0);
+        if (atomic_load(&d.quit))
+            break;
+    }
+    pthread_join(owner, NULL);
+    pthread_join(again, NULL);
+    ck_assert_msg(atomic_load(&d.accepted) == 0, "%d double frees accepted (%d refused)",
+                  atomic_load(&d.accepted), atomic_load(&d.refused));
+    ck_assert_int_gt(atomic_load(&d.refused), 0);
+    ck_assert_msg(gpuarena_check(d.a) == GPUARENA_SUCCESS, "%s", gpuarena_last_error());
+    ck_assert_int_eq(gpuarena_destroy(d.a), GPUARENA_SUCCESS);
+    pthread_barrier_destroy(&d.bar);
+}
+END_TEST
+
 int main(void)
 {
     printf("check_threads: GA_TEST_OPS (ops per thread, default 1000000) and GA_STRESS_OPS\n"
@@ -500,6 +658,8 @@ int main(void)
                             stress_host,
                             threads_two_arenas,
                             totals_with_threads,
-                            total_peak_beside_resets};
+                            total_peak_beside_resets,
+                            double_free_at_once_without_caches,
+                            double_free_beside_a_trim};
     return ga_check_tests("threads", 900, tests, sizeof tests / sizeof tests[0]);
 }

@@ -954,8 +954,18 @@ gpuarena_status_t ga_bm_free_on(ga_bm_t *bm, void *ptr, ga_stream_t s, bool unch
     ga_block_t *b = ga_lmap_find(&bm->live, a);
     bool done = false;
     if (b && b->addr == a && b->state == BLOCK_LIVE) {
-        if (atomic_load_explicit(&b->cached, memory_order_relaxed))
+        if (atomic_load_explicit(&b->cached, memory_order_acquire))
             return ga_error(GPUARENA_ERR_DOUBLE_FREE, "gpuarena_free: %p was already freed", ptr);
+        /* Read again, after the flag: a thread cache giving the block back
+         * (a trim, say, on another thread) clears the flag only once the
+         * block is free in the manager (tcache.c, give_back), so a second
+         * free that finds the flag clear during the give-back (the
+         * program's double free, after the first free returned) finds
+         * the block no longer live here, and the locked path reports it.
+         * Two frees of one block at the same moment are the program's race,
+         * not caught here (gpuarena_alloc(3)). */
+        if (b->state != BLOCK_LIVE || b->addr != a)
+            return free_slow(bm, ptr, s, b, false, unchecked);
         /* Host-visible memory may be reused at once only if the stream is
          * idle: then the free point has passed and no event is needed
          * (one query instead of an event record and a query). */

@@ -105,7 +105,6 @@ static void remote_unlock_all(ga_bm_t *bm)
 /* Give cached block B of T back to the manager (both locks held). */
 static void give_back(ga_tcache_t *t, ga_block_t *b)
 {
-    atomic_store_explicit(&b->cached, 0, memory_order_relaxed);
     /* The user saw it freed already: undo the cache's difference as the
      * manager counts the free. */
     tc_add(&t->req_delta, (int64_t)b->requested);
@@ -113,8 +112,15 @@ static void give_back(ga_tcache_t *t, ga_block_t *b)
     t->frees--; /* the manager counts this free itself */
     /* Host-visible blocks enter a cache only when freed on an idle stream:
      * their free has passed.  Others go to the stream's pool, with no
-     * event recorded on the remembered handle. */
+     * event recorded on the remembered handle.  The cached flag is
+     * cleared after, with release: a second free of the block meanwhile
+     * (a program's double free, on another thread) finds it cached, or
+     * once cleared no longer live (ga_bm_free_on reads again); cleared
+     * before, it found it live and uncached, and its thread's cache kept
+     * the block that a pool held too.  (A record that merged into a
+     * neighbour is a spare now: clearing its flag is harmless.) */
     ga_bm_free_locked(t->bm, b, t->stream, host_guard(t->bm));
+    atomic_store_explicit(&b->cached, 0, memory_order_release);
 }
 
 static void flush(ga_tcache_t *t)
