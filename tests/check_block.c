@@ -321,6 +321,37 @@ static void *freed_on_1_then_swept(fx_t *f, void **keep, void **q, void **q2)
     return p;
 }
 
+/* Growable segments: an allocation on a stream takes a fit from its own
+ * pool before one of ANY, even a closer one, and leaves ANY to the
+ * streams that cannot use its pool (and to no stream).  Best fit across
+ * both drained ANY into the busiest stream's pool, and the others grew
+ * the arena: one stream and no stream mixed at random, frees on the
+ * allocation's stream, reserved 2.99 GiB for a peak request near 100 MiB
+ * after 3 million operations, against 320 MiB now. */
+START_TEST(own_pool_before_any)
+{
+    fx_t *f = fx_new(true, 2 * MI, NULL);
+    void *x = fx_alloc(f, 4 * MI, HOST);
+    void *k1 = fx_alloc(f, 2 * MI, HOST);
+    void *y = fx_alloc(f, 8 * MI, 1);
+    void *k2 = fx_alloc(f, 2 * MI, HOST);
+    fx_free(f, x, HOST); /* ANY: 4M */
+    fx_free(f, y, 1);    /* stream 1's pool: 8M */
+    uint64_t reserved = fx_stats(f).reserved;
+    void *a = fx_alloc(f, 3 * MI, 1);
+    ck_assert(U(a) >= U(y) && U(a) < U(y) + 8 * MI);
+    void *b = fx_alloc(f, 3 * MI, HOST);
+    ck_assert(U(b) >= U(x) && U(b) < U(x) + 4 * MI);
+    ck_assert_uint_eq(fx_stats(f).reserved, reserved);
+    fx_free(f, a, 1);
+    fx_free(f, b, HOST);
+    fx_free(f, k1, HOST);
+    fx_free(f, k2, HOST);
+    tp_complete(&f->tp, 1);
+    fx_done(f);
+}
+END_TEST
+
 START_TEST(reuse_same_stream_at_once)
 {
     fx_t *f = fx_new(false, 64 * KI, NULL);
@@ -2900,6 +2931,7 @@ int main(void)
     tcase_add_test(reuse, stream_caches_bounded);
     tcase_add_test(reuse, retired_pools_keep_only_what_streams_used);
     tcase_add_test(reuse, reuse_same_stream_at_once);
+    tcase_add_test(reuse, own_pool_before_any);
     tcase_add_test(reuse, reuse_other_stream_after_event);
     tcase_add_test(reuse, reuse_other_stream_wait_policy);
     tcase_add_test(reuse, reuse_other_stream_never_policy);

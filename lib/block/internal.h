@@ -328,6 +328,7 @@ struct ga_bm {
     bool direct;          /* the provider hands out blocks itself (direct.c) */
     bool plain;           /* no hints, no zeros: a new block needs nothing more */
     bool guard;           /* host_guard(): events and host-visible memory */
+    bool own_first;       /* find_free: a stream's own pool before ANY (block.c) */
     size_t tc_limit;      /* largest block a thread cache may hold (either kind of slot) */
     /* Requests up to CLASS_MAX bytes are rounded up to size classes
      * (block.c, class_round), the others to ROUND; CLASS_MASK[f] is the
