@@ -2205,8 +2205,7 @@ START_TEST(oom_retry_from_cache_is_a_hit)
     ck_assert_uint_eq(st.cache_hits + st.cache_misses, st.allocs);
     afree(a, z, s2);
     afree(a, x, s1);
-    ck_assert_int_eq(gpuarena_check(a), GPUARENA_SUCCESS);
-    ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_SUCCESS);
+    check_and_destroy(a);
 }
 END_TEST
 
