@@ -64,9 +64,10 @@ void ga_limbo_make_room(ga_bm_t *bm)
      * stream freed again before the GPU got there): the oldest goes all
      * the same, or the pools would pass GA_POOLS_MAX.  Its blocks go to
      * limbo, which no stream may use before a drain, so its sweep is of
-     * no more use: the event is destroyed (the driver lets an event go
-     * with its record still ahead of the GPU), not kept as a spare that
-     * would be recorded again while that record is still out. */
+     * no more use: the event goes back to the provider (a GPU's keeps it
+     * for a later event: the driver lets an event be recorded again with
+     * its last record still ahead of the GPU, and a wait on it already
+     * queued keeps what that record marked). */
     if (p->sweep) {
         bm->prov->ops->event_destroy(bm->prov, p->sweep);
         p->sweep = NULL;

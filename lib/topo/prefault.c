@@ -13,6 +13,14 @@
  * on: the kernel's own local policy, made explicit (a full node spills to
  * others, as a first touch there would).  Where that node cannot be
  * found or bound, the calling thread touches every page itself.
+ *
+ * That is only where the calling thread's own memory policy is the
+ * kernel's default (first touch).  A program run under numactl
+ * --membind or --interleave, or that set its thread's policy, places its
+ * first touches by that policy, and a policy on the range would override
+ * it; helper threads inherit the thread's policy (Linux copies it to a
+ * new thread), so they touch as the calling thread would, unbound.  Where
+ * the policy cannot be read, the calling thread touches alone.
  */
 #include "config.h"
 
@@ -57,12 +65,41 @@ static bool bind_here(void *addr, size_t size)
                                   HWLOC_MEMBIND_BYNODESET) == 0;
 }
 
+/* Whether the calling thread's memory policy is the kernel's default,
+ * first touch (*KNOWN: it could be read). */
+static bool thread_first_touch(bool *known)
+{
+    hwloc_topology_t t = NULL;
+    *known = false;
+    if (ga_topo_machine(&t) != GPUARENA_SUCCESS)
+        return false;
+    hwloc_nodeset_t set = hwloc_bitmap_alloc();
+    if (!set)
+        return false;
+    hwloc_membind_policy_t policy;
+    *known =
+        hwloc_get_membind(t, set, &policy, HWLOC_MEMBIND_THREAD | HWLOC_MEMBIND_BYNODESET) == 0;
+    hwloc_bitmap_free(set);
+    return *known && (policy == HWLOC_MEMBIND_FIRSTTOUCH || policy == HWLOC_MEMBIND_DEFAULT);
+}
+
+/* How many threads may touch a range of placement PL (THREADS asked):
+ * see the top of this file for a local one. */
+static unsigned touchers(const ga_placement_t *pl, void *addr, size_t size, unsigned threads)
+{
+    unsigned n = threads < 1 ? 1 : threads > MAX_THREADS ? MAX_THREADS : threads;
+    if (n == 1 || pl->policy != GA_NUMA_LOCAL)
+        return n;
+    bool known;
+    if (thread_first_touch(&known))
+        return bind_here(addr, size) ? n : 1;
+    return known ? n : 1; /* the program's own policy: the helpers inherit it */
+}
+
 void ga_topo_prefault(const ga_placement_t *pl, void *addr, size_t size, size_t page,
                       unsigned threads)
 {
-    unsigned n = threads < 1 ? 1 : threads > MAX_THREADS ? MAX_THREADS : threads;
-    if (n > 1 && pl->policy == GA_NUMA_LOCAL && !bind_here(addr, size))
-        n = 1;
+    unsigned n = touchers(pl, addr, size, threads);
     size_t pages = size / page, per = (pages + n - 1) / n;
     touch_job_t jobs[MAX_THREADS];
     pthread_t tid[MAX_THREADS];

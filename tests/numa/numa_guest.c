@@ -31,6 +31,9 @@
  *                             several threads (ga_topo_prefault, the
  *                             pinned provider's), the mapping thread on
  *                             node N but not bound there: every page on N
+ *   local:N:prefault:policy   the same with the mapping thread on another
+ *                             node and its own memory policy preferring
+ *                             node N (numactl --preferred): every page on N
  *   nearest:host              a host arena asking for "nearest" has no GPU:
  *                             it interleaves over every node and counts
  *                             the fallback
@@ -520,6 +523,59 @@ static void test_local_prefault(void)
     hwloc_bitmap_free(saved);
 }
 
+/* The same with the mapping thread's own memory policy set (as numactl
+ * --membind or --preferred sets it for a program): the thread would put
+ * its first touches on node N whatever CPU it runs on, and so must the
+ * helper threads, which inherit its policy: every page on N, the thread
+ * running on another node's CPU. */
+static void test_local_prefault_policy(void)
+{
+    hwloc_bitmap_t saved = hwloc_bitmap_alloc();
+    hwloc_get_cpubind(machine, saved, HWLOC_CPUBIND_THREAD);
+    ga_placement_t pl = {.policy = GA_NUMA_LOCAL};
+    for (int i = 0; i < nnodes; i++) {
+        int n = node_ids[i], other = node_ids[(i + 1) % nnodes];
+        char name[64];
+        snprintf(name, sizeof name, "local:%d:prefault:policy", n);
+        size_t size = 16 << 20;
+        char *a = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (a == MAP_FAILED) {
+            result(name, false, "mmap: %s", strerror(errno));
+            continue;
+        }
+        hwloc_bitmap_t want = hwloc_bitmap_alloc();
+        hwloc_bitmap_only(want, (unsigned)planted(n));
+        bool set =
+            pin_to(other) && hwloc_set_membind(machine, want, HWLOC_MEMBIND_BIND,
+                                               HWLOC_MEMBIND_THREAD | HWLOC_MEMBIND_BYNODESET) == 0;
+        hwloc_bitmap_free(want);
+        hwloc_set_cpubind(machine, saved, HWLOC_CPUBIND_THREAD);
+        if (!set) {
+            result(name, false, "could not run on node %d and prefer node %d: %s", other,
+                   planted(n), strerror(errno));
+            munmap(a, size);
+            continue;
+        }
+        ga_topo_prefault(&pl, a, size, page, 4);
+        hwloc_set_membind(machine, hwloc_topology_get_topology_nodeset(machine),
+                          HWLOC_MEMBIND_DEFAULT, HWLOC_MEMBIND_THREAD | HWLOC_MEMBIND_BYNODESET);
+        detail[0] = '\0';
+        tally_t tl = {0};
+        expect_t e = {(uint64_t)1 << n, false};
+        check_block("prefault", 0, a, size, &e, &tl);
+        munmap(a, size);
+        char sum[256];
+        summary(sum, sizeof sum, &tl);
+        if (tl.wrong)
+            result(name, false, "%s (%zu of %zu pages wrong; %s)", detail, tl.wrong, tl.pages, sum);
+        else
+            result(name, true, "thread on node %d preferring node %d, 4 threads: %s", other, n,
+                   sum);
+    }
+    hwloc_set_cpubind(machine, saved, HWLOC_CPUBIND_THREAD);
+    hwloc_bitmap_free(saved);
+}
+
 /* A host arena has no GPU: "nearest" falls back to all nodes. */
 static void test_nearest_host(void)
 {
@@ -643,6 +699,7 @@ int main(int argc, char **argv)
     test_interleave();
     test_local();
     test_local_prefault();
+    test_local_prefault_policy();
     test_nearest_host();
     const char *xml = getenv("GPUARENA_TOPOLOGY");
     if (xml && *xml)
