@@ -234,6 +234,19 @@ static unsigned long env_ops(const char *name, unsigned long dflt)
     return v ? v : 1;
 }
 
+/* Rounds of a race test: FULL at GA_TEST_OPS' default, which catches the
+ * race it was written for in most runs; a hundredth of that scaled as
+ * GA_TEST_OPS is, under sanitizers and valgrind, which run the handshakes
+ * of each round hundreds of times slower and check other things. */
+static unsigned long race_rounds(unsigned long full)
+{
+    unsigned long ops = env_ops("GA_TEST_OPS", 1000000);
+    if (ops >= 1000000)
+        return full;
+    unsigned long r = full / 100 * ops / 1000000;
+    return r ? r : 1;
+}
+
 /* The end of a run on arena A, every block freed: the checker passes,
  * the statistics add up, and trim(0) returns everything.  Its share of
  * the TOTAL operations is about a third allocations. */
@@ -462,7 +475,7 @@ START_TEST(total_peak_beside_resets)
     gpuarena_t *a = NULL;
     ck_assert_int_eq(gpuarena_create(GPUARENA_SIM, 0, "expandable=false,thread_cache=false", &a),
                      GPUARENA_SUCCESS);
-    unsigned long rounds = env_ops("GA_TEST_OPS", 1000000) / 5;
+    unsigned long rounds = race_rounds(200000);
     pthread_t r;
     ck_assert_int_eq(pthread_create(&r, NULL, resetter, NULL), 0);
     unsigned long lost = 0;
@@ -542,7 +555,7 @@ START_TEST(double_free_at_once_without_caches)
     pthread_t t[2];
     for (int i = 0; i < 2; i++)
         ck_assert_int_eq(pthread_create(&t[i], NULL, df_freer, &d), 0);
-    unsigned long rounds = env_ops("GA_TEST_OPS", 1000000) / 50;
+    unsigned long rounds = race_rounds(20000);
     for (unsigned long r = 0; r < rounds; r++) {
         ck_assert_int_eq(gpuarena_alloc(d.a, 4096, (gpuarena_stream_t)1, &d.p), GPUARENA_SUCCESS);
         atomic_store(&d.ok, 0);
@@ -622,7 +635,7 @@ START_TEST(double_free_beside_a_trim)
     pthread_t owner, again;
     ck_assert_int_eq(pthread_create(&owner, NULL, df_owner, &d), 0);
     ck_assert_int_eq(pthread_create(&again, NULL, df_again, &d), 0);
-    unsigned long rounds = env_ops("GA_TEST_OPS", 1000000) / 200;
+    unsigned long rounds = race_rounds(5000);
     for (unsigned long r = 0; r < rounds; r++) {
         pthread_barrier_wait(&d.bar);
         atomic_store(&d.phase, 1);
