@@ -292,6 +292,39 @@ START_TEST(max_split_growable_request_takes_new_memory)
 }
 END_TEST
 
+/* A request above max_split takes a free block above it whole, so only
+ * one at most max_split bytes larger: a 3M request under max_split 1M
+ * took a free 16M block whole (fixed segments), and a 6M request under 4M
+ * a free 64M one (growable segments, where the new memory merged into it
+ * is carved as for a smaller request). */
+START_TEST(max_split_large_request_takes_a_close_block)
+{
+    fx_t *f = fx_new(
+        false, 64 * KI,
+        "small_max=64K,thread_cache_max=64K,small_segment=256K,large_segment=4M,max_split=1M");
+    void *big = fx_alloc(f, 16 * MI, 1);
+    fx_free(f, big, 1);
+    void *m = fx_alloc(f, 3 * MI, 1);
+    ck_assert_uint_eq(fx_stats(f).in_use, 3 * MI);
+    ck_assert(U(m) < U(big) || U(m) >= U(big) + 16 * MI);
+    void *b2 = fx_alloc(f, 15 * MI + 512 * KI, 1); /* within 1M of 16M: taken whole */
+    ck_assert_ptr_eq(b2, big);
+    ck_assert_uint_eq(fx_stats(f).in_use, 19 * MI);
+    fx_free(f, b2, 1);
+    fx_free(f, m, 1);
+    fx_done(f);
+
+    f = fx_new(true, 2 * MI, "max_split=4M");
+    big = fx_alloc(f, 64 * MI, HOST);
+    fx_free(f, big, HOST);
+    m = fx_alloc(f, 6 * MI, HOST);
+    ck_assert_uint_eq(fx_stats(f).in_use, 6 * MI);
+    ck_assert(U(m) >= U(big) + 64 * MI);
+    fx_free(f, m, HOST);
+    fx_done(f);
+}
+END_TEST
+
 /* ------------------------------------------------------------------ */
 /* Stream-ordered reuse.                                               */
 
@@ -2919,6 +2952,7 @@ int main(void)
     tcase_add_test(fit, max_split_blocks_are_whole);
     tcase_add_test(fit, max_split_small_request_on_new_segment);
     tcase_add_test(fit, max_split_growable_request_takes_new_memory);
+    tcase_add_test(fit, max_split_large_request_takes_a_close_block);
     tcase_add_test(fit, live_map_full_buckets_spill);
     tcase_add_test(fit, live_map_slots_follow_growth);
     tcase_add_test(fit, fit_lists_keep_links_and_bitmaps);

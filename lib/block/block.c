@@ -519,7 +519,7 @@ gpuarena_status_t ga_bm_uses_check(ga_bm_t *bm, const ga_block_t *b, ga_stream_t
  * Inline: every allocation that misses the thread cache asks it. */
 static inline ga_block_t *find_free(ga_bm_t *bm, int cls, size_t rs, ga_stream_t s)
 {
-    size_t limit = bm->set.max_split && rs <= bm->set.max_split ? bm->set.max_split : 0;
+    size_t limit = ga_split_limit(bm->set.max_split, rs);
     ga_pool_t *p = bm->events ? pool_find(bm, s.id) : NULL;
     if (p)
         p->used = ++bm->pool_clock;
@@ -536,7 +536,7 @@ static inline ga_block_t *find_free(ga_bm_t *bm, int cls, size_t rs, ga_stream_t
  * outstanding sweep covers (its event can be waited on); *POOL gets it. */
 static ga_block_t *find_other(ga_bm_t *bm, int cls, size_t rs, ga_stream_t s, ga_pool_t **pool)
 {
-    size_t limit = bm->set.max_split && rs <= bm->set.max_split ? bm->set.max_split : 0;
+    size_t limit = ga_split_limit(bm->set.max_split, rs);
     ga_block_t *best = NULL;
     for (unsigned i = 0; i < bm->npools; i++) {
         ga_pool_t *p = bm->pools[i];

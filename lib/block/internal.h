@@ -127,6 +127,21 @@ static inline uint64_t ga_cap_room(uint64_t used, uint64_t cap)
     return used < cap ? cap - used : 0;
 }
 
+/* The largest free block that may serve a request of RS bytes under
+ * max_split MS (0: any).  A block above MS is never split, so it serves a
+ * request whole: one at most MS for a request at most MS, and for a larger
+ * request one at most MS bytes larger than it (without that bound a 5M
+ * request took a free 64M block whole).  Fit, and growth (segment.c),
+ * keep to it. */
+static inline size_t ga_split_limit(size_t ms, size_t rs)
+{
+    if (!ms)
+        return 0;
+    if (rs <= ms)
+        return ms;
+    return rs > SIZE_MAX - ms ? SIZE_MAX : rs + ms;
+}
+
 /* C ? A : B for unsigned C of 0 or 1, as a value (no branch). */
 static inline uintptr_t ga_select(unsigned c, uintptr_t a, uintptr_t b)
 {

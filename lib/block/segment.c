@@ -307,20 +307,20 @@ size_t ga_seg_release(ga_bm_t *bm, size_t want)
     return done;
 }
 
-/* max_split on a growable segment.  Fit never hands a request of at most
- * max_split bytes a free block above it, so such a request grows the
- * segment; but the new memory [START, END) merges with its free
- * neighbours, and may make such a block, which the request then took
- * whole (a 3M request with a free 10M block before the hole took both:
- * 14M).  Its RS bytes are cut from the new memory instead, from its start
- * (the block before it stays as it was), or where the new memory extends
- * a smaller free block, from the end of both; the rest of merged block M
+/* max_split on a growable segment.  Fit never hands a request a free
+ * block above ga_split_limit, so such a request grows the segment; but
+ * the new memory [START, END) merges with its free neighbours, and may
+ * make such a block, which the request then took whole (a 3M request with
+ * a free 10M block before the hole took both, 14M, under max_split 4M).
+ * Its RS bytes are cut from the new memory instead, from its start (the
+ * block before it stays as it was), or where the new memory extends a
+ * smaller free block, from the end of both; the rest of merged block M
  * stays free around them.  M as it is where max_split does not apply, or
  * where there are no records for the cuts. */
 static ga_block_t *carve_new(ga_bm_t *bm, ga_block_t *m, uintptr_t start, uintptr_t end, size_t rs)
 {
-    size_t ms = bm->set.max_split;
-    if (!ms || rs > ms || m->size <= ms || !ga_bm_spare_records(bm))
+    size_t limit = ga_split_limit(bm->set.max_split, rs);
+    if (!limit || m->size <= limit || !ga_bm_spare_records(bm))
         return m;
     ga_pool_t *p = m->pool;
     uintptr_t at = end - rs < start ? end - rs : start; /* within M, RS bytes before END */
