@@ -613,11 +613,14 @@ static void *df_again(void *arg)
     df_trim_t *d = arg;
     for (;;) {
         pthread_barrier_wait(&d->bar);
-        while (atomic_load(&d->phase) != 2)
+        /* At least once a round, even where the trim was over before this
+         * thread ran (valgrind runs one thread at a time). */
+        do {
             for (int i = 0; i < DF_BLOCKS; i++) {
                 gpuarena_status_t st = gpuarena_free(d->a, d->p[i], (gpuarena_stream_t)2);
                 atomic_fetch_add(st == GPUARENA_SUCCESS ? &d->accepted : &d->refused, 1);
             }
+        } while (atomic_load(&d->phase) != 2);
         pthread_barrier_wait(&d->bar);
         if (atomic_load(&d->quit))
             return NULL;
