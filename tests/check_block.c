@@ -220,11 +220,13 @@ START_TEST(small_and_large_segments)
 }
 END_TEST
 
+/* Fixed segments, the large ones 4M, and max_split 1M. */
+#define SPLIT_OPTS                                                                                 \
+    "small_max=64K,thread_cache_max=64K,small_segment=256K,large_segment=4M,max_split=1M"
+
 START_TEST(max_split_blocks_are_whole)
 {
-    fx_t *f = fx_new(
-        false, 64 * KI,
-        "small_max=64K,thread_cache_max=64K,small_segment=256K,large_segment=4M,max_split=1M");
+    fx_t *f = fx_new(false, 64 * KI, SPLIT_OPTS);
     /* A request above max_split gets a segment of its own size, taken
      * whole; when freed, it is not split for a smaller request. */
     void *big = fx_alloc(f, 3 * MI, 1);
@@ -299,9 +301,7 @@ END_TEST
  * is carved as for a smaller request). */
 START_TEST(max_split_large_request_takes_a_close_block)
 {
-    fx_t *f = fx_new(
-        false, 64 * KI,
-        "small_max=64K,thread_cache_max=64K,small_segment=256K,large_segment=4M,max_split=1M");
+    fx_t *f = fx_new(false, 64 * KI, SPLIT_OPTS);
     void *big = fx_alloc(f, 16 * MI, 1);
     fx_free(f, big, 1);
     void *m = fx_alloc(f, 3 * MI, 1);

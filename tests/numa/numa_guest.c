@@ -482,6 +482,17 @@ static void test_local(void)
  * before the call reads its CPU (seen in CI): the node expected is N or,
  * where the thread ran elsewhere after the call, that node, and every
  * page must be on one node.  (GA_NUMA_PLANT expects N alone.) */
+/* An untouched anonymous mapping of SIZE bytes for test NAME, as the
+ * pinned provider maps a segment; NULL, reported, when there is none. */
+static char *segment_for(const char *name, size_t size)
+{
+    char *a = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (a != MAP_FAILED)
+        return a;
+    result(name, false, "mmap: %s", strerror(errno));
+    return NULL;
+}
+
 static int node_of_cpu(int cpu)
 {
     hwloc_obj_t pu = cpu < 0 ? NULL : hwloc_get_pu_obj_by_os_index(machine, (unsigned)cpu);
@@ -502,11 +513,9 @@ static void test_local_prefault(void)
         char name[64];
         snprintf(name, sizeof name, "local:%d:prefault", n);
         size_t size = 16 << 20;
-        char *a = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (a == MAP_FAILED) {
-            result(name, false, "mmap: %s", strerror(errno));
+        char *a = segment_for(name, size);
+        if (!a)
             continue;
-        }
         if (!pin_to(planted(n))) {
             printf("RESULT %s SKIP node %d has no CPU to run on\n", name, planted(n));
             munmap(a, size);
@@ -558,11 +567,9 @@ static void test_local_prefault_policy(void)
         char name[64];
         snprintf(name, sizeof name, "local:%d:prefault:policy", n);
         size_t size = 16 << 20;
-        char *a = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (a == MAP_FAILED) {
-            result(name, false, "mmap: %s", strerror(errno));
+        char *a = segment_for(name, size);
+        if (!a)
             continue;
-        }
         hwloc_bitmap_t want = hwloc_bitmap_alloc();
         hwloc_bitmap_only(want, (unsigned)planted(n));
         bool set =
