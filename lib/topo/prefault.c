@@ -46,13 +46,11 @@ static void *touch(void *arg)
 }
 
 /* Bind [ADDR, ADDR+SIZE) as a preference to the NUMA node of the CPU
- * the calling thread runs on; whether the pages will go there whoever
- * touches them (also true on a machine of one node: no choice to make). */
-static bool bind_here(void *addr, size_t size)
+ * the calling thread runs on (T: the machine's topology); whether the
+ * pages will go there whoever touches them (also true on a machine of one
+ * node: no choice to make). */
+static bool bind_here(hwloc_topology_t t, void *addr, size_t size)
 {
-    hwloc_topology_t t = NULL;
-    if (ga_topo_machine(&t) != GPUARENA_SUCCESS)
-        return false;
     if (hwloc_bitmap_weight(hwloc_topology_get_topology_nodeset(t)) <= 1)
         return true;
     int cpu = sched_getcpu();
@@ -65,22 +63,22 @@ static bool bind_here(void *addr, size_t size)
                                   HWLOC_MEMBIND_BYNODESET) == 0;
 }
 
-/* Whether the calling thread's memory policy is the kernel's default,
- * first touch (*KNOWN: it could be read). */
-static bool thread_first_touch(bool *known)
+/* The calling thread's memory policy, as far as a pre-fault cares. */
+typedef enum { POLICY_UNKNOWN, POLICY_FIRST_TOUCH, POLICY_OWN } thread_policy_t;
+
+static thread_policy_t thread_policy(hwloc_topology_t t)
 {
-    hwloc_topology_t t = NULL;
-    *known = false;
-    if (ga_topo_machine(&t) != GPUARENA_SUCCESS)
-        return false;
     hwloc_nodeset_t set = hwloc_bitmap_alloc();
     if (!set)
-        return false;
+        return POLICY_UNKNOWN;
     hwloc_membind_policy_t policy;
-    *known =
-        hwloc_get_membind(t, set, &policy, HWLOC_MEMBIND_THREAD | HWLOC_MEMBIND_BYNODESET) == 0;
+    int rc = hwloc_get_membind(t, set, &policy, HWLOC_MEMBIND_THREAD | HWLOC_MEMBIND_BYNODESET);
     hwloc_bitmap_free(set);
-    return *known && (policy == HWLOC_MEMBIND_FIRSTTOUCH || policy == HWLOC_MEMBIND_DEFAULT);
+    if (rc != 0)
+        return POLICY_UNKNOWN;
+    return policy == HWLOC_MEMBIND_FIRSTTOUCH || policy == HWLOC_MEMBIND_DEFAULT
+               ? POLICY_FIRST_TOUCH
+               : POLICY_OWN;
 }
 
 /* How many threads may touch a range of placement PL (THREADS asked):
@@ -90,10 +88,17 @@ static unsigned touchers(const ga_placement_t *pl, void *addr, size_t size, unsi
     unsigned n = threads < 1 ? 1 : threads > MAX_THREADS ? MAX_THREADS : threads;
     if (n == 1 || pl->policy != GA_NUMA_LOCAL)
         return n;
-    bool known;
-    if (thread_first_touch(&known))
-        return bind_here(addr, size) ? n : 1;
-    return known ? n : 1; /* the program's own policy: the helpers inherit it */
+    hwloc_topology_t t = NULL;
+    if (ga_topo_machine(&t) != GPUARENA_SUCCESS)
+        return 1;
+    switch (thread_policy(t)) {
+    case POLICY_FIRST_TOUCH:
+        return bind_here(t, addr, size) ? n : 1;
+    case POLICY_OWN:
+        return n; /* the helpers inherit it */
+    default:
+        return 1;
+    }
 }
 
 void ga_topo_prefault(const ga_placement_t *pl, void *addr, size_t size, size_t page,
