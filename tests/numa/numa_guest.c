@@ -482,15 +482,29 @@ static void test_local(void)
  * before the call reads its CPU (seen in CI): the node expected is N or,
  * where the thread ran elsewhere after the call, that node, and every
  * page must be on one node.  (GA_NUMA_PLANT expects N alone.) */
-/* An untouched anonymous mapping of SIZE bytes for test NAME, as the
- * pinned provider maps a segment; NULL, reported, when there is none. */
-static char *segment_for(const char *name, size_t size)
+/* The pre-fault tests' segment: an untouched anonymous mapping of
+ * SEGMENT bytes for test NAME, as the pinned provider maps one; NULL,
+ * reported, when there is none. */
+#define SEGMENT ((size_t)16 << 20)
+
+static char *segment_for(const char *name)
 {
-    char *a = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    char *a = mmap(NULL, SEGMENT, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (a != MAP_FAILED)
         return a;
     result(name, false, "mmap: %s", strerror(errno));
     return NULL;
+}
+
+/* Every page of segment A checked against E into *T, the segment
+ * unmapped, and *T summed up in SUM. */
+static void segment_done(char *a, const expect_t *e, tally_t *t, char *sum, size_t len)
+{
+    detail[0] = '\0';
+    memset(t, 0, sizeof *t);
+    check_block("prefault", 0, a, SEGMENT, e, t);
+    munmap(a, SEGMENT);
+    summary(sum, len, t);
 }
 
 static int node_of_cpu(int cpu)
@@ -512,29 +526,25 @@ static void test_local_prefault(void)
         int n = node_ids[i];
         char name[64];
         snprintf(name, sizeof name, "local:%d:prefault", n);
-        size_t size = 16 << 20;
-        char *a = segment_for(name, size);
+        char *a = segment_for(name);
         if (!a)
             continue;
         if (!pin_to(planted(n))) {
             printf("RESULT %s SKIP node %d has no CPU to run on\n", name, planted(n));
-            munmap(a, size);
+            munmap(a, SEGMENT);
             continue;
         }
         hwloc_set_cpubind(machine, saved, HWLOC_CPUBIND_THREAD);
         int cpu = sched_getcpu();
-        ga_topo_prefault(&pl, a, size, page, threads);
+        ga_topo_prefault(&pl, a, SEGMENT, page, threads);
         int after = sched_getcpu();
-        detail[0] = '\0';
-        tally_t tl = {0};
         int moved = node_of_cpu(after);
         expect_t e = {(uint64_t)1 << n, false};
         if (!plant && moved >= 0 && moved < 64)
             e.set |= (uint64_t)1 << moved;
-        check_block("prefault", 0, a, size, &e, &tl);
-        munmap(a, size);
+        tally_t tl;
         char sum[256];
-        summary(sum, sizeof sum, &tl);
+        segment_done(a, &e, &tl, sum, sizeof sum);
         int on = 0;
         for (int k = 0; k < 64; k++)
             on += tl.on[k] != 0;
@@ -566,8 +576,7 @@ static void test_local_prefault_policy(void)
         int n = node_ids[i], other = node_ids[(i + 1) % nnodes];
         char name[64];
         snprintf(name, sizeof name, "local:%d:prefault:policy", n);
-        size_t size = 16 << 20;
-        char *a = segment_for(name, size);
+        char *a = segment_for(name);
         if (!a)
             continue;
         hwloc_bitmap_t want = hwloc_bitmap_alloc();
@@ -580,19 +589,16 @@ static void test_local_prefault_policy(void)
         if (!set) {
             result(name, false, "could not run on node %d and prefer node %d: %s", other,
                    planted(n), strerror(errno));
-            munmap(a, size);
+            munmap(a, SEGMENT);
             continue;
         }
-        ga_topo_prefault(&pl, a, size, page, 4);
+        ga_topo_prefault(&pl, a, SEGMENT, page, 4);
         hwloc_set_membind(machine, hwloc_topology_get_topology_nodeset(machine),
                           HWLOC_MEMBIND_DEFAULT, HWLOC_MEMBIND_THREAD | HWLOC_MEMBIND_BYNODESET);
-        detail[0] = '\0';
-        tally_t tl = {0};
         expect_t e = {(uint64_t)1 << n, false};
-        check_block("prefault", 0, a, size, &e, &tl);
-        munmap(a, size);
+        tally_t tl;
         char sum[256];
-        summary(sum, sizeof sum, &tl);
+        segment_done(a, &e, &tl, sum, sizeof sum);
         if (tl.wrong)
             result(name, false, "%s (%zu of %zu pages wrong; %s)", detail, tl.wrong, tl.pages, sum);
         else
@@ -677,7 +683,7 @@ static void test_nearest_gpus(const char *xml)
             st = ga_topo_bind(&pl, a + (4 << 20), 2 << 20);
         if (st != GPUARENA_SUCCESS) {
             result(name, false, "ga_topo_bind: %s", gpuarena_last_error());
-            munmap(a, size);
+            munmap(a, SEGMENT);
             continue;
         }
         /* By several threads, as the pinned provider pre-faults. */
