@@ -35,6 +35,19 @@ GPUARENA_CONF=$long/g.conf "$T" > "$tmp.out" || fail "show with a long file name
 grep -qF "# $long/g.conf:2" "$tmp.out" || fail "long origin not shown"
 "$T" --check "$tmp.out" > /dev/null || fail "the settings printed with a long file name do not check"
 rm -rf "$tmp.d"
+# A newline in GPUARENA_OPTIONS (which the library takes as a space) or
+# in a file's name stays inside its comment.
+nl='
+'
+GPUARENA_OPTIONS="device.zero=true,${nl}device.round=4K" "$T" > "$tmp.out" ||
+    fail "show with a newline in GPUARENA_OPTIONS"
+grep -qF '# GPUARENA_OPTIONS: device.zero=true,\012device.round=4K' "$tmp.out" ||
+    fail "the newline of GPUARENA_OPTIONS not escaped"
+"$T" --check "$tmp.out" > /dev/null || fail "the settings printed with a newline do not check"
+cp "$tmp.good" "$tmp.n${nl}l" || fail "cannot make a file name with a newline"
+GPUARENA_CONF="$tmp.n${nl}l" "$T" > "$tmp.out" || fail "show with a newline in the file name"
+"$T" --check "$tmp.out" > /dev/null ||
+    fail "the settings printed from a file name with a newline do not check"
 GPUARENA_OPTIONS=device.max_cahced=1G "$T" > /dev/null 2> "$tmp.err"
 [ $? = 1 ] || fail "a bad GPUARENA_OPTIONS did not exit 1"
 "$T" --bogus > /dev/null 2>&1

@@ -1692,15 +1692,18 @@ START_TEST(set_changes_the_caps_of_a_live_arena)
 
     /* A fixed key is refused as fixed whatever its value: one that breaks
      * a rule tying it to another fixed key (small_max above
-     * small_segment), or one that is no value of it. */
-    static const char *const bad[] = {"round=4096", "max_cached=0,round=4096", "small_max=8M",
-                                      "round=3000", "max_cached=lots",         "max_cahced=0",
-                                      "max_cached", "sim.max_cached=0"};
+     * small_segment), one that is no value of it, or none. */
+    static const char *const bad[] = {
+        "round=4096",  "max_cached=0,round=4096", "small_max=8M", "round=3000",
+        "round=",      "max_cached=lots",         "max_cahced=0", "max_cached",
+        "max_cached=", "sim.max_cached=0"};
     static const gpuarena_status_t why[] = {
         GPUARENA_ERR_INVALID_ARGUMENT, GPUARENA_ERR_INVALID_ARGUMENT,
         GPUARENA_ERR_INVALID_ARGUMENT, GPUARENA_ERR_INVALID_ARGUMENT,
+        GPUARENA_ERR_INVALID_ARGUMENT, GPUARENA_ERR_CONFIG,
         GPUARENA_ERR_CONFIG,           GPUARENA_ERR_CONFIG,
         GPUARENA_ERR_CONFIG,           GPUARENA_ERR_CONFIG};
+    _Static_assert(sizeof bad / sizeof *bad == sizeof why / sizeof *why, "one status a case");
     for (unsigned i = 0; i < sizeof bad / sizeof *bad; i++) {
         ck_assert_int_eq(gpuarena_set(a, bad[i]), why[i]);
         ck_assert_str_ne(gpuarena_last_error(), "");

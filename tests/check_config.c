@@ -593,6 +593,36 @@ START_TEST(options_override)
 }
 END_TEST
 
+/* A kind's key in GPUARENA_OPTIONS overrides the file's [KIND.N] sections
+ * too (a job script's device.max_cached=2G reaches every GPU), but not
+ * what the variable itself sets for one device, before or after. */
+START_TEST(options_override_device_sections)
+{
+    gpuarena_status_t st;
+    ga_conf_t *c = parse("[device]\nmax_cached = 8G\n[device.1]\nmax_cached = 20G\nzero = true\n"
+                         "[device.2]\nmax_cached = 30G\n",
+                         &st);
+    ck_assert_int_eq(st, GPUARENA_SUCCESS);
+    st =
+        ga_conf_apply_options(c, "device.2.max_cached=3G,device.max_cached=2G", "GPUARENA_OPTIONS");
+    ck_assert_msg(st == GPUARENA_SUCCESS, "%s", gpuarena_last_error());
+    value_of(c, GPUARENA_DEVICE, -1, "max_cached", "2G", "GPUARENA_OPTIONS");
+    value_of(c, GPUARENA_DEVICE, 0, "max_cached", "2G", "GPUARENA_OPTIONS");
+    value_of(c, GPUARENA_DEVICE, 1, "max_cached", "2G", "GPUARENA_OPTIONS");
+    value_of(c, GPUARENA_DEVICE, 2, "max_cached", "3G", "GPUARENA_OPTIONS");
+    /* the section's other keys stay */
+    value_of(c, GPUARENA_DEVICE, 1, "zero", "true", "t.conf:5");
+    ga_settings_t s1;
+    ga_conf_settings(c, GPUARENA_DEVICE, 1, &s1);
+    ck_assert_uint_eq(s1.max_cached, 2ULL << 30);
+    /* another kind's sections are not touched */
+    ck_assert_int_eq(ga_conf_apply_options(c, "pinned.max_cached=1G", "GPUARENA_OPTIONS"),
+                     GPUARENA_SUCCESS);
+    value_of(c, GPUARENA_DEVICE, 1, "max_cached", "2G", "GPUARENA_OPTIONS");
+    ga_conf_free(c);
+}
+END_TEST
+
 /* -------------------------------------------------------- every error */
 
 START_TEST(error_messages)
@@ -603,6 +633,13 @@ START_TEST(error_messages)
                  "t.conf:2: key 'device.1.frobnicate': unknown key (see gpuarena.conf(5))");
     expect_error("[device]\nround = 3000\n", "t.conf:2: key 'device.round': bad value '3000': "
                                              "expected a power of two from 1 to 1G");
+    /* a number past what a size holds, or past an integer key's range */
+    expect_error("[device]\nmax_cached = 99999999999999999999\n",
+                 "t.conf:2: key 'device.max_cached': bad value '99999999999999999999': too large: "
+                 "expected none or a size");
+    expect_error("[device]\nmax_cached = 99999999T\n",
+                 "t.conf:2: key 'device.max_cached': bad value '99999999T': too large: "
+                 "expected none or a size");
     expect_error("[device]\ncross_stream = evnt\n",
                  "t.conf:2: key 'device.cross_stream': bad value 'evnt': expected event, wait "
                  "or never (did you mean 'event'?)");
@@ -1153,6 +1190,7 @@ int main(void)
     tcase_add_test(files, file_syntax);
     tcase_add_test(files, per_device_override);
     tcase_add_test(files, options_override);
+    tcase_add_test(files, options_override_device_sections);
     tcase_add_test(files, error_messages);
     tcase_add_test(files, unreadable_files);
     tcase_add_test(files, search_order);

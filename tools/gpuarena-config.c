@@ -123,6 +123,19 @@ static void describe(void)
     }
 }
 
+/* TEXT (a path, the environment's options) in a comment: a control
+ * character, a newline above all, would end the comment and make the
+ * output no config file; it is written as an octal escape. */
+static void print_safe(const char *text)
+{
+    for (const unsigned char *p = (const unsigned char *)text; *p; p++) {
+        if (*p < 0x20 || *p == 0x7f)
+            printf("\\%03o", *p);
+        else
+            putchar(*p);
+    }
+}
+
 static void print_section(const ga_conf_t *c, gpuarena_kind_t kind, int device)
 {
     if (device >= 0)
@@ -135,7 +148,9 @@ static void print_section(const ga_conf_t *c, gpuarena_kind_t kind, int device)
         if (!ga_key_applies(k, kind))
             continue;
         ga_conf_value(c, kind, device, k, value, sizeof value, origin, sizeof origin);
-        printf("%-18s = %-12s # %s\n", k->name, value, origin);
+        printf("%-18s = %-12s # ", k->name, value);
+        print_safe(origin);
+        putchar('\n');
     }
 }
 
@@ -148,13 +163,21 @@ static int show(const char *file)
         return 1;
     }
     printf("# gpuarena %s: the settings in effect, and where each came from\n", gpuarena_version());
-    if (ga_conf_file(c))
-        printf("# file: %s (found by %s)\n", ga_conf_file(c), ga_conf_file_source(c));
-    else
-        printf("# file: none (looked for %s)\n", ga_conf_searched(c) ? ga_conf_searched(c) : "-");
+    if (ga_conf_file(c)) {
+        printf("# file: ");
+        print_safe(ga_conf_file(c));
+        printf(" (found by %s)\n", ga_conf_file_source(c));
+    } else {
+        printf("# file: none (looked for ");
+        print_safe(ga_conf_searched(c) ? ga_conf_searched(c) : "-");
+        printf(")\n");
+    }
     const char *opts = getenv("GPUARENA_OPTIONS");
-    if (opts && *opts)
-        printf("# GPUARENA_OPTIONS: %s\n", opts);
+    if (opts && *opts) {
+        printf("# GPUARENA_OPTIONS: ");
+        print_safe(opts);
+        putchar('\n');
+    }
     for (int kind = 0; kind < GPUARENA_KIND_COUNT; kind++) {
         print_section(c, (gpuarena_kind_t)kind, -1);
         for (int d = 0; d < GA_CONFIG_MAX_DEVICES; d++)

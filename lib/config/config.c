@@ -331,6 +331,21 @@ static void set_key(ga_conf_t *c, const char *where, gpuarena_kind_t kind, int d
     }
     ga_key_copy(k, &s->values, &tmp);
     s->origin[idx] = o;
+    /* GPUARENA_OPTIONS overrides the file: a kind's key set there also
+     * takes the place of what the file's [KIND.N] sections set for it
+     * (which would otherwise be laid over it), not of what the variable
+     * itself set for one device. */
+    if (o.kind != GA_ORIGIN_ENV || device >= 0)
+        return;
+    ga_settings_t def;
+    ga_config_defaults(kind, &def);
+    for (int d = 0; d < GA_CONFIG_MAX_DEVICES; d++) {
+        section_t *ds = c->devices[kind][d];
+        if (ds && ds->origin[idx].kind == GA_ORIGIN_FILE) {
+            ga_key_copy(k, &ds->values, &def);
+            ds->origin[idx] = (origin_t){GA_ORIGIN_DEFAULT, 0, NULL};
+        }
+    }
 }
 
 /* ---------------------------------------------------------- file parsing */
@@ -746,12 +761,16 @@ static void create_item(ga_conf_t *c, const char *origin, char *name, char *valu
     const ga_key_t *k = ga_config_find_key(name);
     const char *dot = strrchr(name, '.');
     if (!k && dot && ga_config_find_key(dot + 1)) {
-        conf_error(c, "%s: key '%s': the options of one arena take no section (write '%s')",
-                   origin, name, dot + 1);
+        conf_error(c, "%s: key '%s': the options of one arena take no section (write '%s')", origin,
+                   name, dot + 1);
         return;
     }
     if (!k || !ga_key_applies(k, a->kind) || *value == '\0') {
-        /* the messages of a file's key, in the kind's section; nothing is set */
+        /* the messages of a file's key, in the kind's section; nothing is
+         * set, but a key of the kind is named, empty or not: gpuarena_set
+         * refuses a fixed one as such */
+        if (k && ga_key_applies(k, a->kind))
+            a->set[ga_config_key_index(k)] = true;
         origin_t o = {GA_ORIGIN_OPTIONS, 0, origin};
         set_key(c, origin, a->kind, -1, ga_kind_name(a->kind), name, value, o);
         return;

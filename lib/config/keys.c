@@ -360,6 +360,7 @@ int ga_key_parse(const ga_key_t *k, const char *text, ga_settings_t *s, char *wh
 {
     uint64_t v = 0;
     int r;
+    bool too_large = false; /* past what the type holds, not just the key's range */
     switch (k->type) {
     case GA_KEY_SIZE:
         if (ga_parse_word(text, k->words, &v) == GA_PARSE_OK) {
@@ -368,6 +369,7 @@ int ga_key_parse(const ga_key_t *k, const char *text, ga_settings_t *s, char *wh
             return GA_PARSE_OK;
         }
         r = ga_parse_size(text, &v);
+        too_large = r == GA_PARSE_RANGE;
         if (r == GA_PARSE_OK && !in_range(k, v))
             r = GA_PARSE_RANGE;
         if (r == GA_PARSE_OK) {
@@ -377,6 +379,7 @@ int ga_key_parse(const ga_key_t *k, const char *text, ga_settings_t *s, char *wh
         break;
     case GA_KEY_UINT:
         r = ga_parse_uint(text, k->max, &v);
+        too_large = r == GA_PARSE_RANGE;
         if (r == GA_PARSE_OK && !in_range(k, v))
             r = GA_PARSE_RANGE;
         if (r == GA_PARSE_OK) {
@@ -423,8 +426,13 @@ int ga_key_parse(const ga_key_t *k, const char *text, ga_settings_t *s, char *wh
         r = GA_PARSE_SYNTAX;
         break;
     }
-    if (r != GA_PARSE_OK)
-        expected(k, text, why, why_size);
+    if (r != GA_PARSE_OK) {
+        char exp[200];
+        expected(k, text, exp, sizeof exp);
+        /* A number too large for any value (99999999999999999999, 20E):
+         * the key's range alone read as if it were no number at all. */
+        snprintf(why, why_size, "%s%s", too_large ? "too large: " : "", exp);
+    }
     return r;
 }
 
