@@ -12,6 +12,7 @@
 #include "providers/providers.h"
 #include "report.h"
 #include "totals.h"
+#include "trace/trace.h"
 #ifdef GA_FAULT_INJECTION
 #include "providers/faulty.h"
 #endif
@@ -91,6 +92,8 @@ gpuarena_status_t ga_arena_destroy(gpuarena_t *a)
         }
     }
     pthread_mutex_unlock(&list_lock);
+    if (atomic_load_explicit(&ga_trace_state, memory_order_relaxed) > 0)
+        ga_trace_arena_gone(a);
     gpuarena_status_t st = ga_bm_destroy(a->bm);
     a->prov->ops->destroy(a->prov);
     free(a);

@@ -107,3 +107,12 @@ void ga_fork_init(void)
 {
     pthread_once(&once, install);
 }
+
+/* At load, not only at the first arena: a child forked before the
+ * program made one is a child all the same, which records no trace and
+ * prints no report (gpuarena-trace(5)), and only the handlers tell it so;
+ * they cost a process that never forks nothing. */
+__attribute__((constructor)) static void install_at_load(void)
+{
+    ga_fork_init();
+}

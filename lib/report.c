@@ -154,9 +154,13 @@ static void start_signal(void)
     sigaction(SIGUSR1, &sa, NULL);
 }
 
+static bool in_fork_child; /* ga_report_fork_child */
+
 static void init(void)
 {
-    const char *v = ga_env("GPUARENA_STATS");
+    /* A child forked before the parent read the variable would print a
+     * report of its own to the parent's file. */
+    const char *v = in_fork_child ? NULL : ga_env("GPUARENA_STATS");
     if (!v)
         return;
     if (ga_output_path("stats file", v, target, sizeof target) != GPUARENA_SUCCESS)
@@ -175,6 +179,7 @@ static void init(void)
  * report thread through the pipe they share either. */
 void ga_report_fork_child(void)
 {
+    in_fork_child = true;
     enabled = false;
     reporter_started = false; /* the thread did not come along */
     int w = pipe_fds[1], r = pipe_fds[0];

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static ga_trace_t *parse_ok(const char *text)
@@ -95,6 +96,19 @@ START_TEST(crlf_tabs_no_final_newline)
     ck_assert_uint_eq(t->arenas[0].events[0].stream, UINT32_MAX);
     ck_assert_uint_eq(t->arenas[0].peak_requested, UINT64_MAX);
     ga_trace_free(t);
+}
+END_TEST
+
+/* The header's parts apart by spaces or tabs, as every line's fields. */
+START_TEST(header_with_tabs)
+{
+    static const char *const ok[] = {"#\tgpuarena-trace\t3\n", "#  gpuarena-trace  2 \n",
+                                     "#gpuarena-trace 1\n"};
+    for (size_t i = 0; i < sizeof ok / sizeof *ok; i++) {
+        ga_trace_t *t = parse_ok(ok[i]);
+        ck_assert_int_eq(t->version, 3 - (int)i);
+        ga_trace_free(t);
+    }
 }
 END_TEST
 
@@ -249,6 +263,13 @@ START_TEST(errors_with_lines)
     parse_bad("# gpuarena-trace 2\nk gpu 0\n", I, "t.trace:2: unknown arena kind");
     parse_bad("# gpuarena-trace 2\nk device\n", I, "t.trace:2: 'k' takes KIND DEVICE");
     parse_bad("# gpuarena-trace 2\nk device 5000\n", I, "t.trace:2: DEVICE is too large");
+    parse_bad("# gpuarena-trace 2\nk host 5\n", I,
+              "t.trace:2: host and sim arenas have no device: DEVICE must be 0, not 5");
+    parse_bad("# gpuarena-trace 2\nk sim 1 0\n", I,
+              "t.trace:2: host and sim arenas have no device");
+    parse_bad("# gpuarena-tracer 1\n", I, "t.trace:1: missing header");
+    parse_bad("# gpuarena-trace1\n", I, "t.trace:1: missing header");
+    parse_bad("#\n", I, "t.trace:1: missing header");
     parse_bad("# gpuarena-trace 2\na 1 2 0\nk host 0\nf 1 0\n", I,
               "t.trace:4: free of an id allocated in another arena");
     parse_bad("# gpuarena-trace 1\na 1 2 0 0 0 0 0\n", I, "t.trace:2: too many fields");
@@ -412,6 +433,82 @@ START_TEST(recorder_round_trip)
     ck_assert_uint_eq(d->events[4].stream, 0);
     ck_assert_uint_eq(pn->nevents, 2);
     ck_assert_uint_eq(pn->nfrees, 1);
+    ga_trace_free(t);
+}
+END_TEST
+
+/* An arena destroyed and another made at its address (malloc hands it
+ * out again): two instances, each with its own events, where the second
+ * arena's events went on under the first one's "k" line. */
+START_TEST(recorder_arena_at_a_reused_address)
+{
+    char path[] = "/tmp/check_trace_XXXXXX";
+    temp_file(path);
+    ck_assert_int_eq(ga_trace_open(path), GPUARENA_SUCCESS);
+    int key, other;
+    char *p = (char *)0x10000;
+    ga_trace_record_alloc(&key, GPUARENA_HOST, 0, p, 100, NULL);
+    record_free(&key, GPUARENA_HOST, 0, p, NULL);
+    ga_trace_record_alloc(&other, GPUARENA_HOST, 0, p, 7, NULL);
+    ga_trace_arena_gone(&key);
+    ga_trace_arena_gone(&key); /* twice, and of an arena the recorder never saw: no harm */
+    ga_trace_arena_gone(&path);
+    ga_trace_record_alloc(&key, GPUARENA_HOST, 0, p, 200, NULL); /* the new arena */
+    ga_trace_record_alloc(&other, GPUARENA_HOST, 0, p + 64, 8, NULL);
+    record_free(&key, GPUARENA_HOST, 0, p, NULL);
+    ga_trace_stop();
+
+    ga_trace_t *t = load_and_remove(path);
+    ck_assert_uint_eq(t->narenas, 3);
+    const ga_trace_arena_t *first = &t->arenas[0], *o = &t->arenas[1], *again = &t->arenas[2];
+    ck_assert_uint_eq(first->instance, 0);
+    ck_assert_uint_eq(o->instance, 1);
+    ck_assert_uint_eq(again->instance, 2);
+    ck_assert_uint_eq(first->nevents, 2);
+    ck_assert_uint_eq(first->peak_requested, 100);
+    ck_assert_uint_eq(o->nevents, 2);
+    ck_assert_uint_eq(again->nevents, 2);
+    ck_assert_uint_eq(again->peak_requested, 200);
+    ck_assert_uint_eq(again->nfrees, 1);
+    ga_trace_free(t);
+}
+END_TEST
+
+/* One file, one recording process: another that opens it (a program the
+ * recording one runs inherits GPUARENA_TRACE) is refused and the file
+ * stays the first one's; the same process may open it again. */
+START_TEST(recorder_one_process_a_file)
+{
+    char path[] = "/tmp/check_trace_XXXXXX";
+    temp_file(path);
+    ck_assert_int_eq(ga_trace_open(path), GPUARENA_SUCCESS);
+    int key;
+    ga_trace_record_alloc(&key, GPUARENA_HOST, 0, (void *)0x1000, 100, NULL);
+    ga_trace_flush();
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        /* another process, as a program the recording one runs is */
+        _exit(ga_trace_open(path) == GPUARENA_ERR_BUSY ? 0 : 1);
+    }
+    int status = 0;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert(WIFEXITED(status));
+    ck_assert_int_eq(WEXITSTATUS(status), 0);
+    ga_trace_record_alloc(&key, GPUARENA_HOST, 0, (void *)0x2000, 200, NULL);
+    ga_trace_flush();
+    ga_trace_t *t = NULL;
+    ck_assert_msg(ga_trace_load(path, &t) == GPUARENA_SUCCESS, "%s", gpuarena_last_error());
+    ck_assert_uint_eq(t->narenas, 1);
+    ck_assert_uint_eq(t->arenas[0].nevents, 2);
+    ga_trace_free(t);
+    /* this process again: a new recording, the file its own */
+    ck_assert_int_eq(ga_trace_open(path), GPUARENA_SUCCESS);
+    ga_trace_record_alloc(&key, GPUARENA_HOST, 0, (void *)0x3000, 300, NULL);
+    ga_trace_stop();
+    t = load_and_remove(path);
+    ck_assert_uint_eq(t->arenas[0].nevents, 1);
+    ck_assert_uint_eq(t->arenas[0].peak_requested, 300);
     ga_trace_free(t);
 }
 END_TEST
@@ -682,6 +779,7 @@ int main(void)
     tcase_add_test(tc, version1_basic);
     tcase_add_test(tc, crlf_tabs_no_final_newline);
     tcase_add_test(tc, header_only);
+    tcase_add_test(tc, header_with_tabs);
     tcase_add_test(tc, version2_arenas);
     tcase_add_test(tc, version3_no_stream);
     tcase_add_test(tc, errors_with_lines);
@@ -692,6 +790,8 @@ int main(void)
     TCase *tr = tcase_create("recorder");
     tcase_add_test(tr, expand_path);
     tcase_add_test(tr, recorder_round_trip);
+    tcase_add_test(tr, recorder_arena_at_a_reused_address);
+    tcase_add_test(tr, recorder_one_process_a_file);
     tcase_add_test(tr, recorder_refused_and_racing_frees);
     tcase_add_test(tr, recorder_racing_double_frees);
     tcase_add_test(tr, recorder_no_stream);

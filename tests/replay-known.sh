@@ -36,6 +36,27 @@ grep -q '^<svg' replay-known.svg || fail "--plot wrote no SVG"
 grep -q 'requested: peak 3.338 MiB at event 6' replay-known.svg || fail "no peak in the SVG"
 grep -q 'reserved (second)' replay-known.svg || fail "no second group in the SVG"
 
+# A first group that fails leaves the others' lines in the plot (all of
+# them were left out, and the panel said "replay failed").
+expect_rc 1 "$replay" --runs 1 --compare 'tiny:max_reserved=1M;all:' --plot replay-known.svg "$known"
+grep -q 'reserved (all): peak 6.000 MiB' replay-known.svg || fail "no line of the group that replayed"
+[ "$(grep -c '<polyline' replay-known.svg)" -ge 2 ] || fail "the plot drew no line"
+
+# A trace's name is written as valid JSON and XML whatever its bytes: one
+# that is not UTF-8 (Latin-1) and a control character.
+name=$(printf 'replay-known-\377-\001.trace')
+cp "$known" "$name"
+"$replay" --json --runs 1 --plot replay-known.svg "$name" > $out 2> $err || fail "the odd name"
+rm -f "$name"
+LC_ALL=C grep -q "$(printf '\001')" $out replay-known.svg && fail "a control character written raw"
+LC_ALL=C grep -q "$(printf '\377')" $out replay-known.svg && fail "a byte not UTF-8 written raw"
+grep -q 'replay-known-\\ufffd-\\u0001.trace' $out || fail "the name not escaped in the JSON"
+if command -v python3 > /dev/null 2>&1; then
+    python3 -c 'import json, sys; json.load(open(sys.argv[1]))' $out || fail "the JSON does not parse"
+    python3 -c 'import sys, xml.dom.minidom as m; m.parse(sys.argv[1])' replay-known.svg ||
+        fail "the SVG does not parse"
+fi
+
 # Version 2: one table per arena.
 expect_rc 0 "$replay" --check --runs 1 "$srcdir/data/replay/v2-arenas.trace"
 grep -q 'v2-arenas.trace \[pinned 0\]' $out || fail "no pinned arena table"

@@ -79,6 +79,31 @@ n=$(grep -c '^arena host\.0 ' "$tmp/ff.txt")
 [ "$(grep -c '^a ' "$tmp/ff.trace")" = 16 ] || fail "fork-first: the trace is not the parent's 16 allocations"
 ../tools/gpuarena-replay --check --runs 1 "$tmp/ff.trace" > /dev/null || fail "fork-first: the trace does not replay"
 
+# 6b. Nor does a child made before the program's first call into gpuarena
+# (the fork handlers were installed by the first arena: such a child
+# recorded and reported as if it were a program of its own).
+GPUARENA_TRACE="$tmp/fb.trace" GPUARENA_STATS="$tmp/fb.txt" $demo fork-before ||
+    fail "fork-before: demo failed"
+n=$(grep -c '^arena host\.0 ' "$tmp/fb.txt")
+[ "$n" = 1 ] || { cat "$tmp/fb.txt"; fail "fork-before: expected the parent's report alone, got $n"; }
+[ "$(grep -c '^a ' "$tmp/fb.trace")" = 16 ] ||
+    fail "fork-before: the trace is not the parent's 16 allocations"
+../tools/gpuarena-replay --check --runs 1 "$tmp/fb.trace" > /dev/null ||
+    fail "fork-before: the trace does not replay"
+
+# 6c. A program the traced one runs inherits GPUARENA_TRACE, file and all:
+# it records nothing there (the file is locked), where it truncated the
+# file under its parent, which wrote on past a hole of NUL bytes.
+GPUARENA_TRACE="$tmp/run.trace" $demo run || fail "run: demo failed"
+[ "$(grep -c '^a ' "$tmp/run.trace")" = 16 ] ||
+    fail "run: the trace is not the parent's 16 allocations"
+../tools/gpuarena-replay --check --runs 1 "$tmp/run.trace" > /dev/null ||
+    fail "run: the trace does not replay"
+# With %p each records to a file of its own.
+GPUARENA_TRACE="$tmp/runp.%p.trace" $demo run || fail "run %p: demo failed"
+[ "$(ls "$tmp"/runp.*.trace | wc -l)" = 2 ] || fail "run %p: not two traces"
+[ "$(cat "$tmp"/runp.*.trace | grep -c '^a ')" = 80 ] || fail "run %p: not 16 + 64 allocations"
+
 # 7. Reports on SIGUSR1 while the one at exit is written: one after the
 # other, each whole (they were written into each other), and the signal
 # never kills the exiting program.

@@ -3,9 +3,12 @@
  * "signal", sends itself SIGUSR1 half-way; with "fork", makes a child
  * half-way that uses the arena, sends itself SIGUSR1 and exits through
  * exit(3); with "fork-first", makes such a child before its first
- * allocation; with "storm", has a thread send it SIGUSR1 without pause
- * while it exits: stats-report.sh runs it under GPUARENA_STATS and
- * GPUARENA_TRACE to see what a user sees.
+ * allocation, or with "fork-before" before its first call into gpuarena
+ * (the child makes its own arena); with "run", runs itself with "many"
+ * (64 allocations of its own) after its allocations, as a program runs
+ * another that inherits its environment; with "storm", has a thread send
+ * it SIGUSR1 without pause while it exits: stats-report.sh runs it under
+ * GPUARENA_STATS and GPUARENA_TRACE to see what a user sees.
  */
 #include "gpuarena.h"
 
@@ -43,6 +46,46 @@ static int child_uses(gpuarena_t *a)
     return 0;
 }
 
+/* A child made before the program's first call into gpuarena, which
+ * uses an arena of its own; waited for. */
+static int child_first(void)
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0)
+        return 1;
+    if (pid == 0) {
+        gpuarena_t *a;
+        void *q;
+        if (gpuarena_get(GPUARENA_HOST, 0, &a) != GPUARENA_SUCCESS ||
+            gpuarena_alloc(a, 1 << 20, NULL, &q) != GPUARENA_SUCCESS ||
+            gpuarena_free(a, q, NULL) != GPUARENA_SUCCESS)
+            exit(2);
+        exit(0); /* destructors run: the report at exit would */
+    }
+    int status = 0;
+    if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        return 1;
+    return 0;
+}
+
+/* This program again, as ARGV0 many, waited for. */
+static int run_many(const char *argv0)
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0)
+        return 1;
+    if (pid == 0) {
+        execl(argv0, argv0, "many", (char *)NULL);
+        _exit(127);
+    }
+    int status = 0;
+    if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        return 1;
+    return 0;
+}
+
 static void *storm(void *arg)
 {
     (void)arg;
@@ -66,6 +109,8 @@ int main(int argc, char **argv)
     sigemptyset(&usr1);
     sigaddset(&usr1, SIGUSR1);
     sigprocmask(SIG_UNBLOCK, &usr1, NULL);
+    if (argc > 1 && strcmp(argv[1], "fork-before") == 0 && child_first() != 0)
+        return 1;
     if (gpuarena_get(GPUARENA_HOST, 0, &a) != GPUARENA_SUCCESS) {
         fprintf(stderr, "stats_demo: %s\n", gpuarena_last_error());
         return 1;
@@ -74,6 +119,15 @@ int main(int argc, char **argv)
      * GPUARENA_TRACE: the child must not read it either. */
     if (argc > 1 && strcmp(argv[1], "fork-first") == 0 && child_uses(a) != 0)
         return 1;
+    if (argc > 1 && strcmp(argv[1], "many") == 0) {
+        for (int i = 0; i < 64; i++) {
+            void *q;
+            if (gpuarena_alloc(a, 4096, NULL, &q) != GPUARENA_SUCCESS ||
+                gpuarena_free(a, q, NULL) != GPUARENA_SUCCESS)
+                return 1;
+        }
+        return 0;
+    }
     for (int i = 0; i < 16; i++)
         if (gpuarena_alloc(a, (size_t)(i + 1) << 20, NULL, &p[i]) != GPUARENA_SUCCESS)
             return 1;
@@ -92,6 +146,8 @@ int main(int argc, char **argv)
                 break;
         }
     }
+    if (argc > 1 && strcmp(argv[1], "run") == 0 && run_many(argv[0]) != 0)
+        return 1;
     if (argc > 1 && strcmp(argv[1], "fork") == 0) {
         if (child_uses(a) != 0)
             return 1;

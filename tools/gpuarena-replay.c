@@ -490,9 +490,27 @@ static void print_json(const result_t *rs, size_t n)
 static const char *const colors[] = {"#d62728", "#1f77b4", "#2ca02c", "#9467bd",
                                      "#ff7f0e", "#8c564b", "#e377c2", "#17becf"};
 
+/* S as XML character data.  Control characters other than tab and
+ * newline are not XML at all (a file name may hold them): written as '?'.
+ * Bytes that are not UTF-8 are written as U+FFFD (ga_json_utf8_len). */
 static void xml_text(FILE *f, const char *s)
 {
     for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c >= 0x80) {
+            size_t len = ga_json_utf8_len(s);
+            if (len) {
+                fwrite(s, 1, len, f);
+                s += len - 1;
+            } else {
+                fputs("\xef\xbf\xbd", f);
+            }
+            continue;
+        }
+        if ((c < 0x20 && c != '\t' && c != '\n') || c == 0x7f) {
+            fputc('?', f);
+            continue;
+        }
         switch (*s) {
         case '<':
             fputs("&lt;", f);
@@ -602,7 +620,18 @@ static int write_plot(const char *path, const result_t *rs, size_t nres, size_t 
             "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n",
             SVG_W, npanels * panel, SVG_W, npanels * panel);
     for (size_t p = 0; p < npanels; p++) {
+        /* The requested bytes and the number of events are the same in
+         * every group's replay: they are drawn from the first group that
+         * replayed (with --compare, the first may have failed and the
+         * others not). */
         const result_t *g0 = &rs[p * ngroups];
+        for (size_t g = 0; g < ngroups; g++) {
+            const result_t *r = &rs[p * ngroups + g];
+            if (r->ok && r->sr.n) {
+                g0 = r;
+                break;
+            }
+        }
         double x0 = SVG_LEFT, w = SVG_W - SVG_LEFT - SVG_RIGHT;
         double y0 = (double)(p * panel) + SVG_TOP, h = SVG_PLOT_H;
         size_t n = g0->sr.n;
@@ -655,8 +684,8 @@ static int write_plot(const char *path, const result_t *rs, size_t nres, size_t 
                 "</text>\n",
                 x0, y0, w, h, x0 + w / 2, y0 + h + 32);
         if (!g0->ok || n == 0) {
-            fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"14\">replay failed</text>\n",
-                    x0 + 20, y0 + 30);
+            fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"14\">%s</text>\n", x0 + 20, y0 + 30,
+                    g0->ta->nevents == 0 ? "no events" : "replay failed");
             continue;
         }
         /* Reserved bytes of each group, then requested on top (the same

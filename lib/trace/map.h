@@ -22,6 +22,7 @@ typedef struct ga_map {
     uint8_t *used;
     size_t mask; /* capacity - 1; capacity is a power of two, 0 when empty */
     size_t count;
+    uint64_t seed; /* mixed into the hash (map.c) */
 } ga_map_t;
 
 void ga_map_init(ga_map_t *m);

@@ -18,7 +18,9 @@
 #include <string.h>
 
 #define MAX_FIELDS 6
-#define MAX_ARENAS 4096
+/* Arenas one file may name: a program that makes and destroys an arena in
+ * a loop records each as an instance of its own. */
+#define MAX_ARENAS 65536
 
 static const char *const kind_names[GPUARENA_KIND_COUNT] = {
     [GPUARENA_DEVICE] = "device", [GPUARENA_PINNED] = "pinned", [GPUARENA_MANAGED] = "managed",
@@ -288,6 +290,9 @@ static gpuarena_status_t arena_line(parser_t *p, const field_t *f, size_t nf)
         return bad(p,
                    "unknown arena kind (device, pinned, managed, host or sim): ", show(f[1], buf));
     gpuarena_status_t st = number(p, f[2], "DEVICE", 1023, &device);
+    if (st == GPUARENA_SUCCESS && device != 0 && (kind == GPUARENA_HOST || kind == GPUARENA_SIM))
+        return bad(p, "host and sim arenas have no device: DEVICE must be 0, not ",
+                   show(f[2], buf));
     if (st == GPUARENA_SUCCESS && nf == 4)
         st = number(p, f[3], "INSTANCE", UINT32_MAX, &instance);
     if (st != GPUARENA_SUCCESS)
@@ -297,12 +302,19 @@ static gpuarena_status_t arena_line(parser_t *p, const field_t *f, size_t nf)
 
 static gpuarena_status_t header(parser_t *p, const char *s, size_t n)
 {
-    static const char magic[] = "# gpuarena-trace ";
-    size_t m = sizeof magic - 1;
-    if (n <= m || memcmp(s, magic, m) != 0)
+    /* "#", "gpuarena-trace" and the version, apart by spaces or tabs as
+     * every line's fields are. */
+    static const char word[] = "gpuarena-trace";
+    size_t w = sizeof word - 1, i = 1, j;
+    for (j = i; j < n && (s[j] == ' ' || s[j] == '\t'); j++)
+        ;
+    bool ok = n > 0 && s[0] == '#' && n - j > w && memcmp(s + j, word, w) == 0;
+    for (i = j + w; ok && i < n && (s[i] == ' ' || s[i] == '\t'); i++)
+        ;
+    if (!ok || i == j + w || i == n)
         return bad(p, "missing header: the first line must be '# gpuarena-trace 1' (or 2, 3)",
                    NULL);
-    field_t v = {s + m, n - m};
+    field_t v = {s + i, n - i};
     while (v.n && (v.s[v.n - 1] == ' ' || v.s[v.n - 1] == '\t'))
         v.n--;
     uint64_t version = 0;

@@ -29,6 +29,8 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define BUF_SIZE  (64 * 1024)
@@ -269,6 +271,14 @@ static void fork_child(void)
     pthread_mutex_unlock(&R.lock);
 }
 
+/* Whether descriptors A and B are of one file. */
+static bool same_file(int a, int b)
+{
+    struct stat sa, sb;
+    return fstat(a, &sa) == 0 && fstat(b, &sb) == 0 && sa.st_dev == sb.st_dev &&
+           sa.st_ino == sb.st_ino;
+}
+
 /* Called with R.lock held. */
 static gpuarena_status_t open_locked(const char *pattern)
 {
@@ -276,9 +286,36 @@ static gpuarena_status_t open_locked(const char *pattern)
     gpuarena_status_t st = ga_output_path("trace file", pattern, path, sizeof path);
     if (st != GPUARENA_SUCCESS)
         return st;
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    /* Not truncated before it is ours: another process recording to the
+     * same file (a program this one runs, which inherits GPUARENA_TRACE,
+     * or one started beside it) would lose what it wrote, and keep
+     * writing at its offset past a hole of NUL bytes. */
+    int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0)
         return ga_error(GPUARENA_ERR_SYSTEM, "trace file '%s': %s", path, strerror(errno));
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK && R.fd >= 0 &&
+        same_file(fd, R.fd)) {
+        /* Opened again by this process (ga_trace_open): its lock is on
+         * the description it recorded through, given up here. */
+        write_out();
+        close(R.fd);
+        R.fd = -1;
+        reset_state();
+        atomic_store(&ga_trace_state, 0);
+    }
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK) {
+        close(fd);
+        return ga_error(GPUARENA_ERR_BUSY,
+                        "trace file '%s': another process records to it (a %%p in "
+                        "GPUARENA_TRACE gives each process a file)",
+                        path);
+    }
+    /* Locked, or on a file system without locks (ENOLCK), as before. */
+    if (ftruncate(fd, 0) != 0) {
+        int e = errno;
+        close(fd);
+        return ga_error(GPUARENA_ERR_SYSTEM, "trace file '%s': %s", path, strerror(e));
+    }
     if (!hooks_installed) {
         atexit(at_exit);
         pthread_atfork(fork_prepare, fork_parent, fork_child);
@@ -465,6 +502,26 @@ void ga_trace_free_end(const void *arena, gpuarena_kind_t kind, int device, cons
          * free of it made: PTR is still live, known by its id again. */
         if (!(e & FREEING_DONE))
             (void)ga_map_put(&a->live, (uintptr_t)ptr, id);
+    }
+    pthread_mutex_unlock(&R.lock);
+}
+
+void ga_trace_arena_gone(const void *arena)
+{
+    pthread_mutex_lock(&R.lock);
+    for (size_t i = 0; i < R.narenas; i++) {
+        rec_arena_t *a = &R.arenas[i];
+        if (a->key != arena)
+            continue;
+        /* The record stays, so that the instances of its kind and device
+         * go on counting up; its key goes: an arena made later at the
+         * same address (malloc hands it out again) is another one, with a
+         * "k" line of its own, not this one's events continued. */
+        a->key = NULL;
+        ga_map_fini(&a->live);
+        ga_map_fini(&a->freeing);
+        if (R.last == i)
+            R.last = SIZE_MAX;
     }
     pthread_mutex_unlock(&R.lock);
 }

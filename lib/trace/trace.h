@@ -134,6 +134,9 @@ static inline bool ga_trace_on(void)
  * stream numbers. */
 void ga_trace_record_alloc(const void *arena, gpuarena_kind_t kind, int device, const void *ptr,
                            size_t size, gpuarena_stream_t stream);
+/* ARENA is destroyed (ga_arena_destroy): an arena made later at its
+ * address is recorded as another instance. */
+void ga_trace_arena_gone(const void *arena);
 uint64_t ga_trace_free_begin(const void *arena, gpuarena_kind_t kind, int device, const void *ptr);
 void ga_trace_free_end(const void *arena, gpuarena_kind_t kind, int device, const void *ptr,
                        uint64_t id, gpuarena_stream_t stream, gpuarena_status_t st);
