@@ -118,7 +118,8 @@ typedef struct gpuarena_stats {
     uint64_t stream_cached;  /* bytes of free blocks only their stream may take */
     uint64_t retired_cached; /* bytes of retired streams' free blocks, no stream's */
     uint64_t deferred_frees; /* frees a framework hook keeps until a capture ends */
-    uint64_t spare_[5];      /* room for growth; always zero */
+    uint64_t numa_unbound;   /* segments the system refused to bind to their nodes */
+    uint64_t spare_[4];      /* room for growth; always zero */
 } gpuarena_stats_t;
 
 /* Every arena of one kind on one device together: the bytes they reserve

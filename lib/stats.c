@@ -128,6 +128,12 @@ static void print_table(FILE *out, gpuarena_t *a, const gpuarena_stats_t *st)
         else
             fprintf(out, "  NUMA nodes %s%s\n", b1,
                     st->numa_fallbacks ? " (locality unknown: interleaved over all)" : "");
+        if (st->numa_unbound)
+            fprintf(out,
+                    "  NUMA binding not made for %" PRIu64
+                    " segments (refused by the system, or not this machine's topology: "
+                    "gpuarena.conf(5)): their pages are where the kernel put them\n",
+                    st->numa_unbound);
     }
     const char *how = memory_line(a);
     if (how)
@@ -179,6 +185,7 @@ static void print_json(FILE *out, gpuarena_t *a, const gpuarena_stats_t *st, boo
     F(stream_cached);
     F(retired_cached);
     F(deferred_frees);
+    F(numa_unbound);
 #undef F
     /* The caps, null when there is none. */
     size_t caps[2];

@@ -216,6 +216,103 @@ START_TEST(memoryless_nearest_node_falls_back)
 }
 END_TEST
 
+/* The two-socket machine's file with EDITS made, each the first
+ * occurrence of a text replaced (an empty FROM: nothing), loaded.  Each
+ * text must be there. */
+typedef struct edit {
+    const char *from, *to;
+} edit_t;
+
+static hwloc_topology_t load_edited(const edit_t *edits, size_t n)
+{
+    char path[4096], tmp[] = "/tmp/check_topo_XXXXXX";
+    snprintf(path, sizeof path, "%s/%s", GA_TEST_DATA, machines[0].file);
+    FILE *in = fopen(path, "r");
+    ck_assert_ptr_nonnull(in);
+    static char text[1 << 20];
+    size_t len = fread(text, 1, sizeof text - 1, in);
+    fclose(in);
+    ck_assert_uint_lt(len, sizeof text - 1);
+    text[len] = '\0';
+    static char out[1 << 20];
+    for (size_t i = 0; i < n; i++) {
+        char *at = strstr(text, edits[i].from);
+        ck_assert_msg(at != NULL, "'%s' is not in %s", edits[i].from, path);
+        size_t head = (size_t)(at - text), from = strlen(edits[i].from);
+        ck_assert_uint_lt(len - from + strlen(edits[i].to), sizeof out - 1);
+        snprintf(out, sizeof out, "%.*s%s%s", (int)head, text, edits[i].to, at + from);
+        len = strlen(out);
+        memcpy(text, out, len + 1);
+    }
+    int fd = mkstemp(tmp);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(write(fd, text, len), (ssize_t)len);
+    close(fd);
+    hwloc_topology_t t = NULL;
+    ck_assert_msg(ga_topo_load(tmp, &t) == GPUARENA_SUCCESS, "%s", gpuarena_last_error());
+    unlink(tmp);
+    return t;
+}
+
+/* GPU I's nearest nodes in T. */
+static uint64_t nearest_of(hwloc_topology_t t, int i)
+{
+    ga_topo_gpu_t g = {.ordinal = i};
+    snprintf(g.busid, sizeof g.busid, "%s", machines[0].busid[i]);
+    ga_topo_locate(t, g.busid, &g);
+    ck_assert(g.located);
+    return g.nodes;
+}
+
+#define MACHINE_NODES                                                                              \
+    "nodeset=\"0x00000003\" complete_nodeset=\"0x00000003\" allowed_nodeset=\"0x00000003\""
+
+/* The two-socket machine with a memory-only node that the machine as a
+ * whole shares (a CXL memory expander, as hwloc shows one whose
+ * initiators it does not know): in hwloc 2 it is in every package's
+ * nodeset too, and GPUs took it as near (nodes 0,2 and 1-2). */
+START_TEST(nearest_leaves_out_the_machine_s_memory)
+{
+    static const edit_t cxl[] = {
+        {MACHINE_NODES, "nodeset=\"0x00000007\" complete_nodeset=\"0x00000007\" "
+                        "allowed_nodeset=\"0x00000007\""},
+        {"    <object type=\"Package\" os_index=\"0\"",
+         "    <object type=\"NUMANode\" os_index=\"2\" cpuset=\"0xffffffff\" "
+         "complete_cpuset=\"0xffffffff\" nodeset=\"0x00000004\" complete_nodeset=\"0x00000004\" "
+         "gp_index=\"900\" local_memory=\"68719476736\"/>\n"
+         "    <object type=\"Package\" os_index=\"0\""},
+    };
+    hwloc_topology_t t = load_edited(cxl, 2);
+    ck_assert_uint_eq(ga_topo_all_nodes(t), 0x7);
+    for (int i = 0; i < machines[0].gpus; i++)
+        ck_assert_uint_eq(nearest_of(t, i), machines[0].node[i]);
+    hwloc_topology_destroy(t);
+}
+END_TEST
+
+/* Package 1 with a high-bandwidth memory node beside its DRAM (a Xeon
+ * Max's): its GPUs' pinned pages go to the DRAM (they took 1,3). */
+START_TEST(nearest_prefers_plain_memory)
+{
+    static const edit_t hbm[] = {
+        {MACHINE_NODES, "nodeset=\"0x0000000b\" complete_nodeset=\"0x0000000b\" "
+                        "allowed_nodeset=\"0x0000000b\""},
+        {"nodeset=\"0x00000002\" complete_nodeset=\"0x00000002\" gp_index=\"84\"",
+         "nodeset=\"0x0000000a\" complete_nodeset=\"0x0000000a\" gp_index=\"84\""},
+        {"      <object type=\"NUMANode\" os_index=\"1\"",
+         "      <object type=\"NUMANode\" os_index=\"3\" cpuset=\"0xff00ff00\" "
+         "complete_cpuset=\"0xff00ff00\" nodeset=\"0x00000008\" complete_nodeset=\"0x00000008\" "
+         "gp_index=\"901\" subtype=\"HBM\" local_memory=\"17179869184\"/>\n"
+         "      <object type=\"NUMANode\" os_index=\"1\""},
+    };
+    hwloc_topology_t t = load_edited(hbm, 3);
+    ck_assert_uint_eq(ga_topo_all_nodes(t), 0xb);
+    for (int i = 0; i < machines[0].gpus; i++)
+        ck_assert_uint_eq(nearest_of(t, i), machines[0].node[i]);
+    hwloc_topology_destroy(t);
+}
+END_TEST
+
 START_TEST(missing_node_is_a_config_error)
 {
     hwloc_topology_t t = load(machines[_i].file);
@@ -315,7 +412,9 @@ START_TEST(binding_puts_pages_on_the_node)
         ck_assert_int_eq(ga_topo_resolve(t, &s, NULL, &pl), GPUARENA_SUCCESS);
         void *a = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         ck_assert_ptr_ne(a, MAP_FAILED);
-        ck_assert_int_eq(ga_topo_bind(&pl, a, size), GPUARENA_SUCCESS);
+        bool unbound;
+        ck_assert_int_eq(ga_topo_bind(&pl, a, size, &unbound), GPUARENA_SUCCESS);
+        ck_assert(!unbound); /* this machine, a node it has */
         memset(a, 0x5a, size);
         bool known;
         uint64_t on = pages_on(t, a, size, &known);
@@ -331,7 +430,9 @@ START_TEST(binding_puts_pages_on_the_node)
     pinned_settings(&s, GA_NUMA_INTERLEAVE, 0, NULL);
     ck_assert_int_eq(ga_topo_resolve(t, &s, NULL, &pl), GPUARENA_SUCCESS);
     void *a = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    ck_assert_int_eq(ga_topo_bind(&pl, a, size), GPUARENA_SUCCESS);
+    bool unbound;
+    ck_assert_int_eq(ga_topo_bind(&pl, a, size, &unbound), GPUARENA_SUCCESS);
+    ck_assert(!unbound);
     memset(a, 0xa5, size);
     bool known;
     uint64_t on = pages_on(t, a, size, &known);
@@ -393,6 +494,8 @@ int main(void)
     tcase_add_loop_test(xml, unknown_locality_falls_back, 0, nm);
     tcase_add_loop_test(xml, missing_node_is_a_config_error, 0, nm);
     tcase_add_test(xml, memoryless_nearest_node_falls_back);
+    tcase_add_test(xml, nearest_leaves_out_the_machine_s_memory);
+    tcase_add_test(xml, nearest_prefers_plain_memory);
     /* These two read GPUARENA_TOPOLOGY through the once-per-process cache,
      * so they need a process each: left out when Check does not fork
      * (CK_FORK=no, as under valgrind). */

@@ -104,6 +104,30 @@ GPUARENA_TRACE="$tmp/runp.%p.trace" $demo run || fail "run %p: demo failed"
 [ "$(ls "$tmp"/runp.*.trace | wc -l)" = 2 ] || fail "run %p: not two traces"
 [ "$(cat "$tmp"/runp.*.trace | grep -c '^a ')" = 80 ] || fail "run %p: not 16 + 64 allocations"
 
+# 6d. HWLOC_XMLFILE (another machine's file, not said to be this one's by
+# HWLOC_THISSYSTEM=1) loads as this machine's topology: hwloc binds nothing
+# and says it did; the segments are counted as unbound, in the table and
+# in JSON (they were reported bound to node 1, a node this machine may
+# not have).
+xml=$srcdir/data/32em64t-2n8c2t-pci-normalio.xml
+GPUARENA_OPTIONS=host.numa=1 HWLOC_XMLFILE=$xml GPUARENA_STATS="$tmp/xml.json" $demo ||
+    fail "HWLOC_XMLFILE: demo failed"
+grep -q '"numa_unbound": [1-9]' "$tmp/xml.json" || fail "HWLOC_XMLFILE: no unbound segments counted"
+GPUARENA_OPTIONS=host.numa=1 HWLOC_XMLFILE=$xml GPUARENA_STATS=stderr $demo 2> "$tmp/xml.txt" ||
+    fail "HWLOC_XMLFILE: demo failed"
+grep -q 'NUMA binding not made for [1-9][0-9]* segments' "$tmp/xml.txt" ||
+    fail "HWLOC_XMLFILE: the table does not say the segments are unbound"
+GPUARENA_OPTIONS=host.numa=0 GPUARENA_STATS="$tmp/here.json" $demo || fail "numa=0: demo failed"
+grep -q '"numa_unbound": 0' "$tmp/here.json" || fail "numa=0: segments counted unbound on this machine"
+
+# 6e. Under an address-space limit below 1 GiB (ulimit -v, as batch
+# systems set) the host arena's growable segments reserve what fits: it
+# stopped halving its reservation at 1 GiB and served nothing.  Not under
+# AddressSanitizer, whose shadow memory needs terabytes of address space.
+if [ -z "${ASAN_OPTIONS:-}" ]; then
+    (ulimit -v 900000 && $demo) || fail "the host arena under ulimit -v 900000"
+fi
+
 # 7. Reports on SIGUSR1 while the one at exit is written: one after the
 # other, each whole (they were written into each other), and the signal
 # never kills the exiting program.

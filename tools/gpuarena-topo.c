@@ -227,7 +227,13 @@ int main(int argc, char **argv)
         return 1;
     }
     printf("gpuarena %s\n", gpuarena_version());
-    printf("topology: %s%s\n", xml ? "hwloc XML file " : "this machine", xml ? xml : "");
+    if (xml)
+        printf("topology: hwloc XML file %s\n", xml);
+    else if (!hwloc_topology_is_thissystem(t))
+        printf("topology: not this machine's: hwloc read a file named by HWLOC_XMLFILE or "
+               "HWLOC_SYNTHETIC; without HWLOC_THISSYSTEM=1 nothing is bound to its nodes\n");
+    else
+        printf("topology: this machine\n");
     print_driver();
 
     ga_topo_gpu_t *gpus = NULL;

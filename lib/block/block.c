@@ -596,6 +596,10 @@ static gpuarena_status_t take_block(ga_bm_t *bm, ga_block_t *b, size_t rs, size_
 
 gpuarena_status_t ga_bm_out_of_memory(ga_bm_t *bm, size_t size, gpuarena_status_t st)
 {
+    /* Another failure (a system call or the driver refused) is no lack of
+     * memory: oom_failures counts only those (gpuarena_stats(3)). */
+    if (st != GPUARENA_ERR_OUT_OF_MEMORY)
+        return st;
     bm->c.oom_failures++;
     bm->c.last_oom = size;
     /* What the device has free, where the provider can say: a GPU's
@@ -604,8 +608,6 @@ gpuarena_status_t ga_bm_out_of_memory(ga_bm_t *bm, size_t size, gpuarena_status_
     bool known =
         bm->prov->ops->mem_free && bm->prov->ops->mem_free(bm->prov, &dev_free) == GPUARENA_SUCCESS;
     bm->c.device_free = known ? dev_free : 0;
-    if (st != GPUARENA_ERR_OUT_OF_MEMORY)
-        return st;
     /* A direct provider's pool holds the memory: ask it what it has. */
     uint64_t reserved = bm->c.reserved, used = 0;
     if (bm->direct && bm->prov->ops->usage(bm->prov, &reserved, &used) != GPUARENA_SUCCESS)

@@ -92,7 +92,8 @@ module gpuarena
      integer(c_int64_t) :: stream_cached
      integer(c_int64_t) :: retired_cached
      integer(c_int64_t) :: deferred_frees
-     integer(c_int64_t) :: spare_(5)
+     integer(c_int64_t) :: numa_unbound
+     integer(c_int64_t) :: spare_(4)
   end type gpuarena_stats_t
 
   ! gpuarena_total_t: every arena of a kind on a device together.

@@ -22,6 +22,7 @@ typedef struct host {
     ga_provider_t base;
     ga_placement_t placement;
     uint64_t nodes_used;
+    uint64_t unbound; /* maps and commits the system refused to bind */
 } host_t;
 
 static gpuarena_status_t os_error(const char *call, size_t size)
@@ -37,11 +38,13 @@ static gpuarena_status_t host_map(ga_provider_t *p, size_t size, void **base)
     void *a = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (a == MAP_FAILED)
         return os_error("mmap", size);
-    gpuarena_status_t st = ga_topo_bind(&h->placement, a, size);
+    bool unbound;
+    gpuarena_status_t st = ga_topo_bind(&h->placement, a, size, &unbound);
     if (st != GPUARENA_SUCCESS) {
         munmap(a, size);
         return st;
     }
+    h->unbound += unbound;
     *base = a;
     p->live_maps++;
     return GPUARENA_SUCCESS;
@@ -58,7 +61,8 @@ static gpuarena_status_t host_unmap(ga_provider_t *p, void *base, size_t size)
 static gpuarena_status_t host_reserve(ga_provider_t *p, size_t size, void **base)
 {
     /* Address space is not always plentiful (an address-space rlimit,
-     * valgrind): halve the range until it fits, down to 1 GiB, and say
+     * valgrind): halve the range until it fits, down to 16 granules (at
+     * 1 GiB, a limit of 900 MB left the arena serving nothing), and say
      * what was had through va_size. */
     for (;;) {
         /* mmap aligns to pages only: take a granule more, keep the aligned
@@ -76,7 +80,7 @@ static gpuarena_status_t host_reserve(ga_provider_t *p, size_t size, void **base
             *base = (void *)al;
             return GPUARENA_SUCCESS;
         }
-        if ((errno != ENOMEM && errno != EINVAL) || size / 2 < ((size_t)1 << 30))
+        if ((errno != ENOMEM && errno != EINVAL) || size / 2 < 16 * g)
             return os_error("mmap (reserve)", size);
         size /= 2;
     }
@@ -95,11 +99,13 @@ static gpuarena_status_t host_commit(ga_provider_t *p, void *addr, size_t size)
     host_t *h = (host_t *)p;
     if (mprotect(addr, size, PROT_READ | PROT_WRITE) != 0)
         return os_error("mprotect", size);
-    gpuarena_status_t st = ga_topo_bind(&h->placement, addr, size);
+    bool unbound;
+    gpuarena_status_t st = ga_topo_bind(&h->placement, addr, size, &unbound);
     if (st != GPUARENA_SUCCESS) {
         mprotect(addr, size, PROT_NONE);
         return st;
     }
+    h->unbound += unbound;
     p->live_maps += size / p->granule;
     return GPUARENA_SUCCESS;
 }
@@ -132,6 +138,7 @@ static void host_stats(ga_provider_t *p, gpuarena_stats_t *st)
     host_t *h = (host_t *)p;
     st->numa_nodes = h->placement.nodes;
     st->numa_fallbacks = h->placement.fallback;
+    st->numa_unbound = h->unbound;
 }
 
 static void host_destroy(ga_provider_t *p)

@@ -67,6 +67,7 @@ typedef struct pinned {
     ga_gpuctx_t g;
     ga_vmm_t vmm; /* growable segments, expandable (laid out as ga_vmm_provider_t) */
     ga_placement_t placement;
+    _Atomic uint64_t unbound;  /* segments the system refused to bind */
     unsigned prefault_threads; /* 0: automatic */
     size_t page;
     pthread_mutex_t lock;           /* live_maps and the reservations */
@@ -112,11 +113,13 @@ static gpuarena_status_t pin_map(ga_provider_t *p, size_t size, void **base)
         return ga_error(e == ENOMEM ? GPUARENA_ERR_OUT_OF_MEMORY : GPUARENA_ERR_SYSTEM,
                         "pinned: mmap of %zu bytes failed: %s", size, strerror(e));
     }
-    gpuarena_status_t st = ga_topo_bind(&pn->placement, a, size);
+    bool unbound;
+    gpuarena_status_t st = ga_topo_bind(&pn->placement, a, size, &unbound);
     if (st != GPUARENA_SUCCESS) {
         munmap(a, size);
         return st;
     }
+    atomic_fetch_add_explicit(&pn->unbound, unbound, memory_order_relaxed);
     ga_topo_prefault(&pn->placement, a, size, pn->page, thread_count(pn, size));
     ga_cuda_scope_t sc;
     st = ga_gpuctx_enter(&pn->g, &sc);
@@ -302,6 +305,7 @@ static void pin_stats(ga_provider_t *p, gpuarena_stats_t *st)
     pinned_t *pn = PIN(p);
     st->numa_nodes = pn->placement.policy == GA_NUMA_LOCAL ? 0 : pn->placement.nodes;
     st->numa_fallbacks = pn->placement.fallback;
+    st->numa_unbound = atomic_load_explicit(&pn->unbound, memory_order_relaxed);
 }
 
 static void pin_destroy(ga_provider_t *p)

@@ -4,7 +4,8 @@
  * Binding always uses this machine's topology, even when decisions were
  * made on an XML file (GPUARENA_TOPOLOGY): pages are real.  Nodes of the
  * placement that this machine lacks are left out; when none is left the
- * pages stay where the kernel puts them.
+ * pages stay where the kernel puts them, as where the system refuses
+ * binding: the caller counts such segments (numa_unbound).
  */
 #include "config.h"
 
@@ -14,17 +15,29 @@
 #include <errno.h>
 #include <string.h>
 
-gpuarena_status_t ga_topo_bind(const ga_placement_t *pl, void *addr, size_t size)
+gpuarena_status_t ga_topo_bind(const ga_placement_t *pl, void *addr, size_t size, bool *unbound)
 {
+    *unbound = false;
     if (pl->policy == GA_NUMA_LOCAL || size == 0)
         return GPUARENA_SUCCESS; /* first touch by the thread that writes */
     hwloc_topology_t t = NULL;
     gpuarena_status_t st = ga_topo_machine(&t);
     if (st != GPUARENA_SUCCESS)
         return st;
-    uint64_t here = ga_topo_all_nodes(t), want = pl->nodes & here;
-    if (!want)
+    /* HWLOC_XMLFILE or HWLOC_SYNTHETIC in the environment (a site's, to
+     * spare MPI ranks the discovery) loads a file as this machine's
+     * topology; unless HWLOC_THISSYSTEM=1 says it is this machine, hwloc
+     * binds nothing and says it did: the pages are left to the kernel,
+     * and counted as such. */
+    if (!hwloc_topology_is_thissystem(t)) {
+        *unbound = true;
         return GPUARENA_SUCCESS;
+    }
+    uint64_t here = ga_topo_all_nodes(t), want = pl->nodes & here;
+    if (!want) {
+        *unbound = true;
+        return GPUARENA_SUCCESS;
+    }
     hwloc_nodeset_t set = hwloc_bitmap_alloc();
     if (!set)
         return ga_error(GPUARENA_ERR_HOST_MEMORY, "no memory for a nodeset");
@@ -42,6 +55,15 @@ gpuarena_status_t ga_topo_bind(const ga_placement_t *pl, void *addr, size_t size
      * binding (no NUMA support, a sandbox) loses nothing. */
     if (hwloc_bitmap_weight(hwloc_topology_get_topology_nodeset(t)) == 1)
         return GPUARENA_SUCCESS;
+    /* A system that refuses it with several nodes (Docker's default
+     * seccomp profile allows mbind only with CAP_SYS_NICE; a cpuset
+     * without the nodes; a kernel without NUMA) made every allocation
+     * fail: the binding is a preference (gpuarena.conf(5)), so the pages
+     * go where the kernel puts them, and the statistics say so. */
+    if (e == EPERM || e == ENOSYS || e == EINVAL) {
+        *unbound = true;
+        return GPUARENA_SUCCESS;
+    }
     return ga_error(GPUARENA_ERR_SYSTEM, "binding %zu bytes at %p to NUMA nodes failed: %s", size,
                     addr, strerror(e));
 }

@@ -43,6 +43,46 @@ static bool is_nvidia_gpu(hwloc_obj_t o)
     return (o->attr->pcidev.class_id >> 8) == 0x03 || has_gpu_osdev(o);
 }
 
+/* The nodes with memory near ANC, the GPU's nearest non-I/O ancestor.
+ * Not its whole nodeset: in hwloc 2 that also holds the nodes attached
+ * above it (memory the whole machine shares, such as a CXL expander),
+ * which would have put pinned pages on a far node.  The nodes whose
+ * locality is ANC's or within it; of those, the plain ones (DRAM) before
+ * the special ones (HBM, NVM, a GPU's own memory), which are small,
+ * slow or not host memory at all. */
+static uint64_t nearest_nodes(hwloc_topology_t t, hwloc_obj_t anc)
+{
+#if HWLOC_API_VERSION >= 0x00020300
+    struct hwloc_location loc;
+    loc.type = HWLOC_LOCATION_TYPE_OBJECT;
+    loc.location.object = anc;
+    hwloc_obj_t nodes[256];
+    unsigned nr = sizeof nodes / sizeof nodes[0];
+    if (hwloc_get_local_numanode_objs(t, &loc, &nr, nodes,
+                                      HWLOC_LOCAL_NUMANODE_FLAG_SMALLER_LOCALITY) == 0) {
+        if (nr > sizeof nodes / sizeof nodes[0])
+            nr = sizeof nodes / sizeof nodes[0];
+        hwloc_nodeset_t plain = hwloc_bitmap_alloc(), any = hwloc_bitmap_alloc();
+        uint64_t m = 0;
+        if (plain && any) {
+            for (unsigned i = 0; i < nr; i++) {
+                const char *sub = nodes[i]->subtype;
+                hwloc_bitmap_set(any, nodes[i]->os_index);
+                if (!sub || !strcmp(sub, "DRAM"))
+                    hwloc_bitmap_set(plain, nodes[i]->os_index);
+            }
+            m = ga_topo_memory_nodes(t, plain);
+            if (!m)
+                m = ga_topo_memory_nodes(t, any);
+        }
+        hwloc_bitmap_free(plain);
+        hwloc_bitmap_free(any);
+        return m;
+    }
+#endif
+    return ga_topo_memory_nodes(t, anc->nodeset);
+}
+
 void ga_topo_locate(hwloc_topology_t t, const char *busid, ga_topo_gpu_t *g)
 {
     g->located = false;
@@ -59,7 +99,7 @@ void ga_topo_locate(hwloc_topology_t t, const char *busid, ga_topo_gpu_t *g)
      * particular (where there are several): its locality is unknown; so
      * is that of a GPU whose nearest nodes have no memory. */
     if (anc->type != HWLOC_OBJ_MACHINE || hwloc_bitmap_weight(anc->nodeset) == 1)
-        g->nodes = ga_topo_memory_nodes(t, anc->nodeset);
+        g->nodes = nearest_nodes(t, anc);
     if (anc->cpuset)
         hwloc_bitmap_list_snprintf(g->cpus, sizeof g->cpus, anc->cpuset);
 }

@@ -27,8 +27,10 @@ typedef struct ga_placement {
 gpuarena_status_t ga_topo_placement(const ga_settings_t *s, int device, ga_placement_t *out);
 
 /* Bind the pages of [ADDR, ADDR+SIZE) (page aligned) as PL says, before
- * they are touched. */
-gpuarena_status_t ga_topo_bind(const ga_placement_t *pl, void *addr, size_t size);
+ * they are touched.  Where the system refuses binding (a container
+ * without CAP_SYS_NICE, a cpuset without those nodes, no NUMA support)
+ * the pages are left to the kernel: success, with *UNBOUND true. */
+gpuarena_status_t ga_topo_bind(const ga_placement_t *pl, void *addr, size_t size, bool *unbound);
 
 /* Write every page (PAGE bytes) of [ADDR, ADDR+SIZE), bound by
  * ga_topo_bind, once, with THREADS threads (1 to 256), the calling

@@ -34,6 +34,15 @@
  *   local:N:prefault:policy   the same with the mapping thread on another
  *                             node and its own memory policy preferring
  *                             node N (numactl --preferred): every page on N
+ *   refused:map, refused:grow a host arena bound to the second node in a
+ *                             process whose seccomp filter makes mbind
+ *                             fail with EPERM (Docker's default profile
+ *                             without CAP_SYS_NICE), the thread on the
+ *                             first node: the allocations succeed, every
+ *                             page on the first node (the kernel's first
+ *                             touch) and the statistics count the
+ *                             segments left unbound (every allocation
+ *                             failed before)
  *   nearest:host              a host arena asking for "nearest" has no GPU:
  *                             it interleaves over every node and counts
  *                             the fallback
@@ -62,14 +71,19 @@
 
 #include <errno.h>
 #include <hwloc.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <sched.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define MAX_BLOCKS 16
@@ -274,7 +288,7 @@ static void check_live(const char *what, const live_t *l, const expect_t *e, tal
 
 /* Run the scenario on a new host arena made with OPTIONS; report NAME. */
 static void arena_test(const char *name, const char *options, const expect_t *e,
-                       uint64_t want_stat_nodes, bool want_fallback)
+                       uint64_t want_stat_nodes, bool want_fallback, bool want_unbound)
 {
     detail[0] = '\0';
     gpuarena_t *a = NULL;
@@ -341,13 +355,16 @@ static void arena_test(const char *name, const char *options, const expect_t *e,
         ok = false;
     }
     if (ok && !t.wrong && !t.breaks && stats_ok &&
-        (s.numa_nodes != want_stat_nodes || (s.numa_fallbacks != 0) != want_fallback)) {
+        (s.numa_nodes != want_stat_nodes || (s.numa_fallbacks != 0) != want_fallback ||
+         (s.numa_unbound != 0) != want_unbound)) {
         char got[128], want[128];
-        snprintf(detail, sizeof detail, "statistics say nodes %s fallbacks %llu, expected %s%s",
+        snprintf(detail, sizeof detail,
+                 "statistics say nodes %s fallbacks %llu unbound %llu, expected %s%s%s",
                  ga_topo_nodes_string(s.numa_nodes, got, sizeof got),
-                 (unsigned long long)s.numa_fallbacks,
+                 (unsigned long long)s.numa_fallbacks, (unsigned long long)s.numa_unbound,
                  ga_topo_nodes_string(want_stat_nodes, want, sizeof want),
-                 want_fallback ? " and a fallback" : "");
+                 want_fallback ? " and a fallback" : "",
+                 want_unbound ? " and unbound segments" : "");
         ok = false;
     }
     /* An interleaved block of several pages must use every node. */
@@ -384,10 +401,10 @@ static void test_nodes(void)
         nodes_option(numa, sizeof numa, "", (uint64_t)1 << planted(n));
         snprintf(name, sizeof name, "node:%d:map", n);
         snprintf(opt, sizeof opt, "%s,expandable=false", numa);
-        arena_test(name, opt, &e, (uint64_t)1 << planted(n), false);
+        arena_test(name, opt, &e, (uint64_t)1 << planted(n), false, false);
         snprintf(name, sizeof name, "node:%d:grow", n);
         snprintf(opt, sizeof opt, "%s,expandable=true", numa);
-        arena_test(name, opt, &e, (uint64_t)1 << planted(n), false);
+        arena_test(name, opt, &e, (uint64_t)1 << planted(n), false, false);
     }
 }
 
@@ -418,10 +435,10 @@ static void test_list(void)
         expect_t e = {m >> n & 1 ? (uint64_t)1 << n : m, false};
         snprintf(name, sizeof name, "list:%s:from%d:map", list, n);
         snprintf(opt, sizeof opt, "%s,expandable=false", numa);
-        arena_test(name, opt, &e, planted_mask(m), false);
+        arena_test(name, opt, &e, planted_mask(m), false, false);
         snprintf(name, sizeof name, "list:%s:from%d:grow", list, n);
         snprintf(opt, sizeof opt, "%s,expandable=true", numa);
-        arena_test(name, opt, &e, planted_mask(m), false);
+        arena_test(name, opt, &e, planted_mask(m), false, false);
     }
     hwloc_set_cpubind(machine, saved, HWLOC_CPUBIND_THREAD);
     hwloc_bitmap_free(saved);
@@ -430,14 +447,14 @@ static void test_list(void)
 static void test_interleave(void)
 {
     expect_t e = {all_nodes, true};
-    arena_test("interleave:all", "numa=interleave", &e, all_nodes, false);
+    arena_test("interleave:all", "numa=interleave", &e, all_nodes, false, false);
     /* Over a part of the nodes, in a different order from the list's. */
     uint64_t m = nnodes > 2 ? all_nodes & ~((uint64_t)1 << node_ids[1]) : all_nodes;
     char opt[192], name[64], list[128];
     expect_t f = {m, true};
     nodes_option(opt, sizeof opt, "interleave:", planted_mask(m));
     snprintf(name, sizeof name, "interleave:%s", ga_topo_nodes_string(m, list, sizeof list));
-    arena_test(name, opt, &f, planted_mask(m), false);
+    arena_test(name, opt, &f, planted_mask(m), false, false);
 }
 
 /* Pin the calling thread to the CPUs of NODE; false if it has none. */
@@ -464,7 +481,7 @@ static void test_local(void)
         int cpu = sched_getcpu();
         expect_t e = {(uint64_t)1 << n, false};
         /* numa_nodes is 0 for local: first touch decides. */
-        arena_test(name, "numa=local", &e, 0, false);
+        arena_test(name, "numa=local", &e, 0, false, false);
         printf("RESULT-NOTE %s ran on CPU %d\n", name, cpu);
     }
     hwloc_set_cpubind(machine, saved, HWLOC_CPUBIND_THREAD);
@@ -610,10 +627,60 @@ static void test_local_prefault_policy(void)
 }
 
 /* A host arena has no GPU: "nearest" falls back to all nodes. */
+/* From now on mbind fails with EPERM in this process (a seccomp filter,
+ * as a container's); false when it cannot be set. */
+static bool refuse_mbind(void)
+{
+    struct sock_filter f[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_mbind, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA)),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    struct sock_fprog prog = {(unsigned short)(sizeof f / sizeof f[0]), f};
+    return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 &&
+           syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) == 0;
+}
+
+/* Binding refused by the system: a child process (the filter stays for
+ * its life) runs the arena tests with the thread on the first node and
+ * the arena bound to the second; its RESULT lines are its own, its
+ * tally comes back in its exit status (passed * 16 + failed). */
+static void test_refused(void)
+{
+    int a = node_ids[0], b = node_ids[1];
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        passed = failed = 0;
+        if (!pin_to(planted(a)) || !refuse_mbind()) {
+            result("refused", false, "cannot pin to node %d or set the filter: %s", planted(a),
+                   strerror(errno));
+            fflush(stdout);
+            _exit(1);
+        }
+        expect_t e = {(uint64_t)1 << a, false};
+        char opt[64];
+        snprintf(opt, sizeof opt, "numa=%d,expandable=false", b);
+        arena_test("refused:map", opt, &e, (uint64_t)1 << b, false, true);
+        snprintf(opt, sizeof opt, "numa=%d,expandable=true", b);
+        arena_test("refused:grow", opt, &e, (uint64_t)1 << b, false, true);
+        fflush(stdout);
+        _exit(passed * 16 + failed);
+    }
+    int status = 0;
+    if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) {
+        result("refused", false, "the child process did not exit (status %d)", status);
+        return;
+    }
+    passed += WEXITSTATUS(status) / 16;
+    failed += WEXITSTATUS(status) % 16;
+}
+
 static void test_nearest_host(void)
 {
     expect_t e = {all_nodes, true};
-    arena_test("nearest:host", "numa=nearest", &e, all_nodes, true);
+    arena_test("nearest:host", "numa=nearest", &e, all_nodes, true, false);
 }
 
 /* The node the XML file puts each GPU under, read from the file (see
@@ -678,12 +745,14 @@ static void test_nearest_gpus(const char *xml)
         detail[0] = '\0';
         tally_t tl = {0};
         expect_t e = {(uint64_t)1 << want, false};
-        gpuarena_status_t st = ga_topo_bind(&pl, a, 4 << 20);
+        bool unbound[2] = {false, false};
+        gpuarena_status_t st = ga_topo_bind(&pl, a, 4 << 20, &unbound[0]);
         if (st == GPUARENA_SUCCESS)
-            st = ga_topo_bind(&pl, a + (4 << 20), 2 << 20);
-        if (st != GPUARENA_SUCCESS) {
-            result(name, false, "ga_topo_bind: %s", gpuarena_last_error());
-            munmap(a, SEGMENT);
+            st = ga_topo_bind(&pl, a + (4 << 20), 2 << 20, &unbound[1]);
+        if (st != GPUARENA_SUCCESS || unbound[0] || unbound[1]) {
+            result(name, false, "ga_topo_bind: %s",
+                   st != GPUARENA_SUCCESS ? gpuarena_last_error() : "left unbound");
+            munmap(a, size);
             continue;
         }
         /* By several threads, as the pinned provider pre-faults. */
@@ -733,6 +802,7 @@ int main(int argc, char **argv)
     test_local();
     test_local_prefault();
     test_local_prefault_policy();
+    test_refused();
     test_nearest_host();
     const char *xml = getenv("GPUARENA_TOPOLOGY");
     if (xml && *xml)

@@ -15,8 +15,8 @@ FIELDS = (
     "segments", "live_blocks", "free_blocks", "pending_frees", "events_recorded", "trims",
     "numa_nodes", "numa_fallbacks", "prefetches", "prefetches_skipped", "advice_applied",
     "advice_skipped", "device_free", "stream_pools", "stream_cached", "retired_cached",
-    "deferred_frees")
-SPARE = 5
+    "deferred_frees", "numa_unbound")
+SPARE = 4
 
 
 class Stats(ctypes.Structure):
