@@ -254,14 +254,20 @@ static hwloc_topology_t load_edited(const edit_t *edits, size_t n)
     return t;
 }
 
-/* GPU I's nearest nodes in T. */
-static uint64_t nearest_of(hwloc_topology_t t, int i)
+/* The two-socket machine's file with EDITS, which give it the nodes
+ * ALL: each GPU's nearest nodes are those of the file as shipped. */
+static void nearest_as_before(const edit_t *edits, size_t n, uint64_t all)
 {
-    ga_topo_gpu_t g = {.ordinal = i};
-    snprintf(g.busid, sizeof g.busid, "%s", machines[0].busid[i]);
-    ga_topo_locate(t, g.busid, &g);
-    ck_assert(g.located);
-    return g.nodes;
+    hwloc_topology_t t = load_edited(edits, n);
+    ck_assert_uint_eq(ga_topo_all_nodes(t), all);
+    for (int i = 0; i < machines[0].gpus; i++) {
+        ga_topo_gpu_t g = {.ordinal = i};
+        snprintf(g.busid, sizeof g.busid, "%s", machines[0].busid[i]);
+        ga_topo_locate(t, g.busid, &g);
+        ck_assert(g.located);
+        ck_assert_uint_eq(g.nodes, machines[0].node[i]);
+    }
+    hwloc_topology_destroy(t);
 }
 
 #define MACHINE_NODES                                                                              \
@@ -282,11 +288,7 @@ START_TEST(nearest_leaves_out_the_machine_s_memory)
          "gp_index=\"900\" local_memory=\"68719476736\"/>\n"
          "    <object type=\"Package\" os_index=\"0\""},
     };
-    hwloc_topology_t t = load_edited(cxl, 2);
-    ck_assert_uint_eq(ga_topo_all_nodes(t), 0x7);
-    for (int i = 0; i < machines[0].gpus; i++)
-        ck_assert_uint_eq(nearest_of(t, i), machines[0].node[i]);
-    hwloc_topology_destroy(t);
+    nearest_as_before(cxl, 2, 0x7);
 }
 END_TEST
 
@@ -305,11 +307,7 @@ START_TEST(nearest_prefers_plain_memory)
          "gp_index=\"901\" subtype=\"HBM\" local_memory=\"17179869184\"/>\n"
          "      <object type=\"NUMANode\" os_index=\"1\""},
     };
-    hwloc_topology_t t = load_edited(hbm, 3);
-    ck_assert_uint_eq(ga_topo_all_nodes(t), 0xb);
-    for (int i = 0; i < machines[0].gpus; i++)
-        ck_assert_uint_eq(nearest_of(t, i), machines[0].node[i]);
-    hwloc_topology_destroy(t);
+    nearest_as_before(hbm, 3, 0xb);
 }
 END_TEST
 

@@ -371,6 +371,13 @@ static void temp_file(char *path)
     close(fd);
 }
 
+/* Record to a new empty file made from the template PATH. */
+static void record_to_temp(char *path)
+{
+    temp_file(path);
+    ck_assert_int_eq(ga_trace_open(path), GPUARENA_SUCCESS);
+}
+
 /* Load the trace at PATH, which must read, and remove the file. */
 static ga_trace_t *load_and_remove(const char *path)
 {
@@ -393,8 +400,7 @@ static void record_free(const void *arena, gpuarena_kind_t kind, int device, con
 START_TEST(recorder_round_trip)
 {
     char path[] = "/tmp/check_trace_XXXXXX";
-    temp_file(path);
-    ck_assert_int_eq(ga_trace_open(path), GPUARENA_SUCCESS);
+    record_to_temp(path);
     ck_assert(ga_trace_on());
     int a1, a2; /* two arenas: their addresses are their keys */
     char *p = (char *)0x10000, *q = (char *)0x20000;
@@ -443,8 +449,7 @@ END_TEST
 START_TEST(recorder_arena_at_a_reused_address)
 {
     char path[] = "/tmp/check_trace_XXXXXX";
-    temp_file(path);
-    ck_assert_int_eq(ga_trace_open(path), GPUARENA_SUCCESS);
+    record_to_temp(path);
     int key, other;
     char *p = (char *)0x10000;
     ga_trace_record_alloc(&key, GPUARENA_HOST, 0, p, 100, NULL);
@@ -480,8 +485,7 @@ END_TEST
 START_TEST(recorder_one_process_a_file)
 {
     char path[] = "/tmp/check_trace_XXXXXX";
-    temp_file(path);
-    ck_assert_int_eq(ga_trace_open(path), GPUARENA_SUCCESS);
+    record_to_temp(path);
     int key;
     ga_trace_record_alloc(&key, GPUARENA_HOST, 0, (void *)0x1000, 100, NULL);
     ga_trace_flush();
@@ -520,8 +524,7 @@ END_TEST
 START_TEST(recorder_refused_and_racing_frees)
 {
     char path[] = "/tmp/check_trace_XXXXXX";
-    temp_file(path);
-    ck_assert_int_eq(ga_trace_open(path), GPUARENA_SUCCESS);
+    record_to_temp(path);
     int a1;
     char *p = (char *)0x10000;
     void *s1 = (void *)0x7777, *s2 = (void *)0x8888;
@@ -566,8 +569,7 @@ END_TEST
 START_TEST(recorder_racing_double_frees)
 {
     char path[] = "/tmp/check_trace_XXXXXX";
-    temp_file(path);
-    ck_assert_int_eq(ga_trace_open(path), GPUARENA_SUCCESS);
+    record_to_temp(path);
     int a1;
     char *p = (char *)0x10000, *q = (char *)0x20000, *r = (char *)0x30000, *u = (char *)0x40000;
     void *s1 = (void *)0x7777, *s2 = (void *)0x8888;
@@ -715,8 +717,7 @@ END_TEST
 START_TEST(recorder_many)
 {
     char path[] = "/tmp/check_trace_XXXXXX";
-    temp_file(path);
-    ck_assert_int_eq(ga_trace_open(path), GPUARENA_SUCCESS);
+    record_to_temp(path);
     int a;
     for (uintptr_t i = 1; i <= 20000; i++) {
         ga_trace_record_alloc(&a, GPUARENA_SIM, 0, (void *)(i * 512), i, (void *)(i % 3 + 2));
@@ -754,8 +755,7 @@ static void *record_many(void *arg)
 START_TEST(recorder_threads)
 {
     char path[] = "/tmp/check_trace_XXXXXX";
-    temp_file(path);
-    ck_assert_int_eq(ga_trace_open(path), GPUARENA_SUCCESS);
+    record_to_temp(path);
     pthread_t th[4];
     for (uintptr_t i = 0; i < 4; i++)
         ck_assert_int_eq(pthread_create(&th[i], NULL, record_many, (void *)(i + 1)), 0);

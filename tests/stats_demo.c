@@ -23,6 +23,15 @@
 #include <time.h>
 #include <unistd.h>
 
+/* 0 when child PID exits with status 0, else 1. */
+static int exited_well(pid_t pid)
+{
+    int status = 0;
+    if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        return 1;
+    return 0;
+}
+
 /* A child that uses A and exits through exit(3), waited for. */
 static int child_uses(gpuarena_t *a)
 {
@@ -40,10 +49,7 @@ static int child_uses(gpuarena_t *a)
         nanosleep(&t, NULL);
         exit(0); /* destructors run: the report at exit would */
     }
-    int status = 0;
-    if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
-        return 1;
-    return 0;
+    return exited_well(pid);
 }
 
 /* A child made before the program's first call into gpuarena, which
@@ -63,10 +69,7 @@ static int child_first(void)
             exit(2);
         exit(0); /* destructors run: the report at exit would */
     }
-    int status = 0;
-    if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
-        return 1;
-    return 0;
+    return exited_well(pid);
 }
 
 /* This program again, as ARGV0 many, waited for. */
@@ -80,10 +83,7 @@ static int run_many(const char *argv0)
         execl(argv0, argv0, "many", (char *)NULL);
         _exit(127);
     }
-    int status = 0;
-    if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
-        return 1;
-    return 0;
+    return exited_well(pid);
 }
 
 static void *storm(void *arg)
