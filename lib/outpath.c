@@ -25,6 +25,19 @@ const char *ga_output_rank(void)
     return "0";
 }
 
+bool ga_output_per_process(const char *pattern)
+{
+    for (const char *s = pattern; *s; s++) {
+        if (*s != '%')
+            continue;
+        if (s[1] == 'p')
+            return true;
+        if (s[1] == '%')
+            s++;
+    }
+    return false;
+}
+
 gpuarena_status_t ga_output_path(const char *what, const char *pattern, char *out, size_t outsz)
 {
     if (outsz == 0)

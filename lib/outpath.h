@@ -8,6 +8,7 @@
 
 #include "gpuarena.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 
 /* Expand PATTERN into OUT: %p -> pid, %r -> the rank from the usual
@@ -15,6 +16,9 @@
  * MV2_COMM_WORLD_RANK, SLURM_PROCID; 0 when none is set), %% -> %.  WHAT
  * names the file in messages ("trace file"). */
 gpuarena_status_t ga_output_path(const char *what, const char *pattern, char *out, size_t outsz);
+
+/* Whether PATTERN names a file of each process's own (holds %p). */
+bool ga_output_per_process(const char *pattern);
 
 /* The MPI rank as %r would give it. */
 const char *ga_output_rank(void);

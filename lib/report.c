@@ -158,9 +158,11 @@ static bool in_fork_child; /* ga_report_fork_child */
 
 static void init(void)
 {
-    /* A child forked before the parent read the variable would print a
-     * report of its own to the parent's file. */
-    const char *v = in_fork_child ? NULL : ga_env("GPUARENA_STATS");
+    /* A child forked before the parent read the variable prints a report
+     * of its own only to a file of its own (%p), not to its parent's. */
+    const char *v = ga_env("GPUARENA_STATS");
+    if (in_fork_child && v && !ga_output_per_process(v))
+        v = NULL;
     if (!v)
         return;
     if (ga_output_path("stats file", v, target, sizeof target) != GPUARENA_SUCCESS)

@@ -479,6 +479,21 @@ START_TEST(recorder_arena_at_a_reused_address)
 }
 END_TEST
 
+/* A file that is no regular file takes the trace, neither locked nor cut
+ * (ftruncate fails there): /dev/null, to measure what recording costs, a
+ * pipe or a terminal. */
+START_TEST(recorder_to_dev_null)
+{
+    ck_assert_msg(ga_trace_open("/dev/null") == GPUARENA_SUCCESS, "%s", gpuarena_last_error());
+    ck_assert(ga_trace_on());
+    int key;
+    ga_trace_record_alloc(&key, GPUARENA_HOST, 0, (void *)0x1000, 100, NULL);
+    ga_trace_flush();
+    ck_assert(ga_trace_on());
+    ga_trace_stop();
+}
+END_TEST
+
 /* One file, one recording process: another that opens it (a program the
  * recording one runs inherits GPUARENA_TRACE) is refused and the file
  * stays the first one's; the same process may open it again. */
@@ -792,6 +807,7 @@ int main(void)
     tcase_add_test(tr, recorder_round_trip);
     tcase_add_test(tr, recorder_arena_at_a_reused_address);
     tcase_add_test(tr, recorder_one_process_a_file);
+    tcase_add_test(tr, recorder_to_dev_null);
     tcase_add_test(tr, recorder_refused_and_racing_frees);
     tcase_add_test(tr, recorder_racing_double_frees);
     tcase_add_test(tr, recorder_no_stream);

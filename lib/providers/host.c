@@ -13,6 +13,7 @@
 #include "topo/topo.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -22,7 +23,8 @@ typedef struct host {
     ga_provider_t base;
     ga_placement_t placement;
     uint64_t nodes_used;
-    uint64_t unbound; /* maps and commits the system refused to bind */
+    _Atomic uint64_t unbound; /* maps and commits left unbound (ga_topo_bind); read by stats
+                                 without the manager's lock */
 } host_t;
 
 static gpuarena_status_t os_error(const char *call, size_t size)
@@ -44,7 +46,7 @@ static gpuarena_status_t host_map(ga_provider_t *p, size_t size, void **base)
         munmap(a, size);
         return st;
     }
-    h->unbound += unbound;
+    atomic_fetch_add_explicit(&h->unbound, unbound, memory_order_relaxed);
     *base = a;
     p->live_maps++;
     return GPUARENA_SUCCESS;
@@ -105,7 +107,7 @@ static gpuarena_status_t host_commit(ga_provider_t *p, void *addr, size_t size)
         mprotect(addr, size, PROT_NONE);
         return st;
     }
-    h->unbound += unbound;
+    atomic_fetch_add_explicit(&h->unbound, unbound, memory_order_relaxed);
     p->live_maps += size / p->granule;
     return GPUARENA_SUCCESS;
 }
@@ -138,7 +140,7 @@ static void host_stats(ga_provider_t *p, gpuarena_stats_t *st)
     host_t *h = (host_t *)p;
     st->numa_nodes = h->placement.nodes;
     st->numa_fallbacks = h->placement.fallback;
-    st->numa_unbound = h->unbound;
+    st->numa_unbound = atomic_load_explicit(&h->unbound, memory_order_relaxed);
 }
 
 static void host_destroy(ga_provider_t *p)

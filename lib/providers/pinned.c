@@ -120,7 +120,10 @@ static gpuarena_status_t pin_map(ga_provider_t *p, size_t size, void **base)
         return st;
     }
     atomic_fetch_add_explicit(&pn->unbound, unbound, memory_order_relaxed);
-    ga_topo_prefault(&pn->placement, a, size, pn->page, thread_count(pn, size));
+    /* Helper threads may touch only a bound range: an unbound one would
+     * get pages from every node they run on.  The mapping thread alone
+     * puts them on its own node, as a first touch does. */
+    ga_topo_prefault(&pn->placement, a, size, pn->page, unbound ? 1 : thread_count(pn, size));
     ga_cuda_scope_t sc;
     st = ga_gpuctx_enter(&pn->g, &sc);
     if (st == GPUARENA_SUCCESS) {

@@ -45,6 +45,8 @@ typedef struct parser {
     uint32_t line;
     ga_trace_t *t;
     ga_map_t ids;      /* file id -> arena << 33 | freed << 32 | dense id */
+    ga_map_t arena_ix; /* kind << 42 | device << 32 | instance -> arena index */
+    size_t arena_cap;  /* entries of t->arenas, sizes and live */
     uint64_t **sizes;  /* per arena: requested size of each dense id */
     uint64_t *live;    /* per arena: live requested bytes */
     size_t cur;        /* current arena, SIZE_MAX before the first event */
@@ -110,30 +112,39 @@ static gpuarena_status_t find_arena(parser_t *p, size_t kind, size_t device, siz
                                     bool declared)
 {
     ga_trace_t *t = p->t;
-    for (size_t i = 0; i < t->narenas; i++) {
-        ga_trace_arena_t *a = &t->arenas[i];
-        if ((size_t)a->kind == kind && (size_t)a->device == device &&
-            (size_t)a->instance == instance) {
-            a->declared |= declared;
-            p->cur = i;
-            return GPUARENA_SUCCESS;
-        }
+    /* Found by a map, not a walk: a file of many arenas, each named by
+     * many "k" lines, read in time quadratic in the arenas otherwise. */
+    uint64_t key = (uint64_t)kind << 42 | (uint64_t)device << 32 | (uint64_t)instance;
+    uint64_t *ix = ga_map_get(&p->arena_ix, key);
+    if (ix) {
+        t->arenas[*ix].declared |= declared;
+        p->cur = (size_t)*ix;
+        return GPUARENA_SUCCESS;
     }
     if (t->narenas >= MAX_ARENAS)
         return bad(p, "too many arenas in one trace", NULL);
     size_t n = t->narenas + 1;
-    ga_trace_arena_t *arenas = realloc(t->arenas, n * sizeof *arenas);
-    if (!arenas)
+    if (n > p->arena_cap) {
+        size_t cap = p->arena_cap ? 2 * p->arena_cap : 8;
+        ga_trace_arena_t *arenas = realloc(t->arenas, cap * sizeof *arenas);
+        if (!arenas)
+            return nomem(p);
+        t->arenas = arenas;
+        uint64_t **sizes = realloc(p->sizes, cap * sizeof *sizes);
+        if (!sizes)
+            return nomem(p);
+        p->sizes = sizes;
+        uint64_t *live = realloc(p->live, cap * sizeof *live);
+        if (!live)
+            return nomem(p);
+        p->live = live;
+        p->arena_cap = cap;
+    }
+    if (!ga_map_put(&p->arena_ix, key, n - 1))
         return nomem(p);
-    t->arenas = arenas;
-    uint64_t **sizes = realloc(p->sizes, n * sizeof *sizes);
-    if (!sizes)
-        return nomem(p);
-    p->sizes = sizes;
-    uint64_t *live = realloc(p->live, n * sizeof *live);
-    if (!live)
-        return nomem(p);
-    p->live = live;
+    ga_trace_arena_t *arenas = t->arenas;
+    uint64_t **sizes = p->sizes;
+    uint64_t *live = p->live;
     ga_trace_arena_t *a = &arenas[n - 1];
     memset(a, 0, sizeof *a);
     a->kind = (gpuarena_kind_t)kind;
@@ -392,6 +403,7 @@ gpuarena_status_t ga_trace_parse(const char *buf, size_t len, const char *name, 
         name = "trace";
     parser_t p = {.name = name, .line = 0, .cur = SIZE_MAX};
     ga_map_init(&p.ids);
+    ga_map_init(&p.arena_ix);
     gpuarena_status_t st = GPUARENA_SUCCESS;
     p.t = calloc(1, sizeof *p.t);
     if (!p.t || !(p.t->name = strdup(name))) {
@@ -431,6 +443,7 @@ gpuarena_status_t ga_trace_parse(const char *buf, size_t len, const char *name, 
     free(p.sizes);
     free(p.live);
     ga_map_fini(&p.ids);
+    ga_map_fini(&p.arena_ix);
     if (st != GPUARENA_SUCCESS) {
         ga_trace_free(p.t);
         return st;

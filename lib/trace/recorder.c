@@ -64,9 +64,10 @@ static struct {
     uint64_t next_id;
     ga_map_t streams; /* handle -> stream number */
     uint64_t next_stream;
-    rec_arena_t *arenas;
+    rec_arena_t *arenas; /* the live arenas that handed out something */
     size_t narenas;
-    size_t last; /* arena of the last line written, SIZE_MAX: none */
+    size_t last;        /* arena of the last line written, SIZE_MAX: none */
+    ga_map_t instances; /* kind << 32 | device -> the next instance number */
 } R = {.lock = PTHREAD_MUTEX_INITIALIZER, .fd = -1, .last = SIZE_MAX};
 
 static pthread_once_t env_once = PTHREAD_ONCE_INIT;
@@ -160,6 +161,7 @@ static void reset_state(void)
     R.arenas = NULL;
     R.narenas = 0;
     R.last = SIZE_MAX;
+    ga_map_fini(&R.instances);
     ga_map_fini(&R.streams);
     R.next_stream = 1;
     R.next_id = 1;
@@ -190,10 +192,12 @@ static rec_arena_t *arena_of(const void *key, gpuarena_kind_t kind, int device)
         if (!a)
             return NULL;
         R.arenas = a;
-        unsigned instance = 0;
-        for (size_t j = 0; j < R.narenas; j++)
-            if (a[j].kind == kind && a[j].device == device)
-                instance++;
+        /* Counted per kind and device for the life of the recording:
+         * destroyed arenas' numbers are not given again. */
+        uint64_t kd = (uint64_t)kind << 32 | (uint32_t)device, *next = ga_map_get(&R.instances, kd);
+        unsigned instance = next ? (unsigned)*next : 0;
+        if (!ga_map_put(&R.instances, kd, (uint64_t)instance + 1))
+            return NULL;
         a += R.narenas++;
         a->key = key;
         a->kind = kind;
@@ -293,17 +297,22 @@ static gpuarena_status_t open_locked(const char *pattern)
     int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0)
         return ga_error(GPUARENA_ERR_SYSTEM, "trace file '%s': %s", path, strerror(errno));
-    if (flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK && R.fd >= 0 &&
-        same_file(fd, R.fd)) {
-        /* Opened again by this process (ga_trace_open): its lock is on
-         * the description it recorded through, given up here. */
+    struct stat st_new;
+    bool regular = fstat(fd, &st_new) == 0 && S_ISREG(st_new.st_mode);
+    if (R.fd >= 0 && same_file(fd, R.fd)) {
+        /* This process's own file again (ga_trace_open): that recording
+         * ends here, before the lock is asked for (where flock is made of
+         * POSIX locks, on NFS, the process would get it a second time)
+         * and before the file is cut. */
         write_out();
         close(R.fd);
         R.fd = -1;
         reset_state();
         atomic_store(&ga_trace_state, 0);
     }
-    if (flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK) {
+    /* Only a regular file is locked and cut: /dev/null, a pipe or a
+     * terminal takes neither (ftruncate fails there). */
+    if (regular && flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK) {
         close(fd);
         return ga_error(GPUARENA_ERR_BUSY,
                         "trace file '%s': another process records to it (a %%p in "
@@ -311,7 +320,7 @@ static gpuarena_status_t open_locked(const char *pattern)
                         path);
     }
     /* Locked, or on a file system without locks (ENOLCK), as before. */
-    if (ftruncate(fd, 0) != 0) {
+    if (regular && ftruncate(fd, 0) != 0) {
         int e = errno;
         close(fd);
         return ga_error(GPUARENA_ERR_SYSTEM, "trace file '%s': %s", path, strerror(e));
@@ -342,8 +351,13 @@ void ga_trace_fork_child(void)
 
 static void read_env(void)
 {
-    /* A child's file would be its parent's, truncated under it. */
-    const char *pattern = in_fork_child ? NULL : ga_env("GPUARENA_TRACE");
+    /* A child made before its parent read the variable (the parent had
+     * made no request yet) records only to a file of its own (%p): any
+     * other would be its parent's.  One made after never gets here: the
+     * once-control is done. */
+    const char *pattern = ga_env("GPUARENA_TRACE");
+    if (in_fork_child && pattern && !ga_output_per_process(pattern))
+        pattern = NULL;
     pthread_mutex_lock(&R.lock);
     if (!pattern || open_locked(pattern) != GPUARENA_SUCCESS)
         atomic_store(&ga_trace_state, 0);
@@ -509,19 +523,23 @@ void ga_trace_free_end(const void *arena, gpuarena_kind_t kind, int device, cons
 void ga_trace_arena_gone(const void *arena)
 {
     pthread_mutex_lock(&R.lock);
+    /* Its record goes: an arena made later at the same address (malloc
+     * hands it out again) is another one, with a "k" line and an instance
+     * number of its own, not this one's events continued.  The records
+     * left are the live arenas', whatever a program made and destroyed. */
     for (size_t i = 0; i < R.narenas; i++) {
         rec_arena_t *a = &R.arenas[i];
         if (a->key != arena)
             continue;
-        /* The record stays, so that the instances of its kind and device
-         * go on counting up; its key goes: an arena made later at the
-         * same address (malloc hands it out again) is another one, with a
-         * "k" line of its own, not this one's events continued. */
-        a->key = NULL;
         ga_map_fini(&a->live);
         ga_map_fini(&a->freeing);
+        size_t end = --R.narenas;
+        *a = R.arenas[end];
         if (R.last == i)
             R.last = SIZE_MAX;
+        else if (R.last == end)
+            R.last = i;
+        break;
     }
     pthread_mutex_unlock(&R.lock);
 }
