@@ -24,9 +24,20 @@
  * capture goes back to the pool, where later allocations of the capture
  * (and of later captures into the same pool, as PyTorch shares pools
  * between graphs) take it in stream order; it never goes back to the
- * default arena, which is what keeps replays safe.  Once the pool is
- * released and none of its blocks is live, its arena is destroyed and
- * its memory goes back to the driver.
+ * default arena, which is what keeps replays safe.  A pool is PyTorch's
+ * to share: each graph captured into it begins it once and releases it
+ * once (its use count), and only once every graph has released it and
+ * none of its blocks is live is its arena destroyed and its memory given
+ * back to the driver; given back at the first release, the memory of a
+ * graph still replayed was handed to other tensors.
+ *
+ * A capture that the driver invalidated (a synchronisation in the
+ * captured code) makes PyTorch raise before it ends allocating to the
+ * pool, and it never releases it: the pool stays begun.  When its thread
+ * begins another pool, the first is taken as ended there: otherwise it
+ * kept every released pool from being destroyed (no pool's arena is
+ * while one is begun) and, unbound, made the allocations of other
+ * threads for the next capture ambiguous (refused).
  *
  * PyTorch also passes a filter, a std::function that says which streams'
  * allocations go to the pool: those captured under the graph's capture
@@ -81,6 +92,7 @@ typedef struct gpool {
     gpuarena_torch_pool_t id;
     gpuarena_t *arena; /* made at the first allocation */
     unsigned users;    /* threads between begin and end */
+    unsigned graphs;   /* begins not yet released: PyTorch's use count */
     bool bound;        /* to CAPTURE, the id of the capture it serves */
     uint64_t capture;
     bool released; /* destroyed once no user is left and no block is live */
@@ -168,6 +180,12 @@ void gpuarena_torch_begin_allocate_to_pool(int device, gpuarena_torch_pool_t poo
     ga_deferred_retry();
     pthread_mutex_lock(&lock);
     gpool_t *g = find(device, pool);
+    /* A pool this thread began and never ended, this one again included:
+     * its capture failed (see the top).  Compared, not followed, as
+     * current may be stale. */
+    for (gpool_t *o = pools; o; o = o->next)
+        if (o == current && o->users && !--o->users)
+            o->bound = false;
     if (!g && (g = calloc(1, sizeof *g)) != NULL) {
         g->device = device;
         g->id = pool;
@@ -177,6 +195,7 @@ void gpuarena_torch_begin_allocate_to_pool(int device, gpuarena_torch_pool_t poo
     }
     if (g) {
         g->users++;
+        g->graphs++;
         g->released = false;
     } else {
         ga_error(GPUARENA_ERR_HOST_MEMORY,
@@ -206,7 +225,8 @@ void gpuarena_torch_release_pool(int device, gpuarena_torch_pool_t pool)
     ga_deferred_retry();
     pthread_mutex_lock(&lock);
     gpool_t *g = find(device, pool);
-    if (g) {
+    /* Given back when the last graph that began it releases it. */
+    if (g && g->graphs && !--g->graphs) {
         g->released = true;
         settle(g, NULL);
     }

@@ -874,6 +874,73 @@ START_TEST(torch_graph_pools)
 }
 END_TEST
 
+/* PyTorch shares a pool between graphs (pool=g1.pool(),
+ * make_graphed_callables): each graph's capture begins it and each
+ * graph's deletion releases it once.  The first release gave the pool's
+ * memory back while the other graph lived (its replays would write
+ * memory handed to other tensors); it goes with the last. */
+START_TEST(torch_pool_shared_by_two_graphs)
+{
+    fake_open();
+    void *const c = (void *)0x5000;
+    const gpuarena_torch_pool_t pool = {0, 21};
+    void *e = gpuarena_torch_alloc(MIB, 0, c); /* the default arena first */
+    gpuarena_torch_free(e, MIB, 0, c);
+    int handles = fake.handles();
+    for (int graph = 0; graph < 2; graph++) {
+        gpuarena_torch_begin_allocate_to_pool(0, pool, NULL);
+        fake.capture(c);
+        void *t = gpuarena_torch_alloc(4 * MIB, 0, c);
+        ck_assert_ptr_nonnull(t);
+        gpuarena_torch_free(t, 4 * MIB, 0, c); /* a temporary of the captured code */
+        fake.capture(NULL);
+        gpuarena_torch_end_allocate_to_pool(0, pool);
+    }
+    int with_pool = fake.handles();
+    ck_assert_int_gt(with_pool, handles);
+    gpuarena_torch_release_pool(0, pool); /* graph 1 deleted; graph 2 replays on */
+    gpuarena_torch_free(NULL, 0, 0, c);
+    ck_assert_int_eq(fake.handles(), with_pool);
+    gpuarena_torch_release_pool(0, pool); /* graph 2 deleted */
+    ck_assert_int_eq(fake.handles(), handles);
+    gpuarena_torch_release_pool(0, pool); /* one release too many: nothing */
+    ck_assert_int_eq(fake.handles(), handles);
+}
+END_TEST
+
+/* A capture the driver invalidated (a synchronisation in the captured
+ * code): PyTorch raises before it ends allocating to the pool, and never
+ * releases it.  The thread's next capture begins another pool: the first
+ * counts as ended there, so that an allocation of another thread under
+ * the new capture (autograd's) finds one pool begun and unbound, not two
+ * (it was refused), and released pools are destroyed again (none was
+ * while the first stayed begun). */
+START_TEST(torch_pool_of_a_failed_capture)
+{
+    fake_open();
+    void *const c = (void *)0x5000;
+    const gpuarena_torch_pool_t failed = {0, 31}, next = {0, 32};
+    void *e = gpuarena_torch_alloc(MIB, 0, c);
+    gpuarena_torch_free(e, MIB, 0, c);
+    int handles = fake.handles();
+    gpuarena_torch_begin_allocate_to_pool(0, failed, NULL); /* never ended, never released */
+    gpuarena_torch_begin_allocate_to_pool(0, next, NULL);
+    fake.capture(c);
+    void *t = c;
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, torch_alloc_on, &t), 0);
+    ck_assert_int_eq(pthread_join(th, NULL), 0);
+    ck_assert_msg(t != NULL, "autograd's allocation refused: %s", gpuarena_last_error());
+    gpuarena_torch_free(t, MIB, 0, c);
+    fake.capture(NULL);
+    gpuarena_torch_end_allocate_to_pool(0, next);
+    ck_assert_int_gt(fake.handles(), handles);
+    gpuarena_torch_release_pool(0, next);
+    gpuarena_torch_free(NULL, 0, 0, c);
+    ck_assert_int_eq(fake.handles(), handles); /* the released pool's memory is back */
+}
+END_TEST
+
 /* PyTorch: a graph's pool released while a tensor of it lives, that
  * tensor freed during the capture of another graph.  Its arena is not
  * destroyed there (the wait for the whole device would break the
@@ -1181,6 +1248,8 @@ int main(int argc, char **argv)
                             hooks_free_after_the_capture,
                             torch_graph_pools,
                             torch_pool_released_during_another_capture,
+                            torch_pool_shared_by_two_graphs,
+                            torch_pool_of_a_failed_capture,
                             no_stream_work_during_a_blocking_capture,
                             captured_stream_of_another_device};
     return ga_check_tests("fakecuda", 0, tests, sizeof tests / sizeof tests[0]);
