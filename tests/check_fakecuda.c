@@ -207,6 +207,65 @@ START_TEST(failed_commit_undo_does_not_wedge)
 }
 END_TEST
 
+/* The same failed commit, and nothing allocated after it: the granule it
+ * could not unmap is counted apart from the arena's mappings (the checker
+ * called the arena corrupt), and a trim unmaps it (it stayed mapped, out
+ * of every figure, until a commit there or the destroy). */
+START_TEST(failed_commit_leftover_goes_at_trim)
+{
+    gpuarena_t *a = growable();
+    void *p = NULL;
+    fake.arm("cuMemSetAccess", 1);
+    fake.arm("cuMemUnmap", 1);
+    ck_assert_int_eq(gpuarena_alloc(a, 2 * MIB, HOST, &p), GPUARENA_ERR_DRIVER);
+    ck_assert_msg(gpuarena_check(a) == GPUARENA_SUCCESS, "%s", gpuarena_last_error());
+    ck_assert_int_eq(fake.maps(), 1);
+    ck_assert_int_eq(gpuarena_trim(a, 0), GPUARENA_SUCCESS);
+    ck_assert_int_eq(fake.maps(), 0);
+    ck_assert_int_eq(fake.handles(), 0);
+    ck_assert_msg(gpuarena_check(a) == GPUARENA_SUCCESS, "%s", gpuarena_last_error());
+    ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_SUCCESS);
+}
+END_TEST
+
+/* cuMemMap fails and so does the release of what cuMemCreate made: the
+ * handle is kept and released later (it was dropped, held until exit). */
+START_TEST(failed_map_keeps_its_handle)
+{
+    gpuarena_t *a = growable();
+    void *p = NULL;
+    fake.arm("cuMemMap", 1);
+    fake.arm("cuMemRelease", 1);
+    ck_assert_int_eq(gpuarena_alloc(a, 2 * MIB, HOST, &p), GPUARENA_ERR_DRIVER);
+    ck_assert_int_eq(fake.handles(), 1);
+    ck_assert_int_eq(gpuarena_alloc(a, 2 * MIB, HOST, &p), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_free(a, p, HOST), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_trim(a, 0), GPUARENA_SUCCESS);
+    ck_assert_int_eq(fake.handles(), 0);
+    ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_SUCCESS);
+    ck_assert_int_eq(fake.handles(), 0);
+}
+END_TEST
+
+/* One cuMemRelease failure at destroy: the first granule's handle is
+ * kept, the other granules are unmapped and released all the same (the
+ * destroy stopped at the first), and the last try of the destroy gives
+ * that handle back; the status says what failed. */
+START_TEST(release_failure_at_destroy)
+{
+    gpuarena_t *a = growable();
+    void *p = NULL;
+    ck_assert_int_eq(gpuarena_alloc(a, 4 * MIB, HOST, &p), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_free(a, p, HOST), GPUARENA_SUCCESS);
+    fake.arm("cuMemRelease", 1);
+    ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_ERR_DRIVER);
+    ck_assert_msg(strstr(gpuarena_last_error(), "cuMemRelease") != NULL, "%s",
+                  gpuarena_last_error());
+    ck_assert_int_eq(fake.maps(), 0);
+    ck_assert_int_eq(fake.handles(), 0);
+}
+END_TEST
+
 /* Another thread captures stream T while this one runs out of memory on
  * stream S and trims.  What needs no wait for the whole device is
  * released without one: S's own frees (through an event recorded on S
@@ -1234,6 +1293,9 @@ int main(int argc, char **argv)
                             decommit_retries_a_failed_unmap,
                             release_failure_still_unmaps,
                             failed_commit_undo_does_not_wedge,
+                            failed_commit_leftover_goes_at_trim,
+                            failed_map_keeps_its_handle,
+                            release_failure_at_destroy,
                             driver_pool_frees_when_the_wait_fails,
                             driver_pool_under_max_reserved,
                             legacy_stream_asks_only_off_the_cache,

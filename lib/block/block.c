@@ -1153,6 +1153,8 @@ gpuarena_status_t ga_bm_trim(ga_bm_t *bm, size_t keep)
     cached = bm->c.reserved - bm->c.in_use;
     if (cached > keep && ga_sweep_unsettled(bm) && (st = ga_sweep_drain(bm)) == GPUARENA_SUCCESS)
         ga_seg_release(bm, cached - keep);
+    if (bm->prov->ops->tidy)
+        bm->prov->ops->tidy(bm->prov);
     bm->c.trims = trims + 1;
     ga_bm_update_peaks(bm);
     ga_unlock(&bm->lock);

@@ -1142,6 +1142,7 @@ gpuarena_status_t ga_cuda_vmm_create_map(int device, uint64_t va, size_t size, b
                                          uint64_t *handle, bool *create_failed)
 {
     *create_failed = false;
+    *handle = 0;
     CUdevice d;
     CUresult r = cu.cuDeviceGet(&d, device);
     if (r != CUDA_SUCCESS)
@@ -1157,7 +1158,10 @@ gpuarena_status_t ga_cuda_vmm_create_map(int device, uint64_t va, size_t size, b
                         ga_cuda_result_name((int)r), (int)r);
     r = cu.cuMemMap((CUdeviceptr)va, size, 0, h, 0);
     if (r != CUDA_SUCCESS) {
-        cu.cuMemRelease(h);
+        /* A handle that will not release either goes back to the caller
+         * to release later: dropped here, it was held until exit. */
+        if (cu.cuMemRelease(h) != CUDA_SUCCESS)
+            *handle = h;
         return fail("cuMemMap", r);
     }
     *handle = h;
@@ -1241,6 +1245,7 @@ gpuarena_status_t ga_cuda_vmm_host_granularity(int node, bool recommended, size_
 
 gpuarena_status_t ga_cuda_vmm_host_create_map(int node, uint64_t va, size_t size, uint64_t *handle)
 {
+    *handle = 0;
     CUmemAllocationProp prop;
     host_prop(node, &prop);
     CUmemGenericAllocationHandle h;
@@ -1250,7 +1255,10 @@ gpuarena_status_t ga_cuda_vmm_host_create_map(int node, uint64_t va, size_t size
                         size, node, ga_cuda_result_name((int)r), (int)r);
     r = cu.cuMemMap((CUdeviceptr)va, size, 0, h, 0);
     if (r != CUDA_SUCCESS) {
-        cu.cuMemRelease(h);
+        /* A handle that will not release either goes back to the caller
+         * to release later: dropped here, it was held until exit. */
+        if (cu.cuMemRelease(h) != CUDA_SUCCESS)
+            *handle = h;
         return fail("cuMemMap", r);
     }
     *handle = h;

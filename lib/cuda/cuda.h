@@ -190,7 +190,9 @@ gpuarena_status_t ga_cuda_vmm_free(uint64_t va, size_t size);
  * EXPORTABLE: one that may be exported as a POSIX file descriptor (key
  * `ipc').  *HANDLE is what ga_cuda_vmm_unmap_release takes back.  On
  * failure *CREATE_FAILED says whether cuMemCreate was the call that
- * failed, not the map after it. */
+ * failed, not the map after it, and *HANDLE is 0, or (the map failed and
+ * so did the release of what cuMemCreate made) a handle for the caller to
+ * release later (ga_cuda_vmm_release); so too for the host's below. */
 gpuarena_status_t ga_cuda_vmm_create_map(int device, uint64_t va, size_t size, bool exportable,
                                          uint64_t *handle, bool *create_failed);
 /* Devices that one call giving access names at most (the set_access

@@ -222,6 +222,7 @@ static void sync_fields(ga_provider_t *p)
 {
     p->live_maps = IN(p)->live_maps;
     p->va_size = IN(p)->va_size;
+    p->how = IN(p)->how; /* a provider may point it at a new line (device.c, ipc) */
 }
 
 /* ---- The wrapped entries ----------------------------------------------- */
@@ -420,6 +421,12 @@ static gpuarena_status_t w_trim(ga_provider_t *p, uint64_t keep)
     return st == GPUARENA_SUCCESS ? IN(p)->ops->trim(IN(p), keep) : st;
 }
 
+static void w_tidy(ga_provider_t *p)
+{
+    IN(p)->ops->tidy(IN(p));
+    sync_fields(p);
+}
+
 static void w_reset_peaks(ga_provider_t *p)
 {
     IN(p)->ops->reset_peaks(IN(p));
@@ -488,6 +495,7 @@ gpuarena_status_t ga_fault_wrap(ga_provider_t **pp)
     WRAP(free_async, w_free_async);
     WRAP(usage, w_usage);
     WRAP(trim, w_trim);
+    WRAP(tidy, w_tidy);
     WRAP(reset_peaks, w_reset_peaks);
     WRAP(stats, w_stats);
     WRAP(mem_free, w_mem_free);

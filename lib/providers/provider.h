@@ -129,6 +129,11 @@ typedef struct ga_provider_ops {
      * as the pool can: memory whose free has not been seen complete on the
      * host stays (the caller synchronises first where it must). */
     gpuarena_status_t (*trim)(ga_provider_t *p, uint64_t keep);
+    /* Optional: give back what an earlier failure kept (a handle whose
+     * release failed, a granule a failed commit could not unmap): every
+     * trim asks, so that one transient failure does not hold memory for
+     * the life of the arena. */
+    void (*tidy)(ga_provider_t *p);
     /* Optional: restart the peaks the provider's stats hook reports. */
     void (*reset_peaks)(ga_provider_t *p);
 

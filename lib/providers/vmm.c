@@ -20,11 +20,14 @@ struct ga_vmm_resv {
     struct ga_vmm_resv *next;
 };
 
-/* A granule is mapped (and counted in live_maps) unless it is
- * GRANULE_FREE.  GRANULE_STALE is one that a failed commit could not
- * unmap again: a hole to the block manager, so that the next commit there
- * takes it over as it is (the driver would refuse a second mapping at its
- * address, and failing instead would wedge the hole for good). */
+/* A granule is mapped unless it is GRANULE_FREE, and counted in
+ * live_maps when GRANULE_COMMITTED.  GRANULE_STALE is one that a failed
+ * commit could not unmap again: a hole to the block manager, so that the
+ * next commit there takes it over as it is (the driver would refuse a
+ * second mapping at its address, and failing instead would wedge the hole
+ * for good), and counted apart (nstale), so that the checker's count of
+ * mappings holds; every later decommit tries to unmap it again, so that
+ * a trim gives it back (retry_releases). */
 enum { GRANULE_FREE, GRANULE_COMMITTED, GRANULE_STALE };
 
 static ga_vmm_t *vmm_of(ga_provider_t *p)
@@ -104,8 +107,11 @@ static bool keep_unreleased(ga_vmm_t *v, uint64_t h)
     return true;
 }
 
-/* Release again the handles whose cuMemRelease failed before; those that
- * fail again stay for the next time.  Under the lock, in the context. */
+static gpuarena_status_t drop_one(ga_vmm_t *v, ga_vmm_resv_t *r, size_t i);
+
+/* Release again the handles whose cuMemRelease failed before, and unmap
+ * the granules a failed commit left mapped; those that fail again stay
+ * for the next time.  Under the lock, in the context. */
 static void retry_releases(ga_vmm_t *v)
 {
     unsigned kept = 0;
@@ -113,6 +119,10 @@ static void retry_releases(ga_vmm_t *v)
         if (ga_cuda_vmm_release(v->unreleased[i]) != GPUARENA_SUCCESS)
             v->unreleased[kept++] = v->unreleased[i];
     v->nunreleased = kept;
+    for (ga_vmm_resv_t *r = v->resv; r && v->nstale; r = r->next)
+        for (size_t i = 0; i < r->size / v->prov->granule && v->nstale; i++)
+            if (r->mapped[i] == GRANULE_STALE)
+                (void)drop_one(v, r, i);
 }
 
 /* Unmap and release granule I of R; under the lock, in the context.  Once
@@ -130,9 +140,12 @@ static gpuarena_status_t drop_one(ga_vmm_t *v, ga_vmm_resv_t *r, size_t i)
     if (st != GPUARENA_SUCCESS)
         return st;
     uint64_t h = r->handles[i];
+    if (r->mapped[i] == GRANULE_STALE)
+        v->nstale--;
+    else
+        v->prov->live_maps--;
     r->mapped[i] = GRANULE_FREE;
     r->handles[i] = 0;
-    v->prov->live_maps--;
     st = ga_cuda_vmm_release(h);
     if (st != GPUARENA_SUCCESS) {
         char why[512];
@@ -148,22 +161,35 @@ static gpuarena_status_t drop_one(ga_vmm_t *v, ga_vmm_resv_t *r, size_t i)
 }
 
 /* Unmap and release granules [FIRST, LAST) of R in order, stopping at the
- * first failure: a failed call has then decommitted a prefix of the range
- * (the failing granule too when only its release failed) and left the
- * rest committed, and dropping a granule of that prefix again is no work.
- * That is what lets the block manager find out how far a failed decommit
- * got (release_growable asks again granule by granule) instead of taking
- * a partly unmapped block for a mapped one.  Under the lock, in the
+ * first granule that will not unmap: a failed call has then decommitted a
+ * prefix of the range and left the rest committed, and dropping a granule
+ * of that prefix again is no work.  That is what lets the block manager
+ * find out how far a failed decommit got (release_growable asks again
+ * granule by granule) instead of taking a partly unmapped block for a
+ * mapped one.  A granule whose release alone failed is unmapped (its
+ * handle kept for retry_releases): the others go on, and the first such
+ * failure is the status (at a destroy, which probes no further, stopping
+ * there kept the rest of the segment mapped).  Under the lock, in the
  * context. */
 static gpuarena_status_t drop(ga_vmm_t *v, ga_vmm_resv_t *r, size_t first, size_t last)
 {
     retry_releases(v);
+    gpuarena_status_t first_st = GPUARENA_SUCCESS;
+    char why[512] = "";
     for (size_t i = first; i < last; i++) {
         gpuarena_status_t st = drop_one(v, r, i);
-        if (st != GPUARENA_SUCCESS)
-            return st;
+        if (st == GPUARENA_SUCCESS)
+            continue;
+        if (r->mapped[i] != GRANULE_FREE)
+            return st; /* would not unmap: the prefix before it is done */
+        if (first_st == GPUARENA_SUCCESS) {
+            first_st = st;
+            snprintf(why, sizeof why, "%s", gpuarena_last_error());
+        }
     }
-    return GPUARENA_SUCCESS;
+    if (first_st != GPUARENA_SUCCESS)
+        ga_error(first_st, "%s", why);
+    return first_st;
 }
 
 gpuarena_status_t ga_vmm_release(ga_provider_t *p, void *base, size_t size)
@@ -180,15 +206,29 @@ gpuarena_status_t ga_vmm_release(ga_provider_t *p, void *base, size_t size)
     }
     ga_cuda_scope_t sc;
     gpuarena_status_t st = ga_gpuctx_enter(v->g, &sc);
+    bool gone = false;
     if (st == GPUARENA_SUCCESS) {
         /* Granules still committed go first; the block manager decommits
-         * them before releasing, so this only runs on an error path. */
-        st = drop(v, r, 0, r->size / v->prov->granule);
-        if (st == GPUARENA_SUCCESS)
-            st = ga_cuda_vmm_free(r->base, r->size);
+         * them before releasing, so this only runs on an error path.  The
+         * range goes once nothing is mapped in it, even where a release
+         * failed (its handle waits for a later one). */
+        size_t n = r->size / v->prov->granule, i = 0;
+        st = drop(v, r, 0, n);
+        while (i < n && r->mapped[i] == GRANULE_FREE)
+            i++;
+        if (i == n) {
+            char why[512];
+            snprintf(why, sizeof why, "%s", gpuarena_last_error());
+            gpuarena_status_t f = ga_cuda_vmm_free(r->base, r->size);
+            gone = f == GPUARENA_SUCCESS;
+            if (st == GPUARENA_SUCCESS)
+                st = f;
+            else
+                ga_error(st, "%s", why); /* drop's message, not the free's */
+        }
         ga_cuda_leave(&sc);
     }
-    if (st == GPUARENA_SUCCESS) {
+    if (gone) {
         *link = r->next;
         resv_free(r);
     }
@@ -250,12 +290,18 @@ gpuarena_status_t ga_vmm_commit(ga_provider_t *p, void *addr, size_t size)
             /* Mapped still, by a failed commit: taken over as it is; the
              * access below covers it. */
             r->mapped[i] = GRANULE_COMMITTED;
+            v->nstale--;
+            v->prov->live_maps++;
             continue;
         }
         st = v->create_map(v->owner, r->base + i * g, g, &r->handles[i]);
         if (st == GPUARENA_SUCCESS) {
             r->mapped[i] = GRANULE_COMMITTED;
             v->prov->live_maps++;
+        } else if (r->handles[i]) {
+            /* Not mapped, and its release failed: kept for a later one. */
+            (void)keep_unreleased(v, r->handles[i]);
+            r->handles[i] = 0;
         }
     }
     if (st == GPUARENA_SUCCESS)
@@ -272,10 +318,14 @@ gpuarena_status_t ga_vmm_commit(ga_provider_t *p, void *addr, size_t size)
         for (size_t i = first; i < last; i++)
             if (drop_one(v, r, i) != GPUARENA_SUCCESS && r->mapped[i] != GRANULE_FREE) {
                 r->mapped[i] = GRANULE_STALE;
+                v->prov->live_maps--;
+                v->nstale++;
                 stale++;
             }
         if (stale)
-            ga_error(st, "%s (%zu granules would not unmap: they stay mapped for the next commit)",
+            ga_error(st,
+                     "%s (%zu granules would not unmap: they stay mapped until the next commit "
+                     "there or the next trim)",
                      why, stale);
         else
             ga_error(st, "%s", why);
@@ -306,9 +356,28 @@ gpuarena_status_t ga_vmm_decommit(ga_provider_t *p, void *addr, size_t size)
     return st;
 }
 
+void ga_vmm_tidy(ga_provider_t *p)
+{
+    ga_vmm_t *v = vmm_of(p);
+    pthread_mutex_lock(v->lock);
+    ga_cuda_scope_t sc;
+    if ((v->nunreleased || v->nstale) && ga_gpuctx_enter(v->g, &sc) == GPUARENA_SUCCESS) {
+        retry_releases(v);
+        ga_cuda_leave(&sc);
+    }
+    pthread_mutex_unlock(v->lock);
+}
+
 void ga_vmm_fini(ga_vmm_t *v)
 {
     pthread_mutex_lock(v->lock);
+    /* A last try for the handles a failed release kept, and the granules
+     * a failed commit left mapped. */
+    ga_cuda_scope_t sc;
+    if ((v->nunreleased || v->nstale) && ga_gpuctx_enter(v->g, &sc) == GPUARENA_SUCCESS) {
+        retry_releases(v);
+        ga_cuda_leave(&sc);
+    }
     while (v->resv) {
         ga_vmm_resv_t *r = v->resv;
         v->resv = r->next;

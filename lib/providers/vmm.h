@@ -32,7 +32,9 @@ typedef struct ga_vmm {
     const char *who;       /* provider name, for messages */
     void *owner;           /* first argument of the two functions below */
     /* Create a physical allocation of SIZE bytes (one granule) and map
-     * it at VA; *HANDLE is what ga_cuda_vmm_unmap_release takes back. */
+     * it at VA; *HANDLE is what ga_cuda_vmm_unmap_release takes back.  On
+     * failure *HANDLE is 0, or a handle still to be released
+     * (ga_cuda_vmm_create_map). */
     gpuarena_status_t (*create_map)(void *owner, uint64_t va, size_t size, uint64_t *handle);
     /* Give access to [VA, VA+SIZE), mapped over one or more handles. */
     gpuarena_status_t (*set_access)(void *owner, uint64_t va, size_t size);
@@ -42,6 +44,9 @@ typedef struct ga_vmm {
      * does not keep a granule of memory for the life of the process. */
     uint64_t *unreleased;
     unsigned nunreleased, cap_unreleased;
+    /* Granules a failed commit could not unmap (GRANULE_STALE, vmm.c):
+     * not in live_maps, unmapped again by the next decommit or trim. */
+    size_t nstale;
 } ga_vmm_t;
 
 /* A provider with growable segments through this file is laid out as
@@ -59,17 +64,19 @@ typedef struct ga_vmm_provider {
  *   granule of that prefix again succeeds and does nothing, which is how
  *   the block manager finds out how far it got;
  * - a failed commit leaves the range uncommitted to the block manager,
- *   but a granule its undo could not unmap stays mapped (and counted in
- *   live_maps) until the next commit over it takes it over, or release. */
+ *   but a granule its undo could not unmap stays mapped (counted apart
+ *   from live_maps) until the next commit over it takes it over, or a
+ *   decommit, a trim (ga_vmm_tidy) or the release unmaps it. */
 gpuarena_status_t ga_vmm_reserve(ga_provider_t *p, size_t size, void **base);
 gpuarena_status_t ga_vmm_release(ga_provider_t *p, void *base, size_t size);
 gpuarena_status_t ga_vmm_commit(ga_provider_t *p, void *addr, size_t size);
 gpuarena_status_t ga_vmm_decommit(ga_provider_t *p, void *addr, size_t size);
+void ga_vmm_tidy(ga_provider_t *p);
 
 /* Their entries in a provider's table. */
 #define GA_VMM_OPS                                                                                 \
     .reserve = ga_vmm_reserve, .release = ga_vmm_release, .commit = ga_vmm_commit,                 \
-    .decommit = ga_vmm_decommit
+    .decommit = ga_vmm_decommit, .tidy = ga_vmm_tidy
 
 /* Forget the reservations left (at destroy: what the block manager could
  * not give back stays mapped; only the records go), and the handles that
