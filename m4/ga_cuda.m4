@@ -10,6 +10,12 @@ AC_DEFUN([GA_CHECK_CUDA], [
     [AC_MSG_ERROR([gpuarena needs the CUDA driver API header cuda.h; --without-cuda is not supported])])
   dnl --with-cuda with no directory: the default one.
   AS_IF([test "x$with_cuda" = xyes], [with_cuda=/usr/local/cuda])
+  dnl Absolute: the flags are used from lib/ and tests/, not from where
+  dnl configure ran (a relative DIR passed the check here and failed there).
+  AS_CASE([$with_cuda], [/*], [],
+    [ga_cuda_abs=`cd "$with_cuda" 2>/dev/null && pwd` ||
+       AC_MSG_ERROR([--with-cuda=$with_cuda: no such directory])
+     with_cuda=$ga_cuda_abs])
   CUDA_CPPFLAGS="-I$with_cuda/include"
   save_CPPFLAGS=$CPPFLAGS
   CPPFLAGS="$CPPFLAGS $CUDA_CPPFLAGS"
