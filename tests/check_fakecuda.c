@@ -184,15 +184,23 @@ END_TEST
 /* cuMemSetAccess fails at a commit and the undo's cuMemUnmap fails too:
  * the allocation fails with the driver's status, and the next commit of
  * that range takes over the granule left mapped instead of failing. */
+/* A 2 MiB allocation from A that fails as the driver calls FIRST and
+ * SECOND fail once each. */
+static void alloc_fails_with(gpuarena_t *a, const char *first, const char *second)
+{
+    void *p = NULL;
+    fake.arm(first, 1);
+    fake.arm(second, 1);
+    ck_assert_int_eq(gpuarena_alloc(a, 2 * MIB, HOST, &p), GPUARENA_ERR_DRIVER);
+    ck_assert_ptr_nonnull(strstr(gpuarena_last_error(), first));
+}
+
 START_TEST(failed_commit_undo_does_not_wedge)
 {
     gpuarena_t *a = growable();
     void *p = NULL;
-    fake.arm("cuMemSetAccess", 1);
-    fake.arm("cuMemUnmap", 1);
-    gpuarena_status_t st = gpuarena_alloc(a, 2 * MIB, HOST, &p);
-    ck_assert_int_eq(st, GPUARENA_ERR_DRIVER);
-    ck_assert_ptr_nonnull(strstr(gpuarena_last_error(), "cuMemSetAccess"));
+    alloc_fails_with(a, "cuMemSetAccess", "cuMemUnmap");
+    gpuarena_status_t st;
     for (int i = 0; i < 3; i++) {
         st = gpuarena_alloc(a, 2 * MIB, HOST, &p);
         ck_assert_msg(st == GPUARENA_SUCCESS, "alloc %d: %s", i, gpuarena_last_error());
@@ -214,10 +222,7 @@ END_TEST
 START_TEST(failed_commit_leftover_goes_at_trim)
 {
     gpuarena_t *a = growable();
-    void *p = NULL;
-    fake.arm("cuMemSetAccess", 1);
-    fake.arm("cuMemUnmap", 1);
-    ck_assert_int_eq(gpuarena_alloc(a, 2 * MIB, HOST, &p), GPUARENA_ERR_DRIVER);
+    alloc_fails_with(a, "cuMemSetAccess", "cuMemUnmap");
     ck_assert_msg(gpuarena_check(a) == GPUARENA_SUCCESS, "%s", gpuarena_last_error());
     ck_assert_int_eq(fake.maps(), 1);
     ck_assert_int_eq(gpuarena_trim(a, 0), GPUARENA_SUCCESS);
@@ -234,9 +239,7 @@ START_TEST(failed_map_keeps_its_handle)
 {
     gpuarena_t *a = growable();
     void *p = NULL;
-    fake.arm("cuMemMap", 1);
-    fake.arm("cuMemRelease", 1);
-    ck_assert_int_eq(gpuarena_alloc(a, 2 * MIB, HOST, &p), GPUARENA_ERR_DRIVER);
+    alloc_fails_with(a, "cuMemMap", "cuMemRelease");
     ck_assert_int_eq(fake.handles(), 1);
     ck_assert_int_eq(gpuarena_alloc(a, 2 * MIB, HOST, &p), GPUARENA_SUCCESS);
     ck_assert_int_eq(gpuarena_free(a, p, HOST), GPUARENA_SUCCESS);
