@@ -9,6 +9,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 static const char *const texts[] = {
     [GPUARENA_SUCCESS] = "success",
@@ -65,6 +66,16 @@ gpuarena_status_t(ga_error)(gpuarena_status_t status, const char *fmt, ...)
 void ga_error_clear(void)
 {
     message[0] = '\0';
+}
+
+void ga_error_save(ga_error_saved_t *s)
+{
+    memcpy(s->text, message, strlen(message) + 1);
+}
+
+void ga_error_restore(const ga_error_saved_t *s)
+{
+    memcpy(message, s->text, strlen(s->text) + 1);
 }
 
 const char *gpuarena_last_error(void)

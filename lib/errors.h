@@ -30,4 +30,15 @@ gpuarena_status_t ga_error(gpuarena_status_t status, const char *fmt, ...) GA_PR
 /* Forget the calling thread's message. */
 void ga_error_clear(void);
 
+/* The calling thread's message, kept across work whose failure the
+ * caller absorbs (an allocation that succeeds after its out-of-memory
+ * retry, a GPUARENA_STATS name that is ignored): gpuarena_last_error(3)
+ * speaks of the last call that failed, not of what a call recovered
+ * from. */
+typedef struct ga_error_saved {
+    char text[GA_ERROR_MAX];
+} ga_error_saved_t;
+void ga_error_save(ga_error_saved_t *s);
+void ga_error_restore(const ga_error_saved_t *s);
+
 #endif /* GA_ERRORS_H */

@@ -21,6 +21,7 @@
 
 #include "arena.h"
 #include "env.h"
+#include "errors.h"
 #include "outpath.h"
 
 #include <errno.h>
@@ -156,6 +157,18 @@ static void start_signal(void)
 
 static bool in_fork_child; /* ga_report_fork_child */
 
+/* PATH made absolute, where it fits: the report is written at exit or on
+ * a signal, after the program may have changed its directory. */
+static void absolute(char *path, size_t size)
+{
+    char cwd[4096], buf[4096];
+    if (path[0] == '/' || strcmp(path, "stderr") == 0 || strcmp(path, "stdout") == 0 ||
+        !getcwd(cwd, sizeof cwd))
+        return;
+    if ((size_t)snprintf(buf, sizeof buf, "%s/%s", cwd, path) < size)
+        memcpy(path, buf, strlen(buf) + 1);
+}
+
 static void init(void)
 {
     /* A child forked before the parent read the variable prints a report
@@ -165,8 +178,15 @@ static void init(void)
         v = NULL;
     if (!v)
         return;
-    if (ga_output_path("stats file", v, target, sizeof target) != GPUARENA_SUCCESS)
+    /* An invalid name is ignored (gpuarena(7)): the call that read it
+     * did not fail, and its message is not the thread's. */
+    ga_error_saved_t saved;
+    ga_error_save(&saved);
+    gpuarena_status_t st = ga_output_path("stats file", v, target, sizeof target);
+    ga_error_restore(&saved);
+    if (st != GPUARENA_SUCCESS)
         return;
+    absolute(target, sizeof target);
     size_t n = strlen(target);
     json = n > 5 && strcmp(target + n - 5, ".json") == 0;
     enabled = true;

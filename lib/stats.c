@@ -16,6 +16,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -42,15 +43,25 @@ static const char *human(uint64_t v, char *buf, size_t len)
     return buf;
 }
 
-static void nodes_text(uint64_t mask, char *buf, size_t len)
+/* The nodes of MASK as ranges ("0-15,32"); NODES_TEXT bytes hold any
+ * mask (a buffer of 32 cut a list of 16 nodes at node 12, silently). */
+#define NODES_TEXT 200
+static void nodes_text(uint64_t mask, char buf[NODES_TEXT])
 {
     size_t n = 0;
     buf[0] = '\0';
-    for (unsigned i = 0; i < 64 && n + 4 < len; i++)
-        if (mask >> i & 1)
-            n += (size_t)snprintf(buf + n, len - n, "%s%u", n ? "," : "", i);
+    for (unsigned i = 0; i < 64; i++) {
+        if (!(mask >> i & 1))
+            continue;
+        unsigned j = i;
+        while (j + 1 < 64 && (mask >> (j + 1) & 1))
+            j++;
+        n += (size_t)snprintf(buf + n, NODES_TEXT - n, j > i ? "%s%u-%u" : "%s%u", n ? "," : "", i,
+                              j);
+        i = j;
+    }
     if (!n)
-        snprintf(buf, len, "none");
+        snprintf(buf, NODES_TEXT, "none");
 }
 
 /* How A's memory is made (its provider's `how'), or NULL.  A provider may
@@ -122,11 +133,12 @@ static void print_table(FILE *out, gpuarena_t *a, const gpuarena_stats_t *st)
         fputc('\n', out);
     }
     if (a->kind == GPUARENA_HOST || a->kind == GPUARENA_PINNED) {
-        nodes_text(st->numa_nodes, b1, sizeof b1);
+        char nodes[NODES_TEXT];
+        nodes_text(st->numa_nodes, nodes);
         if (a->settings.numa == GA_NUMA_LOCAL)
             fprintf(out, "  NUMA placement local (first touch: gpuarena.conf(5))\n");
         else
-            fprintf(out, "  NUMA nodes %s%s\n", b1,
+            fprintf(out, "  NUMA nodes %s%s\n", nodes,
                     st->numa_fallbacks ? " (locality unknown: interleaved over all)" : "");
         if (st->numa_unbound)
             fprintf(out,
@@ -254,7 +266,16 @@ gpuarena_status_t gpuarena_stats_print(FILE *out, const char *opts)
 {
     if (!out)
         return ga_error(GPUARENA_ERR_INVALID_ARGUMENT, "gpuarena_stats_print: out is NULL");
-    print_ctx_t c = {out, opts && strchr(opts, 'j'), 0};
+    /* The arenas are written into memory while the list of arenas is
+     * held, and to OUT after: a write that blocks (a pipe nobody reads,
+     * an MPI launcher's stderr) held up every arena's creation and
+     * destruction, and fork.  Straight to OUT where there is no memory
+     * for the text. */
+    char *text = NULL;
+    size_t text_len = 0;
+    FILE *mem = open_memstream(&text, &text_len);
+    errno = 0; /* a failed write's errno is the one reported */
+    print_ctx_t c = {mem ? mem : out, opts && strchr(opts, 'j'), 0};
     if (c.json)
         fprintf(out, "{\"version\": \"%s\", \"pid\": %ld, \"rank\": %s, \"arenas\": [",
                 PACKAGE_VERSION, (long)getpid(), ga_output_rank());
@@ -262,6 +283,16 @@ gpuarena_status_t gpuarena_stats_print(FILE *out, const char *opts)
         fprintf(out, "gpuarena %s statistics (pid %ld, rank %s)\n", PACKAGE_VERSION, (long)getpid(),
                 ga_output_rank());
     ga_arena_foreach(print_one, &c);
+    if (mem) {
+        bool ok = fclose(mem) == 0;
+        if (ok)
+            fwrite(text, 1, text_len, out);
+        free(text);
+        c.out = out;
+        if (!ok)
+            return ga_error(GPUARENA_ERR_HOST_MEMORY,
+                            "gpuarena_stats_print: no host memory for the report");
+    }
     if (c.json) {
         fputs("\n  ], \"totals\": [", out);
         print_totals(out, true);
@@ -271,7 +302,6 @@ gpuarena_status_t gpuarena_stats_print(FILE *out, const char *opts)
             fputs("no arena\n", out);
         print_totals(out, false);
     }
-    errno = 0;
     if (fflush(out) == 0 && !ferror(out))
         return GPUARENA_SUCCESS;
     int err = errno ? errno : EIO;

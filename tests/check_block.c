@@ -27,6 +27,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #define KI ((size_t)1 << 10)
 #define MI ((size_t)1 << 20)
@@ -2073,6 +2075,84 @@ START_TEST(stats_json_memory_line)
 }
 END_TEST
 
+/* gpuarena_stats_print into a pipe that nobody reads blocks the printing
+ * thread only: the report is made in memory while the list of arenas is
+ * held and written after, so another thread makes and destroys arenas
+ * meanwhile (they waited for the write, as did fork). */
+static void *print_into(void *arg)
+{
+    FILE *w = arg;
+    for (int i = 0; i < 40; i++)
+        (void)gpuarena_stats_print(w, "json");
+    fclose(w);
+    return NULL;
+}
+
+START_TEST(stats_print_blocked_holds_up_no_arena)
+{
+    gpuarena_t *a[8];
+    for (int i = 0; i < 8; i++)
+        a[i] = arena(GPUARENA_SIM, NULL);
+    int fd[2];
+    ck_assert_int_eq(pipe(fd), 0);
+    FILE *w = fdopen(fd[1], "w");
+    ck_assert_ptr_nonnull(w);
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, print_into, w), 0);
+    /* 40 reports of 8 arenas are more than a pipe holds: the printer is
+     * blocked in its write by now, or soon; this must not wait for it. */
+    struct timespec pause = {0, 50 * 1000 * 1000};
+    nanosleep(&pause, NULL);
+    gpuarena_t *b = arena(GPUARENA_HOST, NULL);
+    ck_assert_int_eq(gpuarena_destroy(b), GPUARENA_SUCCESS);
+    char buf[4096];
+    while (read(fd[0], buf, sizeof buf) > 0)
+        ;
+    ck_assert_int_eq(pthread_join(t, NULL), 0);
+    close(fd[0]);
+    for (int i = 0; i < 8; i++)
+        ck_assert_int_eq(gpuarena_destroy(a[i]), GPUARENA_SUCCESS);
+}
+END_TEST
+
+/* An allocation that its out-of-memory retry saves did not fail: the
+ * thread's message stays that of its last failure (it became the
+ * capacity's, of the first try). */
+START_TEST(recovered_allocation_keeps_the_message)
+{
+    const size_t mib = (size_t)1 << 20;
+    gpuarena_t *a = arena(GPUARENA_SIM, "sim_capacity=64M,expandable=true,thread_cache=false");
+    void *p = NULL, *q = NULL, *pin = NULL;
+    /* 40 MiB cached behind a live large block, which they cannot grow into. */
+    ck_assert_int_eq(gpuarena_alloc(a, 40 * mib, GPUARENA_STREAM_HOST, &p), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_alloc(a, 8 * mib, GPUARENA_STREAM_HOST, &pin), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_free(a, p, GPUARENA_STREAM_HOST), GPUARENA_SUCCESS);
+    ck_assert_int_ne(gpuarena_free(a, (void *)16, GPUARENA_STREAM_HOST), GPUARENA_SUCCESS);
+    char before[GA_ERROR_MAX];
+    snprintf(before, sizeof before, "%s", gpuarena_last_error());
+    ck_assert_str_ne(before, "");
+    ck_assert_int_eq(gpuarena_alloc(a, 50 * mib, GPUARENA_STREAM_HOST, &q), GPUARENA_SUCCESS);
+    ck_assert_uint_eq(stats(a).oom_retries, 1);
+    ck_assert_str_eq(gpuarena_last_error(), before);
+    ck_assert_int_eq(gpuarena_free(a, q, GPUARENA_STREAM_HOST), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_free(a, pin, GPUARENA_STREAM_HOST), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_SUCCESS);
+}
+END_TEST
+
+/* A failed write says why: the errno of the write, not EIO. */
+START_TEST(stats_print_failure_says_why)
+{
+    FILE *f = fopen("/dev/full", "w");
+    if (!f)
+        return; /* no /dev/full here */
+    setvbuf(f, NULL, _IONBF, 0);
+    ck_assert_int_eq(gpuarena_stats_print(f, NULL), GPUARENA_ERR_SYSTEM);
+    ck_assert_msg(strstr(gpuarena_last_error(), strerror(ENOSPC)), "%s", gpuarena_last_error());
+    fclose(f);
+}
+END_TEST
+
 /* gpuarena_stats_total: every arena of a kind and device together, and
  * the peak of their sum, which is not the sum of their peaks when the
  * arenas hold their memory at different times.  Compared with what was
@@ -3008,6 +3088,9 @@ int main(void)
     tcase_add_test(cache, zero_fill_on_reuse);
     tcase_add_test(cache, statistics);
     tcase_add_test(cache, stats_json_memory_line);
+    tcase_add_test(cache, stats_print_blocked_holds_up_no_arena);
+    tcase_add_test(cache, stats_print_failure_says_why);
+    tcase_add_test(cache, recovered_allocation_keeps_the_message);
     tcase_add_test(cache, totals_are_the_peak_of_the_sum);
     suite_add_tcase(s, cache);
     TCase *fail = tcase_create("failures");

@@ -112,6 +112,11 @@ GPUARENA_TRACE="$tmp/runp.%p.trace" $demo run || fail "run %p: demo failed"
 [ "$(ls "$tmp"/runp.*.trace | wc -l)" = 2 ] || fail "run %p: not two traces"
 [ "$(cat "$tmp"/runp.*.trace | grep -c '^a ')" = 80 ] || fail "run %p: not 16 + 64 allocations"
 
+# 6c'. A relative name is the directory's the program was in at its first
+# arena (it was opened at exit, wherever the program had moved).
+(cd "$tmp" && GPUARENA_STATS=rel.txt "$OLDPWD/$demo" chdir) || fail "chdir: demo failed"
+[ -s "$tmp/rel.txt" ] || fail "chdir: the relative report is not where the program started"
+
 # 6d. HWLOC_XMLFILE (another machine's file, not said to be this one's by
 # HWLOC_THISSYSTEM=1) loads as this machine's topology: hwloc binds nothing
 # and says it did; the segments are counted as unbound, in the table and

@@ -4,7 +4,8 @@
  * half-way that uses the arena, sends itself SIGUSR1 and exits through
  * exit(3); with "fork-first", makes such a child before its first
  * allocation, or with "fork-before" before its first call into gpuarena
- * (the child makes its own arena); with "run", runs itself with "many"
+ * (the child makes its own arena); with "chdir", moves to / after its
+ * first arena; with "run", runs itself with "many"
  * (64 allocations of its own) after its allocations, as a program runs
  * another that inherits its environment; with "storm", has a thread send
  * it SIGUSR1 without pause while it exits: stats-report.sh runs it under
@@ -118,6 +119,10 @@ int main(int argc, char **argv)
     /* Before the first allocation, where the recorder has not yet read
      * GPUARENA_TRACE: the child must not read it either. */
     if (argc > 1 && strcmp(argv[1], "fork-first") == 0 && child_uses(a) != 0)
+        return 1;
+    /* A program that changes its directory once it runs: a relative
+     * GPUARENA_STATS name stays where it started. */
+    if (argc > 1 && strcmp(argv[1], "chdir") == 0 && chdir("/") != 0)
         return 1;
     if (argc > 1 && strcmp(argv[1], "many") == 0) {
         for (int i = 0; i < 64; i++) {

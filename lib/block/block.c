@@ -697,6 +697,10 @@ static __attribute__((noinline)) gpuarena_status_t alloc_miss(ga_bm_t *bm, int c
         return GPUARENA_SUCCESS;
     }
     bool grown = true;
+    /* An allocation that the retry below saves did not fail: the thread's
+     * message stays what it was (gpuarena_last_error(3)). */
+    ga_error_saved_t saved;
+    ga_error_save(&saved);
     gpuarena_status_t st = ga_seg_grow(bm, cls, rs, s, &b);
     if (st == GPUARENA_ERR_OUT_OF_MEMORY) {
         /* Release everything cached, waiting for pending frees, and retry
@@ -717,6 +721,7 @@ static __attribute__((noinline)) gpuarena_status_t alloc_miss(ga_bm_t *bm, int c
     }
     if (st != GPUARENA_SUCCESS)
         return ga_bm_out_of_memory(bm, size, st);
+    ga_error_restore(&saved);
     /* An allocation made, as hits: a failed one is neither.  A retry that
      * found a block freed by the waits maps nothing: a hit. */
     if (grown)

@@ -359,8 +359,13 @@ static void read_env(void)
     if (in_fork_child && pattern && !ga_output_per_process(pattern))
         pattern = NULL;
     pthread_mutex_lock(&R.lock);
+    /* A file that cannot be opened stops the recording, not the call that
+     * started it: its message is not the thread's. */
+    ga_error_saved_t saved;
+    ga_error_save(&saved);
     if (!pattern || open_locked(pattern) != GPUARENA_SUCCESS)
         atomic_store(&ga_trace_state, 0);
+    ga_error_restore(&saved);
     pthread_mutex_unlock(&R.lock);
 }
 
