@@ -33,11 +33,19 @@
  * Streams, events and capture as in device.c (gpuctx.c); a prefetch on a
  * capturing stream is refused with GPUARENA_ERR_STREAM_CAPTURE before any
  * call that would break the capture.
+ *
+ * A prefetch to another GPU asks that GPU's free memory in its primary
+ * context, retained at the first such prefetch and kept until the arena
+ * is destroyed: retained and released at each one, a context that nothing
+ * else held was made and torn down every time (the first retain took
+ * 118 ms on the H200).  Whether the other GPU takes prefetches is its own
+ * CONCURRENT_MANAGED_ACCESS, read then too.
  */
 #include "errors.h"
 #include "providers/gpu.h"
 #include "providers/gpuctx.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -57,6 +65,11 @@ typedef struct managed {
     bool read_mostly;
     int concurrent; /* CONCURRENT_MANAGED_ACCESS */
     _Atomic uint64_t prefetches, prefetches_skipped, advice_applied, advice_skipped;
+    /* Other GPUs prefetched to: their primary contexts, held (see the
+     * top), and their CONCURRENT_MANAGED_ACCESS. */
+    pthread_mutex_t peers_lock;
+    void *peer_ctx[GA_CUDA_MAX_ACCESS];
+    int peer_concurrent[GA_CUDA_MAX_ACCESS];
 } managed_t;
 
 #define MAN(p) ((managed_t *)(p))
@@ -218,6 +231,34 @@ static size_t host_available(void)
     return pages > 0 && page > 0 ? (size_t)pages * (size_t)page : 0;
 }
 
+/* GPU DEST's primary context, held by the arena from the first call on,
+ * and whether DEST takes prefetches (CONCURRENT; NULL: not asked). */
+static gpuarena_status_t peer(managed_t *m, int dest, void **ctx, int *concurrent)
+{
+    if (dest < 0 || dest >= GA_CUDA_MAX_ACCESS)
+        return ga_error(GPUARENA_ERR_INVALID_DEVICE,
+                        "managed: device %d is past the %d gpuarena serves", dest,
+                        GA_CUDA_MAX_ACCESS);
+    gpuarena_status_t st = GPUARENA_SUCCESS;
+    pthread_mutex_lock(&m->peers_lock);
+    if (!m->peer_ctx[dest]) {
+        int c = 0;
+        st = ga_cuda_device_attr(dest, GA_CUDA_ATTR_CONCURRENT_MANAGED_ACCESS, &c);
+        void *x = NULL;
+        if (st == GPUARENA_SUCCESS)
+            st = ga_cuda_primary_retain(dest, &x);
+        if (st == GPUARENA_SUCCESS) {
+            m->peer_ctx[dest] = x;
+            m->peer_concurrent[dest] = c;
+        }
+    }
+    *ctx = m->peer_ctx[dest];
+    if (concurrent)
+        *concurrent = m->peer_concurrent[dest];
+    pthread_mutex_unlock(&m->peers_lock);
+    return st;
+}
+
 /* Bytes DEST can take now: device free memory less the headroom, or the
  * host's available memory less the same headroom. */
 static gpuarena_status_t room_at(managed_t *m, int dest, size_t *room)
@@ -231,7 +272,7 @@ static gpuarena_status_t room_at(managed_t *m, int dest, size_t *room)
             return st;
     } else {
         void *ctx;
-        gpuarena_status_t st = ga_cuda_primary_retain(dest, &ctx);
+        gpuarena_status_t st = peer(m, dest, &ctx, NULL);
         if (st != GPUARENA_SUCCESS)
             return st;
         ga_cuda_scope_t sc;
@@ -240,7 +281,6 @@ static gpuarena_status_t room_at(managed_t *m, int dest, size_t *room)
             st = ga_cuda_mem_info(&f, NULL);
             ga_cuda_leave(&sc);
         }
-        ga_cuda_primary_release(dest);
         if (st != GPUARENA_SUCCESS)
             return st;
     }
@@ -254,7 +294,14 @@ static gpuarena_status_t do_prefetch(managed_t *m, void *ptr, size_t size, int d
                                      gpuarena_stream_t s, bool *issued)
 {
     *issued = false;
-    if (dest != GPUARENA_CPU && !m->concurrent) {
+    int takes = m->concurrent;
+    if (dest != GPUARENA_CPU && dest != m->g.ordinal) {
+        void *ctx;
+        gpuarena_status_t st = peer(m, dest, &ctx, &takes);
+        if (st != GPUARENA_SUCCESS)
+            return st;
+    }
+    if (dest != GPUARENA_CPU && !takes) {
         atomic_fetch_add(&m->prefetches_skipped, 1);
         return GPUARENA_SUCCESS; /* the device cannot take prefetches */
     }
@@ -357,6 +404,10 @@ static void man_stats(ga_provider_t *p, gpuarena_stats_t *st)
 static void man_destroy(ga_provider_t *p)
 {
     managed_t *m = MAN(p);
+    for (int d = 0; d < GA_CUDA_MAX_ACCESS; d++)
+        if (m->peer_ctx[d])
+            ga_cuda_primary_release(d);
+    pthread_mutex_destroy(&m->peers_lock);
     ga_gpuctx_fini(&m->g);
     free(m);
 }
@@ -386,6 +437,7 @@ gpuarena_status_t ga_managed_provider_create(int device, const ga_settings_t *s,
         free(m);
         return st;
     }
+    pthread_mutex_init(&m->peers_lock, NULL);
     int supported = 0;
     st = ga_cuda_device_attr(device, GA_CUDA_ATTR_MANAGED_MEMORY, &supported);
     if (st == GPUARENA_SUCCESS && !supported)
@@ -394,6 +446,7 @@ gpuarena_status_t ga_managed_provider_create(int device, const ga_settings_t *s,
     if (st == GPUARENA_SUCCESS)
         st = ga_cuda_device_attr(device, GA_CUDA_ATTR_CONCURRENT_MANAGED_ACCESS, &m->concurrent);
     if (st != GPUARENA_SUCCESS) {
+        pthread_mutex_destroy(&m->peers_lock);
         ga_gpuctx_fini(&m->g);
         free(m);
         return st;

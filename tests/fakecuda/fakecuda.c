@@ -97,6 +97,7 @@ static bool is_captured(CUstream s)
  * whether cuMemCreate and cuMemPoolCreate refuse them (NOT_PERMITTED, as
  * a container that forbids them would), and how many creations asked for
  * one. */
+static long n_retain, n_primary_release, n_prefetch;
 static int fd_supported = 1, fd_refused;
 static long n_create_fd, n_create_plain, n_pool_fd, n_pool_plain;
 
@@ -114,6 +115,12 @@ long fakecuda_count(const char *what)
         return __atomic_load_n(&n_get_current, __ATOMIC_SEQ_CST);
     if (strcmp(what, "disturbed") == 0)
         return __atomic_load_n(&n_disturbed, __ATOMIC_SEQ_CST);
+    if (strcmp(what, "cuDevicePrimaryCtxRetain") == 0)
+        return __atomic_load_n(&n_retain, __ATOMIC_SEQ_CST);
+    if (strcmp(what, "cuDevicePrimaryCtxRelease") == 0)
+        return __atomic_load_n(&n_primary_release, __ATOMIC_SEQ_CST);
+    if (strcmp(what, "cuMemPrefetchAsync") == 0)
+        return __atomic_load_n(&n_prefetch, __ATOMIC_SEQ_CST);
     if (strcmp(what, "cuInit") == 0) /* calls begun */
         return __atomic_load_n(&n_init, __ATOMIC_SEQ_CST);
     if (strcmp(what, "cuMemCreate exportable") == 0) /* asked for, made or not */
@@ -354,6 +361,7 @@ static CUresult f_peer(int *can, CUdevice a, CUdevice b)
 static CUresult f_retain(CUcontext *c, CUdevice d)
 {
     (void)d;
+    __atomic_add_fetch(&n_retain, 1, __ATOMIC_SEQ_CST);
     *c = (CUcontext)&ctx_object;
     return CUDA_SUCCESS;
 }
@@ -361,6 +369,7 @@ static CUresult f_retain(CUcontext *c, CUdevice d)
 static CUresult f_primary_release(CUdevice d)
 {
     (void)d;
+    __atomic_add_fetch(&n_primary_release, 1, __ATOMIC_SEQ_CST);
     return CUDA_SUCCESS;
 }
 
@@ -635,6 +644,29 @@ static CUresult f_mem_alloc(CUdeviceptr *p, size_t size)
     return CUDA_SUCCESS;
 }
 
+/* Managed memory: address space, as cuMemAlloc's; advice taken, and
+ * prefetches counted. */
+static CUresult f_alloc_managed(CUdeviceptr *p, size_t size, unsigned flags)
+{
+    (void)flags;
+    *p = take_va(size);
+    return CUDA_SUCCESS;
+}
+
+static CUresult f_advise(CUdeviceptr p, size_t size, CUmem_advise advice, CUmemLocation loc)
+{
+    (void)p, (void)size, (void)advice, (void)loc;
+    return CUDA_SUCCESS;
+}
+
+static CUresult f_prefetch(CUdeviceptr p, size_t size, CUmemLocation loc, unsigned flags,
+                           CUstream s)
+{
+    (void)p, (void)size, (void)loc, (void)flags;
+    __atomic_add_fetch(&n_prefetch, 1, __ATOMIC_SEQ_CST);
+    return disturbs(s) ? CUDA_ERROR_STREAM_CAPTURE_IMPLICIT : CUDA_SUCCESS;
+}
+
 static CUresult f_mem_free(CUdeviceptr p)
 {
     (void)p;
@@ -888,6 +920,9 @@ static const struct {
     E(cuMemAlloc, f_mem_alloc),
     E(cuMemFree, f_mem_free),
     E(cuMemGetInfo, f_mem_info),
+    E(cuMemAllocManaged, f_alloc_managed),
+    E(cuMemAdvise, f_advise),
+    E(cuMemPrefetchAsync, f_prefetch),
     E(cuMemsetD8Async, f_memset_async),
     E(cuMemGetAllocationGranularity, f_granularity),
     E(cuMemAddressReserve, f_reserve),
@@ -915,7 +950,10 @@ static CUresult f_unsupported(void)
 }
 
 static const char *const unsupported[] = {
-    "cuMemcpyHtoD", "cuMemcpyDtoH", "cuMemHostRegister", "cuMemHostUnregister", "cuMemAllocManaged",
+    "cuMemcpyHtoD",
+    "cuMemcpyDtoH",
+    "cuMemHostRegister",
+    "cuMemHostUnregister",
 };
 
 CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version, cuuint64_t flags,
