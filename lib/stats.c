@@ -12,6 +12,7 @@
 #include "errors.h"
 #include "json.h"
 #include "outpath.h"
+#include "topo/topo.h"
 #include "totals.h"
 
 #include <errno.h>
@@ -43,26 +44,9 @@ static const char *human(uint64_t v, char *buf, size_t len)
     return buf;
 }
 
-/* The nodes of MASK as ranges ("0-15,32"); NODES_TEXT bytes hold any
- * mask (a buffer of 32 cut a list of 16 nodes at node 12, silently). */
+/* Room for any node list of ga_topo_nodes_string: a buffer of 32 cut a
+ * list of 16 nodes at node 12, silently. */
 #define NODES_TEXT 200
-static void nodes_text(uint64_t mask, char buf[NODES_TEXT])
-{
-    size_t n = 0;
-    buf[0] = '\0';
-    for (unsigned i = 0; i < 64; i++) {
-        if (!(mask >> i & 1))
-            continue;
-        unsigned j = i;
-        while (j + 1 < 64 && (mask >> (j + 1) & 1))
-            j++;
-        n += (size_t)snprintf(buf + n, NODES_TEXT - n, j > i ? "%s%u-%u" : "%s%u", n ? "," : "", i,
-                              j);
-        i = j;
-    }
-    if (!n)
-        snprintf(buf, NODES_TEXT, "none");
-}
 
 /* How A's memory is made (its provider's `how'), or NULL.  A provider may
  * replace the line while the arena runs (device.c). */
@@ -134,7 +118,8 @@ static void print_table(FILE *out, gpuarena_t *a, const gpuarena_stats_t *st)
     }
     if (a->kind == GPUARENA_HOST || a->kind == GPUARENA_PINNED) {
         char nodes[NODES_TEXT];
-        nodes_text(st->numa_nodes, nodes);
+        if (!*ga_topo_nodes_string(st->numa_nodes, nodes, sizeof nodes))
+            snprintf(nodes, sizeof nodes, "none");
         if (a->settings.numa == GA_NUMA_LOCAL)
             fprintf(out, "  NUMA placement local (first touch: gpuarena.conf(5))\n");
         else

@@ -1138,6 +1138,23 @@ gpuarena_status_t ga_cuda_vmm_free(uint64_t va, size_t size)
     return r == CUDA_SUCCESS ? GPUARENA_SUCCESS : fail("cuMemAddressFree", r);
 }
 
+/* Map H at VA, or give H back; *HANDLE gets H once mapped, and also when
+ * the map failed and the release of H did too (ga_cuda_vmm_create_map). */
+static gpuarena_status_t map_or_release(uint64_t va, size_t size, CUmemGenericAllocationHandle h,
+                                        uint64_t *handle)
+{
+    CUresult r = cu.cuMemMap((CUdeviceptr)va, size, 0, h, 0);
+    if (r != CUDA_SUCCESS) {
+        /* A handle that will not release either goes back to the caller
+         * to release later: dropped here, it was held until exit. */
+        if (cu.cuMemRelease(h) != CUDA_SUCCESS)
+            *handle = h;
+        return fail("cuMemMap", r);
+    }
+    *handle = h;
+    return GPUARENA_SUCCESS;
+}
+
 gpuarena_status_t ga_cuda_vmm_create_map(int device, uint64_t va, size_t size, bool exportable,
                                          uint64_t *handle, bool *create_failed)
 {
@@ -1156,16 +1173,7 @@ gpuarena_status_t ga_cuda_vmm_create_map(int device, uint64_t va, size_t size, b
         return ga_error(status_of(r), "cuMemCreate of %zu bytes on device %d%s: %s (%d)", size,
                         device, exportable ? ", exportable as a file descriptor" : "",
                         ga_cuda_result_name((int)r), (int)r);
-    r = cu.cuMemMap((CUdeviceptr)va, size, 0, h, 0);
-    if (r != CUDA_SUCCESS) {
-        /* A handle that will not release either goes back to the caller
-         * to release later: dropped here, it was held until exit. */
-        if (cu.cuMemRelease(h) != CUDA_SUCCESS)
-            *handle = h;
-        return fail("cuMemMap", r);
-    }
-    *handle = h;
-    return GPUARENA_SUCCESS;
+    return map_or_release(va, size, h, handle);
 }
 
 /* DESC[0..COUNT-1]: read-write access for the COUNT devices of DEVICES
@@ -1253,16 +1261,7 @@ gpuarena_status_t ga_cuda_vmm_host_create_map(int node, uint64_t va, size_t size
     if (r != CUDA_SUCCESS)
         return ga_error(status_of(r), "cuMemCreate of %zu bytes on host NUMA node %d: %s (%d)",
                         size, node, ga_cuda_result_name((int)r), (int)r);
-    r = cu.cuMemMap((CUdeviceptr)va, size, 0, h, 0);
-    if (r != CUDA_SUCCESS) {
-        /* A handle that will not release either goes back to the caller
-         * to release later: dropped here, it was held until exit. */
-        if (cu.cuMemRelease(h) != CUDA_SUCCESS)
-            *handle = h;
-        return fail("cuMemMap", r);
-    }
-    *handle = h;
-    return GPUARENA_SUCCESS;
+    return map_or_release(va, size, h, handle);
 }
 
 gpuarena_status_t ga_cuda_vmm_host_set_access(uint64_t va, size_t size, const int *devices,

@@ -232,7 +232,7 @@ static size_t host_available(void)
 }
 
 /* GPU DEST's primary context, held by the arena from the first call on,
- * and whether DEST takes prefetches (CONCURRENT; NULL: not asked). */
+ * and whether DEST takes prefetches (CONCURRENT). */
 static gpuarena_status_t peer(managed_t *m, int dest, void **ctx, int *concurrent)
 {
     if (dest < 0 || dest >= GA_CUDA_MAX_ACCESS)
@@ -253,15 +253,15 @@ static gpuarena_status_t peer(managed_t *m, int dest, void **ctx, int *concurren
         }
     }
     *ctx = m->peer_ctx[dest];
-    if (concurrent)
-        *concurrent = m->peer_concurrent[dest];
+    *concurrent = m->peer_concurrent[dest];
     pthread_mutex_unlock(&m->peers_lock);
     return st;
 }
 
 /* Bytes DEST can take now: device free memory less the headroom, or the
- * host's available memory less the same headroom. */
-static gpuarena_status_t room_at(managed_t *m, int dest, size_t *room)
+ * host's available memory less the same headroom.  PEER_CTX: the primary
+ * context of DEST when it is another GPU (peer). */
+static gpuarena_status_t room_at(managed_t *m, int dest, void *peer_ctx, size_t *room)
 {
     size_t f = 0;
     if (dest == GPUARENA_CPU) {
@@ -271,12 +271,8 @@ static gpuarena_status_t room_at(managed_t *m, int dest, size_t *room)
         if (st != GPUARENA_SUCCESS)
             return st;
     } else {
-        void *ctx;
-        gpuarena_status_t st = peer(m, dest, &ctx, NULL);
-        if (st != GPUARENA_SUCCESS)
-            return st;
         ga_cuda_scope_t sc;
-        st = ga_cuda_enter(ctx, &sc);
+        gpuarena_status_t st = ga_cuda_enter(peer_ctx, &sc);
         if (st == GPUARENA_SUCCESS) {
             st = ga_cuda_mem_info(&f, NULL);
             ga_cuda_leave(&sc);
@@ -295,9 +291,9 @@ static gpuarena_status_t do_prefetch(managed_t *m, void *ptr, size_t size, int d
 {
     *issued = false;
     int takes = m->concurrent;
+    void *peer_ctx = NULL;
     if (dest != GPUARENA_CPU && dest != m->g.ordinal) {
-        void *ctx;
-        gpuarena_status_t st = peer(m, dest, &ctx, &takes);
+        gpuarena_status_t st = peer(m, dest, &peer_ctx, &takes);
         if (st != GPUARENA_SUCCESS)
             return st;
     }
@@ -306,7 +302,7 @@ static gpuarena_status_t do_prefetch(managed_t *m, void *ptr, size_t size, int d
         return GPUARENA_SUCCESS; /* the device cannot take prefetches */
     }
     size_t room = 0;
-    gpuarena_status_t st = room_at(m, dest, &room);
+    gpuarena_status_t st = room_at(m, dest, peer_ctx, &room);
     if (st != GPUARENA_SUCCESS)
         return st;
     if (size > room) {

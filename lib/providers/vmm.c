@@ -175,7 +175,7 @@ static gpuarena_status_t drop(ga_vmm_t *v, ga_vmm_resv_t *r, size_t first, size_
 {
     retry_releases(v);
     gpuarena_status_t first_st = GPUARENA_SUCCESS;
-    char why[512] = "";
+    ga_error_saved_t why;
     for (size_t i = first; i < last; i++) {
         gpuarena_status_t st = drop_one(v, r, i);
         if (st == GPUARENA_SUCCESS)
@@ -184,11 +184,11 @@ static gpuarena_status_t drop(ga_vmm_t *v, ga_vmm_resv_t *r, size_t first, size_
             return st; /* would not unmap: the prefix before it is done */
         if (first_st == GPUARENA_SUCCESS) {
             first_st = st;
-            snprintf(why, sizeof why, "%s", gpuarena_last_error());
+            ga_error_save(&why);
         }
     }
     if (first_st != GPUARENA_SUCCESS)
-        ga_error(first_st, "%s", why);
+        ga_error_restore(&why);
     return first_st;
 }
 
@@ -217,14 +217,14 @@ gpuarena_status_t ga_vmm_release(ga_provider_t *p, void *base, size_t size)
         while (i < n && r->mapped[i] == GRANULE_FREE)
             i++;
         if (i == n) {
-            char why[512];
-            snprintf(why, sizeof why, "%s", gpuarena_last_error());
+            ga_error_saved_t why;
+            ga_error_save(&why);
             gpuarena_status_t f = ga_cuda_vmm_free(r->base, r->size);
             gone = f == GPUARENA_SUCCESS;
             if (st == GPUARENA_SUCCESS)
                 st = f;
             else
-                ga_error(st, "%s", why); /* drop's message, not the free's */
+                ga_error_restore(&why); /* drop's message, not the free's */
         }
         ga_cuda_leave(&sc);
     }
@@ -356,15 +356,22 @@ gpuarena_status_t ga_vmm_decommit(ga_provider_t *p, void *addr, size_t size)
     return st;
 }
 
-void ga_vmm_tidy(ga_provider_t *p)
+/* retry_releases where there is something to retry, entering the context
+ * for it.  Under the lock. */
+static void retry_if_kept(ga_vmm_t *v)
 {
-    ga_vmm_t *v = vmm_of(p);
-    pthread_mutex_lock(v->lock);
     ga_cuda_scope_t sc;
     if ((v->nunreleased || v->nstale) && ga_gpuctx_enter(v->g, &sc) == GPUARENA_SUCCESS) {
         retry_releases(v);
         ga_cuda_leave(&sc);
     }
+}
+
+void ga_vmm_tidy(ga_provider_t *p)
+{
+    ga_vmm_t *v = vmm_of(p);
+    pthread_mutex_lock(v->lock);
+    retry_if_kept(v);
     pthread_mutex_unlock(v->lock);
 }
 
@@ -373,11 +380,7 @@ void ga_vmm_fini(ga_vmm_t *v)
     pthread_mutex_lock(v->lock);
     /* A last try for the handles a failed release kept, and the granules
      * a failed commit left mapped. */
-    ga_cuda_scope_t sc;
-    if ((v->nunreleased || v->nstale) && ga_gpuctx_enter(v->g, &sc) == GPUARENA_SUCCESS) {
-        retry_releases(v);
-        ga_cuda_leave(&sc);
-    }
+    retry_if_kept(v);
     while (v->resv) {
         ga_vmm_resv_t *r = v->resv;
         v->resv = r->next;

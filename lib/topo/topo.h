@@ -39,4 +39,7 @@ gpuarena_status_t ga_topo_bind(const ga_placement_t *pl, void *addr, size_t size
 void ga_topo_prefault(const ga_placement_t *pl, void *addr, size_t size, size_t page,
                       unsigned threads);
 
+/* Write the node list of MASK ("0-1,3") into BUF; returns BUF. */
+char *ga_topo_nodes_string(uint64_t mask, char *buf, size_t len);
+
 #endif /* GA_TOPO_H */

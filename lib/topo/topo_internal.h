@@ -71,7 +71,4 @@ void ga_topo_locate(hwloc_topology_t t, const char *busid, ga_topo_gpu_t *g);
 gpuarena_status_t ga_topo_resolve(hwloc_topology_t t, const ga_settings_t *s,
                                   const ga_topo_gpu_t *gpu, ga_placement_t *out);
 
-/* Write the node list of MASK ("0-1,3") into BUF; returns BUF. */
-char *ga_topo_nodes_string(uint64_t mask, char *buf, size_t len);
-
 #endif /* GA_TOPO_INTERNAL_H */

@@ -275,12 +275,11 @@ static void fork_child(void)
     pthread_mutex_unlock(&R.lock);
 }
 
-/* Whether descriptors A and B are of one file. */
-static bool same_file(int a, int b)
+/* Whether descriptor FD is of the file S describes. */
+static bool same_file(int fd, const struct stat *s)
 {
-    struct stat sa, sb;
-    return fstat(a, &sa) == 0 && fstat(b, &sb) == 0 && sa.st_dev == sb.st_dev &&
-           sa.st_ino == sb.st_ino;
+    struct stat o;
+    return fstat(fd, &o) == 0 && o.st_dev == s->st_dev && o.st_ino == s->st_ino;
 }
 
 /* Called with R.lock held. */
@@ -298,8 +297,8 @@ static gpuarena_status_t open_locked(const char *pattern)
     if (fd < 0)
         return ga_error(GPUARENA_ERR_SYSTEM, "trace file '%s': %s", path, strerror(errno));
     struct stat st_new;
-    bool regular = fstat(fd, &st_new) == 0 && S_ISREG(st_new.st_mode);
-    if (R.fd >= 0 && same_file(fd, R.fd)) {
+    bool known = fstat(fd, &st_new) == 0, regular = known && S_ISREG(st_new.st_mode);
+    if (R.fd >= 0 && known && same_file(R.fd, &st_new)) {
         /* This process's own file again (ga_trace_open): that recording
          * ends here, before the lock is asked for (where flock is made of
          * POSIX locks, on NFS, the process would get it a second time)
