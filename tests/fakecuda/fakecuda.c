@@ -109,28 +109,25 @@ void fakecuda_fd_handles(int supported, int refused)
 
 long fakecuda_count(const char *what)
 {
-    if (strcmp(what, "cuStreamIsCapturing") == 0)
-        return __atomic_load_n(&n_capturing, __ATOMIC_SEQ_CST);
-    if (strcmp(what, "cuCtxGetCurrent") == 0)
-        return __atomic_load_n(&n_get_current, __ATOMIC_SEQ_CST);
-    if (strcmp(what, "disturbed") == 0)
-        return __atomic_load_n(&n_disturbed, __ATOMIC_SEQ_CST);
-    if (strcmp(what, "cuDevicePrimaryCtxRetain") == 0)
-        return __atomic_load_n(&n_retain, __ATOMIC_SEQ_CST);
-    if (strcmp(what, "cuDevicePrimaryCtxRelease") == 0)
-        return __atomic_load_n(&n_primary_release, __ATOMIC_SEQ_CST);
-    if (strcmp(what, "cuMemPrefetchAsync") == 0)
-        return __atomic_load_n(&n_prefetch, __ATOMIC_SEQ_CST);
-    if (strcmp(what, "cuInit") == 0) /* calls begun */
-        return __atomic_load_n(&n_init, __ATOMIC_SEQ_CST);
-    if (strcmp(what, "cuMemCreate exportable") == 0) /* asked for, made or not */
-        return __atomic_load_n(&n_create_fd, __ATOMIC_SEQ_CST);
-    if (strcmp(what, "cuMemCreate plain") == 0)
-        return __atomic_load_n(&n_create_plain, __ATOMIC_SEQ_CST);
-    if (strcmp(what, "cuMemPoolCreate exportable") == 0)
-        return __atomic_load_n(&n_pool_fd, __ATOMIC_SEQ_CST);
-    if (strcmp(what, "cuMemPoolCreate plain") == 0)
-        return __atomic_load_n(&n_pool_plain, __ATOMIC_SEQ_CST);
+    static const struct {
+        const char *name;
+        long *n;
+    } counters[] = {
+        {"cuStreamIsCapturing", &n_capturing},
+        {"cuCtxGetCurrent", &n_get_current},
+        {"disturbed", &n_disturbed},
+        {"cuDevicePrimaryCtxRetain", &n_retain},
+        {"cuDevicePrimaryCtxRelease", &n_primary_release},
+        {"cuMemPrefetchAsync", &n_prefetch},
+        {"cuInit", &n_init},                      /* calls begun */
+        {"cuMemCreate exportable", &n_create_fd}, /* asked for, made or not */
+        {"cuMemCreate plain", &n_create_plain},
+        {"cuMemPoolCreate exportable", &n_pool_fd},
+        {"cuMemPoolCreate plain", &n_pool_plain},
+    };
+    for (size_t i = 0; i < sizeof counters / sizeof counters[0]; i++)
+        if (strcmp(what, counters[i].name) == 0)
+            return __atomic_load_n(counters[i].n, __ATOMIC_SEQ_CST);
     return -1;
 }
 
