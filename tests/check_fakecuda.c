@@ -51,6 +51,7 @@ static struct {
     void (*new_context)(void);
     void (*foreign_stream)(void *s);
     void (*refuse_peers)(int on);
+    void (*no_managed_concurrency)(unsigned devices);
 } fake;
 
 /* The fake's controls, from the libcuda.so.1 the library opens too. */
@@ -78,6 +79,7 @@ static void fake_open(void)
     GET(fd_handles, "fakecuda_fd_handles");
     GET(new_context, "fakecuda_new_context");
     GET(foreign_stream, "fakecuda_foreign_stream");
+    GET(no_managed_concurrency, "fakecuda_no_managed_concurrency");
     GET(refuse_peers, "fakecuda_refuse_peers");
 #undef GET
 }
@@ -300,6 +302,47 @@ START_TEST(managed_prefetch_to_a_peer_retains_once)
     ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_SUCCESS);
     ck_assert_int_eq(fake.count("cuDevicePrimaryCtxRetain") - retains,
                      fake.count("cuDevicePrimaryCtxRelease") - releases);
+    fake.devices(1, 0);
+}
+END_TEST
+
+/* Whether a GPU takes a managed prefetch is its own
+ * CONCURRENT_MANAGED_ACCESS, not that of the arena's GPU: a prefetch to
+ * a GPU without it is skipped and counted (the driver would refuse it),
+ * and one from such a GPU's arena to a GPU with it is made. */
+static uint64_t skipped(gpuarena_t *a)
+{
+    gpuarena_stats_t st;
+    ck_assert_int_eq(gpuarena_stats(a, &st), GPUARENA_SUCCESS);
+    return st.prefetches_skipped;
+}
+
+START_TEST(managed_prefetch_asks_the_destination)
+{
+    fake_open();
+    fake.devices(2, 0);
+    fake.no_managed_concurrency(2u); /* GPU 1 has none */
+    for (int dev = 0; dev < 2; dev++) {
+        gpuarena_t *a = NULL;
+        ck_assert_msg(gpuarena_create(GPUARENA_MANAGED, dev, NULL, &a) == GPUARENA_SUCCESS, "%s",
+                      gpuarena_last_error());
+        void *p = NULL;
+        ck_assert_int_eq(gpuarena_alloc(a, MIB, HOST, &p), GPUARENA_SUCCESS);
+        long prefetches = fake.count("cuMemPrefetchAsync");
+        uint64_t before = skipped(a);
+        ck_assert_msg(gpuarena_prefetch(a, p, MIB, 1 - dev, NULL) == GPUARENA_SUCCESS, "%s",
+                      gpuarena_last_error());
+        if (dev == 0) { /* to GPU 1, which takes none */
+            ck_assert_int_eq(fake.count("cuMemPrefetchAsync"), prefetches);
+            ck_assert_uint_eq(skipped(a), before + 1);
+        } else { /* from GPU 1, which takes none, to GPU 0, which does */
+            ck_assert_int_eq(fake.count("cuMemPrefetchAsync"), prefetches + 1);
+            ck_assert_uint_eq(skipped(a), before);
+        }
+        ck_assert_int_eq(gpuarena_free(a, p, HOST), GPUARENA_SUCCESS);
+        ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_SUCCESS);
+    }
+    fake.no_managed_concurrency(0);
     fake.devices(1, 0);
 }
 END_TEST
@@ -1335,6 +1378,7 @@ int main(int argc, char **argv)
                             failed_map_keeps_its_handle,
                             release_failure_at_destroy,
                             managed_prefetch_to_a_peer_retains_once,
+                            managed_prefetch_asks_the_destination,
                             driver_pool_frees_when_the_wait_fails,
                             driver_pool_under_max_reserved,
                             legacy_stream_asks_only_off_the_cache,

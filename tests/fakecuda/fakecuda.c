@@ -37,6 +37,7 @@ void fakecuda_fd_handles(int supported, int refused);
 void fakecuda_new_context(void);
 void fakecuda_foreign_stream(CUstream s);
 void fakecuda_refuse_peers(int on);
+void fakecuda_no_managed_concurrency(unsigned devices);
 CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version, cuuint64_t flags,
                              CUdriverProcAddressQueryResult *status);
 
@@ -325,9 +326,22 @@ static CUresult f_bus_id(char *buf, int len, CUdevice d)
     return CUDA_SUCCESS;
 }
 
+/* Devices (a bit each) whose CONCURRENT_MANAGED_ACCESS reads 0, as a
+ * GPU's under Windows' WDDM or on some virtual machines does: the driver
+ * takes no prefetch to them. */
+static unsigned no_concurrency;
+
+void fakecuda_no_managed_concurrency(unsigned devices)
+{
+    __atomic_store_n(&no_concurrency, devices, __ATOMIC_SEQ_CST);
+}
+
 static CUresult f_attribute(int *v, CUdevice_attribute a, CUdevice d)
 {
-    (void)d;
+    if (a == CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS && d >= 0 && d < 32) {
+        *v = !(__atomic_load_n(&no_concurrency, __ATOMIC_SEQ_CST) >> d & 1);
+        return CUDA_SUCCESS;
+    }
     *v = a == CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID           ? 0
          : a == CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT ? 132
          : a == CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED
@@ -659,7 +673,11 @@ static CUresult f_advise(CUdeviceptr p, size_t size, CUmem_advise advice, CUmemL
 static CUresult f_prefetch(CUdeviceptr p, size_t size, CUmemLocation loc, unsigned flags,
                            CUstream s)
 {
-    (void)p, (void)size, (void)loc, (void)flags;
+    (void)p, (void)size, (void)flags;
+    /* As the driver: no prefetch to a GPU without concurrent access. */
+    if (loc.type == CU_MEM_LOCATION_TYPE_DEVICE && loc.id >= 0 && loc.id < 32 &&
+        __atomic_load_n(&no_concurrency, __ATOMIC_SEQ_CST) >> loc.id & 1)
+        return CUDA_ERROR_INVALID_DEVICE;
     __atomic_add_fetch(&n_prefetch, 1, __ATOMIC_SEQ_CST);
     return disturbs(s) ? CUDA_ERROR_STREAM_CAPTURE_IMPLICIT : CUDA_SUCCESS;
 }
