@@ -1767,6 +1767,37 @@ START_TEST(max_cached_after_caches_give_back)
 }
 END_TEST
 
+/* Blocks a thread cache gives back to a trim, or to an allocation that
+ * would grow a growable segment, count as cached from then on, under
+ * max_cached: they stayed over the cap (4 MiB against 1) until some later
+ * free, whatever a trim's KEEP. */
+START_TEST(max_cached_when_caches_give_back_to_trim_or_growth)
+{
+    for (unsigned growable = 0; growable < 2; growable++) {
+        gpuarena_t *a = arena(GPUARENA_HOST, growable ? "expandable=true,max_cached=1M"
+                                                      : "expandable=false,max_cached=1M");
+        void *p[16];
+        for (unsigned i = 0; i < 16; i++)
+            p[i] = aalloc(a, 256 * KI, GPUARENA_STREAM_HOST);
+        for (unsigned i = 0; i < 16; i++)
+            afree(a, p[i], GPUARENA_STREAM_HOST); /* into this thread's cache */
+        void *q = NULL;
+        if (growable)
+            q = aalloc(a, 512 * KI, GPUARENA_STREAM_HOST); /* the caches give back first */
+        else
+            ck_assert_int_eq(gpuarena_trim(a, SIZE_MAX), GPUARENA_SUCCESS);
+        gpuarena_stats_t st = stats(a);
+        /* Growable: Q's granule keeps the rest of it cached (2 MiB). */
+        ck_assert_msg(st.cached <= (growable ? 2 * MI - 512 * KI : MI),
+                      "%s: %" PRIu64 " bytes cached, over max_cached", growable ? "growth" : "trim",
+                      st.cached);
+        if (q)
+            afree(a, q, GPUARENA_STREAM_HOST);
+        check_and_destroy(a);
+    }
+}
+END_TEST
+
 /* A block that thread A's cache hands out again for another size, then
  * freed by thread B: each thread's view of the requested bytes stays
  * right (B's went below zero and its peak check wrapped to about 2^64). */
@@ -3080,6 +3111,7 @@ int main(void)
     tcase_add_test(cache, trim_keeps_what_it_is_asked_to);
     tcase_add_test(cache, max_cached_stream_pools);
     tcase_add_test(cache, max_cached_after_caches_give_back);
+    tcase_add_test(cache, max_cached_when_caches_give_back_to_trim_or_growth);
     tcase_add_test(cache, max_reserved_caps_the_arena);
     tcase_add_test(cache, set_changes_the_caps_of_a_live_arena);
     tcase_add_test(cache, requested_peak_across_threads);

@@ -645,7 +645,8 @@ static gpuarena_status_t release_and_retry(ga_bm_t *bm, int cls, size_t rs, ga_s
  * what follows may reach the driver with S. */
 static __attribute__((noinline)) gpuarena_status_t alloc_miss(ga_bm_t *bm, int cls, size_t rs,
                                                               size_t size, ga_stream_t s,
-                                                              bool *unchecked, ga_block_t **out)
+                                                              bool *unchecked, bool *returned,
+                                                              ga_block_t **out)
 {
     if (*unchecked) {
         gpuarena_status_t st = stream_check(bm, s);
@@ -689,8 +690,10 @@ static __attribute__((noinline)) gpuarena_status_t alloc_miss(ga_bm_t *bm, int c
      * (gpt2_generate_varlen 1.129 against 1.090), if still less than
      * PyTorch's.  Other threads' caches are left alone: reaching them
      * costs a barrier, which only the out-of-memory path below pays. */
-    if (!b && bm->set.thread_cache && ga_grows_in_place(bm) && ga_tcache_flush_own(bm, rs))
+    if (!b && bm->set.thread_cache && ga_grows_in_place(bm) && ga_tcache_flush_own(bm, rs)) {
+        *returned = true;
         b = find_free(bm, cls, rs, s);
+    }
     if (b) {
         bm->c.hits++;
         *out = b;
@@ -712,6 +715,7 @@ static __attribute__((noinline)) gpuarena_status_t alloc_miss(ga_bm_t *bm, int c
          * uncovered. */
         bm->c.oom_retries++;
         ga_tcache_flush_all(bm);
+        *returned = true;
         ga_sweep_settle(bm, s);
         st = release_and_retry(bm, cls, rs, s, &b, &grown);
         if (st == GPUARENA_ERR_OUT_OF_MEMORY && ga_sweep_unsettled(bm)) {
@@ -732,15 +736,17 @@ static __attribute__((noinline)) gpuarena_status_t alloc_miss(ga_bm_t *bm, int c
     return GPUARENA_SUCCESS;
 }
 
+/* *RETURNED: thread caches gave blocks back on the way (their bytes
+ * count as cached from then on: the caller enforces max_cached). */
 static gpuarena_status_t alloc_locked(ga_bm_t *bm, size_t rs, size_t size, ga_stream_t s,
-                                      bool *unchecked, void **ptr)
+                                      bool *unchecked, bool *returned, void **ptr)
 {
     int cls = rs <= bm->set.small_max ? CLASS_SMALL : CLASS_LARGE;
     ga_block_t *b = find_free(bm, cls, rs, s);
     if (b) {
         bm->c.hits++;
     } else {
-        gpuarena_status_t st = alloc_miss(bm, cls, rs, size, s, unchecked, &b);
+        gpuarena_status_t st = alloc_miss(bm, cls, rs, size, s, unchecked, returned, &b);
         if (st != GPUARENA_SUCCESS)
             return st;
     }
@@ -780,12 +786,14 @@ static __attribute__((noinline)) gpuarena_status_t
 alloc_slow(ga_bm_t *bm, size_t rs, size_t size, ga_stream_t s, void **ptr, bool unchecked)
 {
     ga_lock(&bm->lock);
-    bool dropped = bm->set.thread_cache && ga_tcache_drop_large(bm);
-    gpuarena_status_t st = alloc_locked(bm, rs, size, s, &unchecked, ptr);
-    /* What the large slot gave back counts as cached now.  Giving it
-     * back to the driver names no stream (and runs in relaxed capture
-     * mode, cuda.c): it needs no check of S. */
-    if (dropped)
+    bool returned = bm->set.thread_cache && ga_tcache_drop_large(bm);
+    gpuarena_status_t st = alloc_locked(bm, rs, size, s, &unchecked, &returned, ptr);
+    /* What the large slot or the caches gave back counts as cached now,
+     * against max_cached (after the allocation: the block it takes is
+     * not released under it).  Giving it back to the driver names no
+     * stream (and runs in relaxed capture mode, cuda.c): it needs no
+     * check of S. */
+    if (returned)
         enforce_cap(bm);
     if (st == GPUARENA_SUCCESS)
         ga_peaks_after(bm, true);
@@ -1146,6 +1154,8 @@ gpuarena_status_t ga_bm_trim(ga_bm_t *bm, size_t keep)
         return ga_direct_trim(bm, keep);
     ga_lock(&bm->lock);
     ga_tcache_flush_all(bm);
+    /* What came back counts against max_cached, whatever KEEP is. */
+    enforce_cap(bm);
     /* As the out-of-memory path: the wait for the whole device only when
      * what is released without it leaves more than KEEP cached.  What was
      * released stays released when that wait is refused. */
