@@ -1798,6 +1798,29 @@ START_TEST(max_cached_when_caches_give_back_to_trim_or_growth)
 }
 END_TEST
 
+/* release_threshold: the free fixed segments a miss returns go the
+ * largest first, whatever their class (gpuarena.conf(5)): the small
+ * class's were all returned before any large one, so a free 2 MiB small
+ * segment went and a free 20 MiB large one stayed (21 MiB cached). */
+START_TEST(release_threshold_largest_first)
+{
+    gpuarena_t *a =
+        arena(GPUARENA_HOST, "expandable=false,release_threshold=20M,thread_cache=false");
+    void *s = aalloc(a, 4 * KI, GPUARENA_STREAM_HOST); /* a small segment (2 MiB) */
+    void *l = aalloc(a, 8 * MI, GPUARENA_STREAM_HOST); /* a large one (20 MiB) */
+    afree(a, s, GPUARENA_STREAM_HOST);
+    afree(a, l, GPUARENA_STREAM_HOST);
+    ck_assert_uint_ge(stats(a).cached, 22 * MI);
+    void *big = aalloc(a, 21 * MI, GPUARENA_STREAM_HOST); /* fits neither */
+    gpuarena_stats_t st = stats(a);
+    ck_assert_uint_eq(st.provider_unmaps, 1);
+    ck_assert_msg(st.cached <= 4 * MI, "%" PRIu64 " bytes cached: the 20 MiB segment stayed",
+                  st.cached);
+    afree(a, big, GPUARENA_STREAM_HOST);
+    check_and_destroy(a);
+}
+END_TEST
+
 /* A block that thread A's cache hands out again for another size, then
  * freed by thread B: each thread's view of the requested bytes stays
  * right (B's went below zero and its peak check wrapped to about 2^64). */
@@ -3107,6 +3130,7 @@ int main(void)
     TCase *cache = tcase_create("cache");
     tcase_add_test(cache, trim_keeps_at_most_keep);
     tcase_add_test(cache, trim_fixed_segments);
+    tcase_add_test(cache, release_threshold_largest_first);
     tcase_add_test(cache, max_cached_cap);
     tcase_add_test(cache, trim_keeps_what_it_is_asked_to);
     tcase_add_test(cache, max_cached_stream_pools);

@@ -275,12 +275,14 @@ static size_t release_growable(ga_bm_t *bm, ga_block_t *b, size_t limit)
 size_t ga_seg_release(ga_bm_t *bm, size_t want)
 {
     size_t done = 0;
-    for (int cls = 0; cls < CLASS_COUNT && done < want; cls++) {
-        ga_fit_t *f = &bm->any.fit[cls];
-        for (int fl = FIT_FL - 1; fl >= 0 && done < want; fl--) {
-            if (!(f->fl_map & (1ull << fl)))
-                continue;
-            for (int sl = FIT_SL - 1; sl >= 0 && done < want; sl--) {
+    /* The largest first, across both classes: a size's list of the small
+     * class and then of the large, list by list from the top. */
+    for (int fl = FIT_FL - 1; fl >= 0 && done < want; fl--) {
+        for (int sl = FIT_SL - 1; sl >= 0 && done < want; sl--) {
+            for (int cls = 0; cls < CLASS_COUNT && done < want; cls++) {
+                ga_fit_t *f = &bm->any.fit[cls];
+                if (!(f->fl_map & (1ull << fl)))
+                    continue;
                 ga_block_t *b = f->heads[fl][sl];
                 while (b && done < want) {
                     ga_block_t *nx = b->fnext;
