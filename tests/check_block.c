@@ -1821,6 +1821,32 @@ START_TEST(release_threshold_largest_first)
 }
 END_TEST
 
+/* A stream frees its blocks one after the other, each next to the last,
+ * while another stream allocates as much: each free merged with the
+ * blocks freed before it, the merged block took the newest stamp, and no
+ * sweep ever covered it, so the other stream never had any of it and
+ * the arena grew by all it allocated (128 MiB for 64 live).  The old
+ * part of the merged block that a completed sweep covers goes to ANY. */
+START_TEST(other_stream_gets_the_old_part_of_a_merged_block)
+{
+    gpuarena_t *a = arena(GPUARENA_SIM, "expandable=true,thread_cache=false,sim_event_delay=4");
+    gpuarena_stream_t s1 = (gpuarena_stream_t)(uintptr_t)1, s2 = (gpuarena_stream_t)(uintptr_t)2;
+    void *p[32], *q[32];
+    for (unsigned i = 0; i < 32; i++)
+        p[i] = aalloc(a, 2 * MI, s1);
+    for (unsigned i = 0; i < 32; i++) {
+        afree(a, p[i], s1);
+        q[i] = aalloc(a, 2 * MI, s2);
+    }
+    gpuarena_stats_t st = stats(a);
+    ck_assert_msg(st.reserved <= 96 * MI, "%" PRIu64 " MiB reserved for 64 MiB live",
+                  st.reserved / MI);
+    for (unsigned i = 0; i < 32; i++)
+        afree(a, q[i], s2);
+    check_and_destroy(a);
+}
+END_TEST
+
 /* A block that thread A's cache hands out again for another size, then
  * freed by thread B: each thread's view of the requested bytes stays
  * right (B's went below zero and its peak check wrapped to about 2^64). */
@@ -1961,7 +1987,10 @@ END_TEST
  * the stream's pool, over the cap, until a trim): they go once the GPU has
  * passed their frees, which a sweep recorded at the stream's next free
  * shows.  With no simulated delay, at once; with one, once the simulated
- * GPU has moved on (each new stream handle ticks its clock). */
+ * GPU has moved on (each new stream handle ticks its clock), even though
+ * each free merges with the blocks freed before it (the old part of the
+ * merged block goes: all 64 MiB stayed until the next free after the
+ * last, when a sweep took the merged block's newest stamp every time). */
 START_TEST(max_cached_stream_pools)
 {
     gpuarena_stream_t s = (gpuarena_stream_t)(uintptr_t)1;
@@ -1976,7 +2005,8 @@ START_TEST(max_cached_stream_pools)
     a = arena(GPUARENA_SIM, "max_cached=0,thread_cache=false,sim_event_delay=8");
     fill_and_free(a, 64, MI, s);
     st = stats(a);
-    ck_assert_uint_ge(st.stream_cached, 62 * MI); /* the GPU may not be past them */
+    ck_assert_uint_ge(st.stream_cached, MI);      /* the GPU may not be past the last */
+    ck_assert_uint_le(st.stream_cached, 16 * MI); /* it is past the first, 8 frees later */
     for (unsigned round = 0; round < 2; round++) {
         for (uintptr_t k = 0; k < 16; k++) /* time passes */
             afree(a, aalloc(a, 4096, (gpuarena_stream_t)(100 + 16 * round + k)), NULL);
@@ -3134,6 +3164,7 @@ int main(void)
     tcase_add_test(cache, max_cached_cap);
     tcase_add_test(cache, trim_keeps_what_it_is_asked_to);
     tcase_add_test(cache, max_cached_stream_pools);
+    tcase_add_test(cache, other_stream_gets_the_old_part_of_a_merged_block);
     tcase_add_test(cache, max_cached_after_caches_give_back);
     tcase_add_test(cache, max_cached_when_caches_give_back_to_trim_or_growth);
     tcase_add_test(cache, max_reserved_caps_the_arena);

@@ -295,26 +295,93 @@ static inline void used_span(const ga_block_t *n, const ga_pool_t *p, uintptr_t 
     *hi = nhi > *hi ? nhi : *hi;
 }
 
+/* A stream pool's free block keeps, beside its stamp (the newest of its
+ * pieces), an old part: a run of it whose pieces are all stamped up to
+ * ostamp.  A sweep that completes gives ANY the blocks it covers whole,
+ * and of the others the old part it covers (sweep.c): without it, a
+ * stream freeing blocks next to each other merged each free into the
+ * block a sweep had just covered, whose stamp then passed the sweep's,
+ * so no sweep ever released anything: 64 MiB stayed cached under a
+ * max_cached of 4 MiB, and other streams grew the arena beside it.
+ *
+ * The old part of a merge is one run, so of two that do not touch one
+ * is dropped (it goes with a later sweep, as the whole block does).
+ * While a sweep is out (up to S), the run it covers is kept; with none
+ * out, the next sweep covers every block as it is, and the runs join.
+ * GOOD: whether a run would go with the sweep out (or the next). */
+typedef struct old_part {
+    uintptr_t lo, hi;
+    uint64_t stamp;
+} old_part_t;
+
+static inline uintptr_t old_size(const old_part_t *o)
+{
+    return o->lo < o->hi ? o->hi - o->lo : 0;
+}
+
+static inline bool old_good(const ga_pool_t *p, const old_part_t *o)
+{
+    return o->lo < o->hi && (!p->sweep || o->stamp <= p->sweep_seq);
+}
+
+/* The old part that N, a neighbour joining a block of stream pool P,
+ * brings: all of it when it is ANY's (every stream's already), or when
+ * its stamp says the sweep out covers all of it or no sweep out covers
+ * its old part either; else its own. */
+static inline old_part_t old_of(const ga_pool_t *p, const ga_block_t *n)
+{
+    old_part_t all = {n->addr, n->addr + n->size, n->pool == p ? n->stamp : 0};
+    if (n->pool != p || n->ostamp == GA_OLD_WHOLE)
+        return all;
+    old_part_t own = {n->olo, n->ohi, n->ostamp};
+    return old_good(p, &own) && !old_good(p, &all) ? own : all;
+}
+
+/* The old part of a block made of *O's and N's blocks (N the one of
+ * their two runs that comes later in memory when LATER). */
+static inline void old_merge(const ga_pool_t *p, old_part_t *o, old_part_t n, bool later)
+{
+    bool touch = later ? o->hi == n.lo : n.hi == o->lo;
+    bool go = old_good(p, o), gn = old_good(p, &n);
+    if (touch && old_size(o) && old_size(&n) && go == gn) {
+        o->lo = later ? o->lo : n.lo;
+        o->hi = later ? n.hi : o->hi;
+        o->stamp = o->stamp > n.stamp ? o->stamp : n.stamp;
+    } else if (gn > go || (gn == go && old_size(&n) > old_size(o))) {
+        *o = n;
+    }
+}
+
 /* Merge free block B (in no pool) with its neighbours of pool P, put the
  * result in P and return it.  In a stream pool the merged block takes the
  * newest stamp of its pieces: a sweep then releases it only once it
- * covers every piece. */
+ * covers every piece; its old part (above) goes before. */
 static ga_block_t *coalesce_into(ga_bm_t *bm, ga_pool_t *p, ga_block_t *b, uint64_t stamp)
 {
     /* Loops: an ANY neighbour taken in may have a neighbour of P. */
     ga_block_t *n;
     uintptr_t lo = b->ulo, hi = b->uhi; /* a stream pool's: what its stream used */
+    old_part_t old = {b->addr, b->addr + b->size, stamp};
+    bool stream = is_stream_pool(p);
+    /* Only a sweep out that is to give old parts away needs them kept
+     * apart; else the old part is the whole block (the next sweep covers
+     * it all), which costs a random churn on a stream nothing. */
+    bool apart = stream && p->sweep && p->parts;
     while ((n = b->next) && joins(bm, n, p)) {
-        if (is_stream_pool(p) && n->stamp > stamp)
-            stamp = n->stamp;
+        if (stream)
+            stamp = n->stamp > stamp ? n->stamp : stamp;
+        if (apart)
+            old_merge(p, &old, old_of(p, n), true);
         used_span(n, p, &lo, &hi);
         pool_take(n);
         absorb(bm, b, n);
     }
     ga_block_t *v;
     while ((v = b->prev) && joins(bm, v, p)) {
-        if (is_stream_pool(p) && v->stamp > stamp)
-            stamp = v->stamp;
+        if (stream)
+            stamp = v->stamp > stamp ? v->stamp : stamp;
+        if (apart)
+            old_merge(p, &old, old_of(p, v), false);
         used_span(v, p, &lo, &hi);
         pool_take(v);
         absorb(bm, v, b);
@@ -323,6 +390,12 @@ static ga_block_t *coalesce_into(ga_bm_t *bm, ga_pool_t *p, ga_block_t *b, uint6
     b->stamp = stamp;
     b->ulo = lo;
     b->uhi = hi;
+    b->ostamp = GA_OLD_WHOLE;
+    if (apart) {
+        b->olo = old.lo;
+        b->ohi = old.hi;
+        b->ostamp = old.stamp;
+    }
     pool_put(bm, p, b);
     return b;
 }
@@ -358,6 +431,10 @@ static inline ga_block_t *split(ga_bm_t *bm, ga_block_t *b, size_t size)
     t->ulo = ga_select(b->ulo > t->addr, b->ulo, t->addr);
     t->uhi = b->uhi;
     b->uhi = ga_select(b->uhi < t->addr, b->uhi, t->addr);
+    /* The old parts (coalesce_into): all of each, which is right if not
+     * the best (a sweep that covers the whole block gives it away). */
+    t->ostamp = GA_OLD_WHOLE;
+    b->ostamp = GA_OLD_WHOLE;
     t->prev = b;
     t->next = b->next;
     if (b->next)
@@ -386,9 +463,30 @@ void ga_bm_pool_take(ga_block_t *b)
     pool_take(b);
 }
 
+/* The old part of B cut to [LO, HI) and stamped ST: all of B where
+ * nothing of it is left. */
+static void old_cut(ga_block_t *b, uintptr_t lo, uintptr_t hi, uint64_t st)
+{
+    lo = lo > b->addr ? lo : b->addr;
+    hi = hi < b->addr + b->size ? hi : b->addr + b->size;
+    b->olo = lo;
+    b->ohi = hi;
+    b->ostamp = lo < hi ? st : GA_OLD_WHOLE;
+}
+
+/* split() for sweep.c and segment.c, which keep a stream pool's blocks
+ * free: each side keeps its share of the old part (split makes both
+ * whole, which is all an allocation's tail needs on the hot path). */
 ga_block_t *ga_bm_split(ga_bm_t *bm, ga_block_t *b, size_t size)
 {
-    return split(bm, b, size);
+    uintptr_t lo = b->olo, hi = b->ohi;
+    uint64_t st = b->ostamp;
+    ga_block_t *t = split(bm, b, size);
+    if (t && st != GA_OLD_WHOLE) {
+        old_cut(b, lo, hi, st);
+        old_cut(t, lo, hi, st);
+    }
+    return t;
 }
 
 ga_block_t *ga_bm_coalesce(ga_bm_t *bm, ga_pool_t *p, ga_block_t *b, uint64_t stamp)
@@ -420,7 +518,7 @@ static __attribute__((noinline)) void release_over_cap(ga_bm_t *bm, uint64_t cac
     ga_sweep_poll(bm, false);
     ga_seg_release(bm, cached - bm->set.max_cached);
     if (bm->npools && bm->c.reserved - bm->c.in_use > bm->set.max_cached)
-        ga_sweep_request_all(bm);
+        ga_sweep_request_all(bm, NULL);
 }
 
 /* Inline: every locked free asks, and nearly always the answer is no. */
@@ -546,7 +644,8 @@ static ga_block_t *find_other(ga_bm_t *bm, int cls, size_t rs, ga_stream_t s, ga
         if (!b)
             continue;
         if (!p->sweep || b->stamp > p->sweep_seq) {
-            p->wanted = true; /* covered next time */
+            p->wanted = true; /* covered next time, with its old parts */
+            p->parts = true;
             atomic_fetch_or_explicit(ga_wanted_word(bm, p->stream.id),
                                      (uint64_t)1 << (p->stream.id & 63), memory_order_relaxed);
             continue;
@@ -670,7 +769,7 @@ static __attribute__((noinline)) gpuarena_status_t alloc_miss(ga_bm_t *bm, int c
             }
         }
         if (!b)
-            ga_sweep_request_all(bm);
+            ga_sweep_request_all(bm, &s);
     }
     /* Free memory that a stream pool took in from ANY and its stream
      * never used is every stream's at once: back to ANY before the arena

@@ -126,6 +126,14 @@ static gpuarena_status_t check_pool(ga_bm_t *bm, ga_pool_t *p, uint64_t *listed)
                         (b->ulo < b->addr || b->uhi > b->addr + b->size))
                         FAIL("block %p of %zu bytes has its used part at %p-%p", (void *)b->addr,
                              b->size, (void *)b->ulo, (void *)b->uhi);
+                    /* Its old part too, and no newer than the block: a
+                     * sweep gives ANY the old part it covers. */
+                    if (stream_pool && b->ostamp != GA_OLD_WHOLE && b->olo < b->ohi &&
+                        (b->olo < b->addr || b->ohi > b->addr + b->size || b->ostamp > b->stamp))
+                        FAIL("block %p of %zu bytes (stamp %" PRIu64 ") has its old part at "
+                             "%p-%p, stamped %" PRIu64,
+                             (void *)b->addr, b->size, b->stamp, (void *)b->olo, (void *)b->ohi,
+                             b->ostamp);
                     n++;
                 }
             }

@@ -85,7 +85,13 @@ typedef struct ga_block {
     ga_segment_t *seg;
     uint64_t stream_id; /* LIVE: id of the allocation stream */
     uintptr_t ulo, uhi; /* FREE in a stream pool: the part its stream used (ga_block_used) */
+    uintptr_t olo, ohi; /* FREE in a stream pool: its old part (block.c, coalesce_into) */
+    uint64_t ostamp;    /* the newest stamp of its pieces; GA_OLD_WHOLE: all of it, stamp */
 } ga_block_t;
+
+/* ostamp of a block whose old part is all of it, stamped as the block:
+ * one store where a split or a merge needs no more. */
+#define GA_OLD_WHOLE UINT64_MAX
 
 /* A free block of a stream pool holds what its stream freed, and may hold
  * free memory of ANY that it took in (block.c, joins), which its stream
@@ -159,6 +165,7 @@ struct ga_pool {
     uint64_t sweep_seq; /* blocks stamped up to this are covered by it */
     bool wanted;        /* another stream missed: record at the next free */
     bool is_stream;     /* a stream's pool, not ANY or HOLE */
+    bool parts;         /* the next sweep gives ANY old parts too (sweep.c) */
     uint64_t used;      /* the manager's pool_clock when its stream last freed or allocated */
 };
 
@@ -449,9 +456,11 @@ gpuarena_status_t ga_bm_event_record(ga_bm_t *bm, ga_stream_t s, ga_event_t *out
 /* The streams whose pools want a sweep, for the lock-free free path
  * (wanted_map). */
 void ga_sweep_wanted_update(ga_bm_t *bm);
-/* A stream missed: ask every stream pool with uncovered free blocks for
- * a sweep at its next free. */
-void ga_sweep_request_all(ga_bm_t *bm);
+/* A stream missed (MISSED; NULL: the arena is over max_cached): ask
+ * every stream pool with uncovered free blocks for a sweep at its next
+ * free, which gives ANY the old parts it covers too in the pools of other
+ * streams than MISSED (every pool's for the cap). */
+void ga_sweep_request_all(ga_bm_t *bm, const ga_stream_t *missed);
 /* After a free into stream pool P on S: finish a completed sweep and
  * record a wanted one. */
 void ga_sweep_on_free(ga_bm_t *bm, ga_pool_t *p, ga_stream_t s);
