@@ -6,7 +6,7 @@
  * graph: an event for the block's recorded uses (record_stream), a sweep
  * that its stream's pool owes another stream, or, on the legacy stream,
  * any of these while another thread captures on a blocking stream
- * (gpuarena(7), STREAMS).  A C caller sees the status and frees again
+ * (gpuarena(7), "Device memory").  A C caller sees the status and frees again
  * after the capture.  PyTorch's and CuPy's free hooks return nothing, and
  * the framework believes the memory freed: the block would stay live, out
  * of every pool, for the rest of the process.

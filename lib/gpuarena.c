@@ -13,7 +13,9 @@
 #include "trace/trace.h"
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* Default arenas (GA_MAX_DEVICES: arena.h): one per (kind, device); host
  * and sim use device slot 0.
@@ -54,6 +56,28 @@ gpuarena_status_t ga_check_kind(gpuarena_kind_t kind, int *device)
     return GPUARENA_SUCCESS;
 }
 
+/* An arena that its NUMA node list refused (topo.c, a node this machine
+ * lacks: "numa: ..."): the message says where the value came from, as
+ * the configuration's own errors do (gpuarena_get(3)): "options" where
+ * gpuarena_create's options named the key, else the file and line or
+ * GPUARENA_OPTIONS. */
+static gpuarena_status_t numa_origin(gpuarena_status_t st, gpuarena_kind_t kind, int device,
+                                     bool in_options)
+{
+    static const char prefix[] = "numa: ";
+    if (st != GPUARENA_ERR_CONFIG || strncmp(gpuarena_last_error(), prefix, sizeof prefix - 1))
+        return st;
+    char origin[256] = "options", value[128];
+    const ga_conf_t *c = in_options ? NULL : ga_config_current();
+    if (c)
+        ga_conf_value(c, kind, kind == GPUARENA_HOST ? -1 : device, ga_config_find_key("numa"),
+                      value, sizeof value, origin, sizeof origin);
+    ga_error_saved_t saved;
+    ga_error_save(&saved);
+    return ga_error(st, "%s: key '%s.numa': %s", origin, ga_kind_name(kind),
+                    saved.text + sizeof prefix - 1);
+}
+
 gpuarena_status_t gpuarena_get(gpuarena_kind_t kind, int device, gpuarena_t **arena)
 {
     if (!arena)
@@ -72,7 +96,7 @@ gpuarena_status_t gpuarena_get(gpuarena_kind_t kind, int device, gpuarena_t **ar
         ga_settings_t s;
         st = ga_config_settings(kind, device, &s);
         if (st == GPUARENA_SUCCESS)
-            st = ga_arena_create(kind, device, &s, &a);
+            st = numa_origin(ga_arena_create(kind, device, &s, &a), kind, device, false);
         if (st == GPUARENA_SUCCESS) {
             a->is_default = true;
             defaults[kind][device] = a;
@@ -93,11 +117,13 @@ gpuarena_status_t gpuarena_create(gpuarena_kind_t kind, int device, const char *
     if (st != GPUARENA_SUCCESS)
         return st;
     ga_settings_t s;
+    bool named[GA_CONFIG_MAX_KEYS] = {false};
     st = ga_config_settings(kind, device, &s);
     if (st == GPUARENA_SUCCESS)
-        st = ga_config_apply(&s, kind, options, "options");
+        st = ga_config_apply_named(&s, kind, options, "options", named);
     if (st == GPUARENA_SUCCESS)
-        st = ga_arena_create(kind, device, &s, arena);
+        st = numa_origin(ga_arena_create(kind, device, &s, arena), kind, device,
+                         named[ga_config_key_index(ga_config_find_key("numa"))]);
     return st;
 }
 

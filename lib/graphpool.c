@@ -5,7 +5,7 @@
  * A block allocated during a CUDA graph capture belongs to the graph for
  * as long as the graph may be replayed: every replay writes it again.
  * So gpuarena refuses allocations on a capturing stream (gpuarena(7),
- * STREAMS): reused after the capture, the block would be written by the
+ * "Device memory"): reused after the capture, the block would be written by the
  * replays under its new owner.  PyTorch solves this with a private pool
  * per graph, and tells its allocator when a capture begins and ends
  * allocating to a pool and when a pool is given back (its allocator's

@@ -1033,6 +1033,26 @@ START_TEST(create_options)
     ck_assert_uint_eq(a->settings.numa_count, 1);
     ck_assert_uint_eq(a->settings.round, 1024);
     ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_SUCCESS);
+    /* A node the machine lacks (none has 64) is refused with the value's
+     * origin, as every configuration error (gpuarena_get(3)): it said
+     * "numa: ...", naming neither the file, the variable nor the kind. */
+    const char *lacks = "key 'host.numa': NUMA node 63 does not exist on this machine";
+    a = (gpuarena_t *)0x1;
+    ck_assert_int_eq(gpuarena_create(GPUARENA_HOST, 0, "numa=0,63", &a), GPUARENA_ERR_CONFIG);
+    ck_assert_ptr_eq(a, (gpuarena_t *)0x1);
+    ck_assert_msg(strncmp(gpuarena_last_error(), "options: ", 9) == 0 &&
+                      strstr(gpuarena_last_error(), lacks) == gpuarena_last_error() + 9,
+                  "%s", gpuarena_last_error());
+    setenv("GPUARENA_OPTIONS", "host.numa=interleave:63", 1);
+    ga_config_reset();
+    ck_assert_int_eq(gpuarena_create(GPUARENA_HOST, 0, NULL, &a), GPUARENA_ERR_CONFIG);
+    ck_assert_msg(strncmp(gpuarena_last_error(), "GPUARENA_OPTIONS: ", 18) == 0 &&
+                      strstr(gpuarena_last_error(), lacks) == gpuarena_last_error() + 18,
+                  "%s", gpuarena_last_error());
+    ck_assert_int_eq(gpuarena_create(GPUARENA_HOST, 0, "numa=local", &a), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_SUCCESS);
+    unsetenv("GPUARENA_OPTIONS");
+    ga_config_reset();
 
     struct {
         const char *options, *message;

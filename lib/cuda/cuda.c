@@ -699,7 +699,7 @@ static bool is_default_stream(void *stream)
  * stream's pool, all of whose frees have long passed: reuse stays safe.
  * What the cache cannot notice is a recycled handle that now names a
  * stream of another context; such a program error is then caught by the
- * next event operation on it instead of here (gpuarena(7), STREAMS).
+ * next event operation on it instead of here (gpuarena(7), "Device memory").
  * The per-thread default stream has one id per thread and context. */
 #define LAST_STREAMS 4
 static _Thread_local struct {
