@@ -86,11 +86,27 @@ static bool has_unused(const ga_block_t *b)
     return b->ulo >= b->uhi || b->ulo > b->addr || b->uhi < b->addr + b->size;
 }
 
-/* Take out of P's index the free blocks stamped up to UPTO, only those
- * with a part their stream never used if UNUSED (has_unused), and return
- * them linked through fnext: merged or split only once the walk is over,
+/* Which free blocks of a pool take_out takes: those a sweep up to UPTO
+ * covers whole; those with a part their stream never used (has_unused);
+ * those whose old part alone it covers (block.c, coalesce_into). */
+typedef enum { TAKE_COVERED, TAKE_UNUSED, TAKE_OLD_PART } take_t;
+
+static bool taken(const ga_block_t *b, take_t what, uint64_t upto)
+{
+    switch (what) {
+    case TAKE_COVERED:
+        return b->stamp <= upto;
+    case TAKE_UNUSED:
+        return has_unused(b);
+    default:
+        return b->stamp > upto && b->ostamp <= upto && b->olo < b->ohi;
+    }
+}
+
+/* Take out of P's index the free blocks WHAT says, and return them
+ * linked through fnext: merged or split only once the walk is over,
  * since that would change the lists walked. */
-static ga_block_t *take_out(ga_pool_t *p, uint64_t upto, bool unused)
+static ga_block_t *take_out(ga_pool_t *p, take_t what, uint64_t upto)
 {
     ga_block_t *out = NULL;
     for (int cls = 0; cls < CLASS_COUNT; cls++) {
@@ -101,7 +117,7 @@ static ga_block_t *take_out(ga_pool_t *p, uint64_t upto, bool unused)
                 unsigned sl = (unsigned)__builtin_ctz(sm);
                 for (ga_block_t *b = f->heads[fl][sl], *nx; b; b = nx) {
                     nx = b->fnext;
-                    if (b->stamp > upto || (unused && !has_unused(b)))
+                    if (!taken(b, what, upto))
                         continue;
                     ga_bm_pool_take(b);
                     b->fnext = out;
@@ -124,7 +140,7 @@ static ga_block_t *next_out(ga_block_t **list)
 
 void ga_pool_move(ga_bm_t *bm, ga_pool_t *from, ga_pool_t *to, uint64_t upto)
 {
-    for (ga_block_t *list = take_out(from, upto, false); list;) {
+    for (ga_block_t *list = take_out(from, TAKE_COVERED, upto); list;) {
         ga_block_t *b = next_out(&list);
         /* Into limbo goes only what the retired pool's stream used. */
         if (from->is_stream && to == &bm->limbo)
@@ -141,7 +157,7 @@ bool ga_pool_reclaim(ga_bm_t *bm, uint64_t id)
         ga_pool_t *p = bm->pools[i];
         if (p->stream.id == id)
             continue; /* its stream has all of it already */
-        ga_block_t *list = take_out(p, UINT64_MAX, true);
+        ga_block_t *list = take_out(p, TAKE_UNUSED, 0);
         moved |= list != NULL;
         while (list)
             part_out(bm, next_out(&list), p);
@@ -149,38 +165,12 @@ bool ga_pool_reclaim(ga_bm_t *bm, uint64_t id)
     return moved;
 }
 
-/* Take out of P's index the free blocks stamped after UPTO whose old
- * part (block.c, coalesce_into) is stamped up to it, linked through
- * fnext as take_out's. */
-static ga_block_t *take_out_old(ga_pool_t *p, uint64_t upto)
-{
-    ga_block_t *out = NULL;
-    for (int cls = 0; cls < CLASS_COUNT; cls++) {
-        ga_fit_t *f = &p->fit[cls];
-        for (uint64_t fm = f->fl_map; fm; fm &= fm - 1) {
-            unsigned fl = (unsigned)__builtin_ctzll(fm);
-            for (uint32_t sm = f->sl_map[fl]; sm; sm &= sm - 1) {
-                unsigned sl = (unsigned)__builtin_ctz(sm);
-                for (ga_block_t *b = f->heads[fl][sl], *nx; b; b = nx) {
-                    nx = b->fnext;
-                    if (b->stamp <= upto || b->ostamp > upto || b->olo >= b->ohi)
-                        continue;
-                    ga_bm_pool_take(b);
-                    b->fnext = out;
-                    out = b;
-                }
-            }
-        }
-    }
-    return out;
-}
-
 /* The old parts of P's blocks that a sweep up to UPTO covers, to ANY;
  * the rest of each block back to P as it is (its neighbours there merged
  * already), its old part all of it from now on. */
 static void old_parts_out(ga_bm_t *bm, ga_pool_t *p, uint64_t upto)
 {
-    for (ga_block_t *list = take_out_old(p, upto); list;) {
+    for (ga_block_t *list = take_out(p, TAKE_OLD_PART, upto); list;) {
         ga_block_t *b = next_out(&list), *t;
         uintptr_t lo = b->olo, hi = b->ohi;
         if (lo > b->addr && (t = ga_bm_split(bm, b, lo - b->addr))) {
