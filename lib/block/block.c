@@ -216,6 +216,7 @@ static __attribute__((noinline)) ga_pool_t *pool_make(ga_bm_t *bm, ga_stream_t s
         return NULL;
     p->stream = s;
     p->is_stream = true;
+    p->absorbs = true;
     p->used = ++bm->pool_clock;
     bm->pools[bm->npools++] = p;
     return p;
@@ -262,12 +263,18 @@ static void pool_put(ga_bm_t *bm, ga_pool_t *p, ga_block_t *b)
  * and the next sweep gives it back to ANY; the part its stream did not
  * use since goes back sooner, before the arena grows for another stream
  * (ga_pool_reclaim) and when the pool is retired (ga_block_used).  Holes
- * and limbo take none in: limbo's blocks wait for a drain (limbo.c). */
+ * and limbo take none in: limbo's blocks wait for a drain (limbo.c).
+ * Nor does a shared pool (ga_pool_t.shared): there other streams, or
+ * allocations with no stream, need ANY, and each free of the stream took
+ * back the blocks that the last sweep had just given ANY.  Three streams
+ * (1, 2 and none) at random, 48 blocks up to 8 MiB each freed on a random
+ * one of them, reserved 2.9 GiB after 3 M operations (peak request 271
+ * MiB) with it, about 0.7 GiB without it and ga_sweep_shared. */
 static inline bool joins(const ga_bm_t *bm, const ga_block_t *n, const ga_pool_t *p)
 {
     if (n->state != BLOCK_FREE && n->state != BLOCK_HOLE)
         return false; /* live, or pending (its pool is where it will go) */
-    return n->pool == p || (n->pool == &bm->any && is_stream_pool(p));
+    return n->pool == p || (n->pool == &bm->any && p->absorbs);
 }
 
 /* Merge R, the right neighbour of L, into L (both in no pool). */
@@ -1056,6 +1063,8 @@ static inline ga_pool_t *free_locked(ga_bm_t *bm, ga_block_t *b, ga_stream_t s, 
     if (b->uses || host_guard(bm) || !(p = s.id == GA_STREAM_ANY ? &bm->any : pool_get(bm, s)))
         return free_watched(bm, b, s, done);
     free_into(bm, p, b);
+    if (__builtin_expect(p->shared, 0))
+        ga_sweep_shared(bm, p);
     return p;
 }
 

@@ -35,6 +35,7 @@
 
 typedef struct ga_fit {
     uint64_t fl_map;
+    uint64_t bytes; /* the sizes of the blocks in the index, summed */
     uint32_t sl_map[FIT_FL];
     ga_block_t *heads[FIT_FL][FIT_SL];
     ga_block_t **sink; /* written, never read: see the top of this file */
@@ -72,6 +73,7 @@ static inline void ga_fit_insert(ga_fit_t *f, ga_block_t *b)
     unsigned fl, sl;
     ga_fit_index(b->size, &fl, &sl);
     b->flist = fl * FIT_SL + sl;
+    f->bytes += b->size;
     ga_block_t **head = &f->heads[fl][sl];
     ga_block_t *h = *head;
     b->fnext = h;
@@ -85,6 +87,7 @@ static inline void ga_fit_insert(ga_fit_t *f, ga_block_t *b)
 static inline void ga_fit_remove(ga_fit_t *f, ga_block_t *b)
 {
     unsigned fl = b->flist / FIT_SL, sl = b->flist % FIT_SL;
+    f->bytes -= b->size;
     ga_block_t *n = b->fnext;
     *b->fpprev = n;
     *ga_fit_link_of(f, n) = b->fpprev;

@@ -166,7 +166,14 @@ struct ga_pool {
     bool wanted;        /* another stream missed: record at the next free */
     bool is_stream;     /* a stream's pool, not ANY or HOLE */
     bool parts;         /* the next sweep gives ANY old parts too (sweep.c) */
-    uint64_t used;      /* the manager's pool_clock when its stream last freed or allocated */
+    /* Another stream, or an allocation with no stream, missed while this
+     * pool held frees no sweep covered (ga_sweep_request_all): from then
+     * on the pool takes in no free memory of ANY (block.c, joins) and asks
+     * for a sweep whenever it caches more than GA_SHARED_CACHED of the
+     * bytes in use (ga_sweep_shared). */
+    bool shared;
+    bool absorbs;  /* a stream's pool that is not shared: joins takes ANY's blocks in */
+    uint64_t used; /* the manager's pool_clock when its stream last freed or allocated */
 };
 
 /* Whether P holds free blocks. */
@@ -461,6 +468,12 @@ void ga_sweep_wanted_update(ga_bm_t *bm);
  * free, which gives ANY the old parts it covers too in the pools of other
  * streams than MISSED (every pool's for the cap). */
 void ga_sweep_request_all(ga_bm_t *bm, const ga_stream_t *missed);
+/* A shared pool (ga_pool_t.shared) asks for a sweep, with old parts,
+ * once it caches more than the bytes in use divided by this. */
+#define GA_SHARED_CACHED 2
+/* After a free into shared stream pool P: ask for a sweep if it caches
+ * too much. */
+void ga_sweep_shared(ga_bm_t *bm, ga_pool_t *p);
 /* After a free into stream pool P on S: finish a completed sweep and
  * record a wanted one. */
 void ga_sweep_on_free(ga_bm_t *bm, ga_pool_t *p, ga_stream_t s);

@@ -242,8 +242,28 @@ void ga_sweep_request_all(ga_bm_t *bm, const ga_stream_t *missed)
             p->wanted = true;
         if (!missed || missed->id != p->stream.id)
             p->parts = true;
+        if (missed && missed->id != p->stream.id)
+            p->shared = true, p->absorbs = false;
     }
     ga_sweep_wanted_update(bm);
+}
+
+/* internal.h says what it does.  Sweeps asked for only at a miss came
+ * too late where other streams need ANY: the arena grew at the miss, and
+ * the stream pools kept what the sweeps gave back short of it (joins).
+ * Asking as the pool passes a share of the bytes in use keeps them
+ * coming; the one asked for is recorded at the stream's next free. */
+void ga_sweep_shared(ga_bm_t *bm, ga_pool_t *p)
+{
+    if (p->sweep || p->wanted)
+        return;
+    uint64_t cached = p->fit[CLASS_SMALL].bytes + p->fit[CLASS_LARGE].bytes;
+    if (cached * GA_SHARED_CACHED <= bm->c.in_use)
+        return;
+    p->wanted = true;
+    p->parts = true;
+    atomic_fetch_or_explicit(ga_wanted_word(bm, p->stream.id), (uint64_t)1 << (p->stream.id & 63),
+                             memory_order_relaxed);
 }
 
 /* After a free into P on S (a live handle): finish a completed sweep and
