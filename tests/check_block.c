@@ -35,6 +35,17 @@
 #define MI ((size_t)1 << 20)
 
 /* Stream number HOST is GPUARENA_STREAM_HOST, as ga_arena_stream makes it. */
+/* The block records' slabs come from aligned_alloc: a test can make
+ * the next ones fail (every other caller is served as usual). */
+static bool records_fail;
+void *aligned_alloc(size_t alignment, size_t size)
+{
+    void *p = NULL;
+    if (records_fail)
+        return NULL;
+    return posix_memalign(&p, alignment < sizeof p ? sizeof p : alignment, size) ? NULL : p;
+}
+
 #define HOST 99u
 
 static ga_stream_t S(unsigned s)
@@ -1889,6 +1900,45 @@ START_TEST(random_streams_do_not_grow_the_arena)
 }
 END_TEST
 
+/* A completed sweep gives ANY the old part of a block whose newer frees
+ * lie on both sides of it: two cuts, each a new record.  With one record
+ * to be had, the first cut was made and the second not, and the two
+ * sides lay next to each other in the stream's pool unmerged
+ * (gpuarena_check: "were not merged") until a later free merged them. */
+START_TEST(old_part_cut_twice_or_not_at_all)
+{
+    fx_t *f = fx_new(false, 64 * KI, NULL);
+    void *v[7];
+    for (unsigned i = 0; i < 7; i++)
+        v[i] = fx_alloc(f, 64 * KI, 1);  /* b c d g z g2 y, side by side */
+    fx_free(f, v[1], 1);                 /* c */
+    void *big = fx_alloc(f, 64 * MI, 2); /* stream 2 misses: sweeps wanted, with old parts */
+    fx_free(f, v[4], 1);                 /* z: the sweep is recorded behind it */
+    fx_free(f, v[0], 1);                 /* b, then d: [b c d], its old part c */
+    fx_free(f, v[2], 1);
+    ga_block_t *m = ga_lmap_find(&f->bm->live, U(v[3]))->prev;
+    ck_assert_uint_eq(m->addr, U(v[0]));
+    ck_assert_uint_eq(m->olo, U(v[1]));
+    ck_assert_uint_eq(m->ohi, U(v[2]));
+    tp_complete(&f->tp, 1); /* the sweep has completed */
+    ga_block_t *rest = f->bm->spare_blocks->next;
+    f->bm->spare_blocks->next = NULL; /* one record left, and none to be made */
+    records_fail = true;
+    fx_free(f, v[6], 1); /* finds the sweep done; checks the manager */
+    records_fail = false;
+    ga_block_t **end = &f->bm->spare_blocks;
+    while (*end)
+        end = &(*end)->next;
+    *end = rest;
+    fx_free(f, v[3], 1);
+    fx_free(f, v[5], 1);
+    fx_free(f, big, 2);
+    tp_complete(&f->tp, 1);
+    tp_complete(&f->tp, 2);
+    fx_done(f);
+}
+END_TEST
+
 /* A block that thread A's cache hands out again for another size, then
  * freed by thread B: each thread's view of the requested bytes stays
  * right (B's went below zero and its peak check wrapped to about 2^64). */
@@ -3208,6 +3258,7 @@ int main(void)
     tcase_add_test(cache, max_cached_stream_pools);
     tcase_add_test(cache, other_stream_gets_the_old_part_of_a_merged_block);
     tcase_add_test(cache, random_streams_do_not_grow_the_arena);
+    tcase_add_test(cache, old_part_cut_twice_or_not_at_all);
     tcase_add_test(cache, max_cached_after_caches_give_back);
     tcase_add_test(cache, max_cached_when_caches_give_back_to_trim_or_growth);
     tcase_add_test(cache, max_reserved_caps_the_arena);

@@ -173,20 +173,20 @@ static void old_parts_out(ga_bm_t *bm, ga_pool_t *p, uint64_t upto)
     for (ga_block_t *list = take_out(p, TAKE_OLD_PART, upto); list;) {
         ga_block_t *b = next_out(&list), *t;
         uintptr_t lo = b->olo, hi = b->ohi;
-        if (lo > b->addr && (t = ga_bm_split(bm, b, lo - b->addr))) {
+        /* Both cuts or none: after one alone, the two sides would lie
+         * side by side in P unmerged (no host memory for records: the
+         * old part goes with a later sweep). */
+        if (!ga_bm_spare_records(bm)) {
+            ga_bm_pool_put(bm, p, b);
+            continue;
+        }
+        if (lo > b->addr) {
+            t = ga_bm_split(bm, b, lo - b->addr);
             ga_bm_pool_put(bm, p, b); /* its old part all of it (split) */
             b = t;
         }
-        if (b->addr != lo) { /* no record to cut it off with */
-            ga_bm_pool_put(bm, p, b);
-            continue;
-        }
-        if (hi < b->addr + b->size && (t = ga_bm_split(bm, b, hi - b->addr)))
-            ga_bm_pool_put(bm, p, t);
-        if (b->addr + b->size != hi) {
-            ga_bm_pool_put(bm, p, b);
-            continue;
-        }
+        if (hi < b->addr + b->size)
+            ga_bm_pool_put(bm, p, ga_bm_split(bm, b, hi - b->addr));
         ga_bm_coalesce(bm, &bm->any, b, 0);
     }
 }
