@@ -1939,6 +1939,24 @@ START_TEST(old_part_cut_twice_or_not_at_all)
 }
 END_TEST
 
+/* trim (and the out-of-memory path) wait for the whole device and then
+ * empty every stream pool: nothing there needs an event any more, but a
+ * pool with no sweep out took one to finish as a sweep would, and where
+ * none could be made (no host memory) its blocks stayed: trim(0)
+ * returned success with 4 MiB still cached in the stream's pool. */
+START_TEST(drain_needs_no_event)
+{
+    fx_t *f = fx_new(false, 64 * KI, NULL);
+    fx_free(f, fx_alloc(f, 4 * MI, 1), 1);
+    ck_assert_uint_eq(fx_stats(f).stream_cached, fx_stats(f).cached);
+    f->tp.events_refused = true;
+    ck_assert_int_eq(ga_bm_trim(f->bm, 0), GPUARENA_SUCCESS);
+    f->tp.events_refused = false;
+    ck_assert_uint_eq(fx_stats(f).reserved, 0);
+    fx_done(f);
+}
+END_TEST
+
 /* A block that thread A's cache hands out again for another size, then
  * freed by thread B: each thread's view of the requested bytes stays
  * right (B's went below zero and its peak check wrapped to about 2^64). */
@@ -3259,6 +3277,7 @@ int main(void)
     tcase_add_test(cache, other_stream_gets_the_old_part_of_a_merged_block);
     tcase_add_test(cache, random_streams_do_not_grow_the_arena);
     tcase_add_test(cache, old_part_cut_twice_or_not_at_all);
+    tcase_add_test(cache, drain_needs_no_event);
     tcase_add_test(cache, max_cached_after_caches_give_back);
     tcase_add_test(cache, max_cached_when_caches_give_back_to_trim_or_growth);
     tcase_add_test(cache, max_reserved_caps_the_arena);

@@ -118,9 +118,9 @@ static gpuarena_status_t tp_event_create(ga_provider_t *p, ga_event_t *ev)
     gpuarena_status_t st = tick(t);
     if (st != GPUARENA_SUCCESS)
         return st;
-    tp_event_t *e = calloc(1, sizeof *e);
+    tp_event_t *e = t->events_refused ? NULL : calloc(1, sizeof *e);
     if (!e)
-        return GPUARENA_ERR_HOST_MEMORY;
+        return ga_error(GPUARENA_ERR_HOST_MEMORY, "test provider: no memory for an event");
     t->events_live++;
     *ev = e;
     return GPUARENA_SUCCESS;

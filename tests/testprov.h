@@ -35,8 +35,9 @@ typedef struct tp {
         unsigned on;
     } pend[TP_STREAMS][256];
     unsigned npend[TP_STREAMS];
-    uint64_t calls;   /* provider calls made */
-    uint64_t fail_at; /* fail this call number (0: never) */
+    uint64_t calls;      /* provider calls made */
+    uint64_t fail_at;    /* fail this call number (0: never) */
+    bool events_refused; /* event_create fails (no host memory for one) */
     uint64_t events_live;
     uint64_t bad_handles;  /* records or waits on a handle that is no stream */
     uint64_t syncs;        /* event and device waits */

@@ -207,7 +207,8 @@ static void sweep_finish(ga_bm_t *bm, ga_pool_t *p)
     if (p->parts)
         old_parts_out(bm, p, p->sweep_seq);
     p->parts = false;
-    ga_bm_event_put(bm, p->sweep);
+    if (p->sweep)
+        ga_bm_event_put(bm, p->sweep);
     p->sweep = NULL;
 }
 
@@ -374,14 +375,13 @@ gpuarena_status_t ga_sweep_drain(ga_bm_t *bm)
             return st;            /* refused, or the device is in error: every block stays */
         ga_sweep_poll(bm, false); /* all complete now */
         ga_limbo_release(bm);
+        /* Every free has completed: each pool's blocks go as a sweep's
+         * would, with no event (one asked for here could fail, for want
+         * of host memory, and keep them). */
         for (unsigned i = 0; i < bm->npools; i++) {
             ga_pool_t *p = bm->pools[i];
             if (!ga_pool_holds(p))
                 continue;
-            if (!p->sweep && ga_bm_event_get(bm, &p->sweep) != GPUARENA_SUCCESS) {
-                p->sweep = NULL;
-                continue;
-            }
             p->sweep_seq = p->seq;
             p->wanted = false;
             sweep_finish(bm, p);
