@@ -269,14 +269,22 @@ gpuarena_status_t gpuarena_stats_print(FILE *out, const char *opts)
                 ga_output_rank());
     ga_arena_foreach(print_one, &c);
     if (mem) {
-        bool ok = fclose(mem) == 0;
+        /* A write the memory stream could not grow for is lost without
+         * a word (glibc: the writes and the close succeed, the text is
+         * short or NULL): the report is then made again straight to OUT,
+         * as where there was no stream at all. */
+        long written = ftell(mem);
+        bool ok = !ferror(mem) && written >= 0;
+        ok &= fclose(mem) == 0;
+        ok = ok && (written == 0 || (text && text_len == (size_t)written));
         if (ok)
             fwrite(text, 1, text_len, out);
         free(text);
         c.out = out;
-        if (!ok)
-            return ga_error(GPUARENA_ERR_HOST_MEMORY,
-                            "gpuarena_stats_print: no host memory for the report");
+        if (!ok) {
+            c.n = 0;
+            ga_arena_foreach(print_one, &c);
+        }
     }
     if (c.json) {
         fputs("\n  ], \"totals\": [", out);
