@@ -1957,6 +1957,34 @@ START_TEST(drain_needs_no_event)
 }
 END_TEST
 
+/* An allocation that fails for want of host memory is neither a cache
+ * hit nor a miss (gpuarena_stats(3): each allocation made is one of
+ * them).  Here the records run out first; where the live map could not
+ * grow for a block already found (not reached here), one was counted. */
+START_TEST(failed_allocation_is_no_hit_nor_miss)
+{
+    gpuarena_t *a = arena(GPUARENA_SIM, "thread_cache=false");
+    static void *p[4096];
+    unsigned n = 0, failed = 0;
+    for (; n < 4096 && !failed; n++) {
+        /* From the 500th on, no new record slab and no larger live map. */
+        records_fail = n >= 500;
+        if (gpuarena_alloc(a, 4096, (gpuarena_stream_t)(uintptr_t)1, &p[n]) != GPUARENA_SUCCESS) {
+            p[n] = NULL;
+            failed++;
+        }
+        records_fail = false;
+    }
+    ck_assert_uint_gt(failed, 0);
+    gpuarena_stats_t st = stats(a);
+    ck_assert_uint_eq(st.cache_hits + st.cache_misses, st.allocs);
+    for (unsigned i = 0; i < n; i++)
+        if (p[i])
+            afree(a, p[i], (gpuarena_stream_t)(uintptr_t)1);
+    check_and_destroy(a);
+}
+END_TEST
+
 /* A block that thread A's cache hands out again for another size, then
  * freed by thread B: each thread's view of the requested bytes stays
  * right (B's went below zero and its peak check wrapped to about 2^64). */
@@ -3278,6 +3306,7 @@ int main(void)
     tcase_add_test(cache, random_streams_do_not_grow_the_arena);
     tcase_add_test(cache, old_part_cut_twice_or_not_at_all);
     tcase_add_test(cache, drain_needs_no_event);
+    tcase_add_test(cache, failed_allocation_is_no_hit_nor_miss);
     tcase_add_test(cache, max_cached_after_caches_give_back);
     tcase_add_test(cache, max_cached_when_caches_give_back_to_trim_or_growth);
     tcase_add_test(cache, max_reserved_caps_the_arena);

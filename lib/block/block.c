@@ -752,7 +752,7 @@ static gpuarena_status_t release_and_retry(ga_bm_t *bm, int cls, size_t rs, ga_s
 static __attribute__((noinline)) gpuarena_status_t alloc_miss(ga_bm_t *bm, int cls, size_t rs,
                                                               size_t size, ga_stream_t s,
                                                               bool *unchecked, bool *returned,
-                                                              ga_block_t **out)
+                                                              bool *grown, ga_block_t **out)
 {
     if (*unchecked) {
         gpuarena_status_t st = stream_check(bm, s);
@@ -801,11 +801,10 @@ static __attribute__((noinline)) gpuarena_status_t alloc_miss(ga_bm_t *bm, int c
         b = find_free(bm, cls, rs, s);
     }
     if (b) {
-        bm->c.hits++;
         *out = b;
         return GPUARENA_SUCCESS;
     }
-    bool grown = true;
+    *grown = true;
     /* An allocation that the retry below saves did not fail: the thread's
      * message stays what it was (gpuarena_last_error(3)). */
     ga_error_saved_t saved;
@@ -823,21 +822,15 @@ static __attribute__((noinline)) gpuarena_status_t alloc_miss(ga_bm_t *bm, int c
         ga_tcache_flush_all(bm);
         *returned = true;
         ga_sweep_settle(bm, s);
-        st = release_and_retry(bm, cls, rs, s, &b, &grown);
+        st = release_and_retry(bm, cls, rs, s, &b, grown);
         if (st == GPUARENA_ERR_OUT_OF_MEMORY && ga_sweep_unsettled(bm)) {
             (void)ga_sweep_drain(bm); /* refused: the retry below finds what it finds */
-            st = release_and_retry(bm, cls, rs, s, &b, &grown);
+            st = release_and_retry(bm, cls, rs, s, &b, grown);
         }
     }
     if (st != GPUARENA_SUCCESS)
         return ga_bm_out_of_memory(bm, size, st);
     ga_error_restore(&saved);
-    /* An allocation made, as hits: a failed one is neither.  A retry that
-     * found a block freed by the waits maps nothing: a hit. */
-    if (grown)
-        bm->c.misses++;
-    else
-        bm->c.hits++;
     *out = b;
     return GPUARENA_SUCCESS;
 }
@@ -849,15 +842,20 @@ static gpuarena_status_t alloc_locked(ga_bm_t *bm, size_t rs, size_t size, ga_st
 {
     int cls = rs <= bm->set.small_max ? CLASS_SMALL : CLASS_LARGE;
     ga_block_t *b = find_free(bm, cls, rs, s);
-    if (b) {
-        bm->c.hits++;
-    } else {
-        gpuarena_status_t st = alloc_miss(bm, cls, rs, size, s, unchecked, returned, &b);
+    bool grown = false;
+    if (!b) {
+        gpuarena_status_t st = alloc_miss(bm, cls, rs, size, s, unchecked, returned, &grown, &b);
         if (st != GPUARENA_SUCCESS)
             return st;
     }
     /* One call: it is inlined here. */
-    return take_block(bm, b, rs, size, s, ptr);
+    gpuarena_status_t st = take_block(bm, b, rs, size, s, ptr);
+    /* An allocation made counts as a hit, or a miss where it mapped
+     * memory (a retry that found a block the waits freed maps nothing);
+     * a failed one is neither (the live map's growth can fail here). */
+    if (st == GPUARENA_SUCCESS)
+        *(grown ? &bm->c.misses : &bm->c.hits) += 1;
+    return st;
 }
 
 /* What every new block gets, cached ones too: the provider's hints first
