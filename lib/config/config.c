@@ -52,6 +52,7 @@ struct ga_conf {
     section_t *devices[GPUARENA_KIND_COUNT][GA_CONFIG_MAX_DEVICES];
     char *errors[MAX_ERRORS];
     size_t nerrors; /* may exceed MAX_ERRORS */
+    bool no_memory; /* an error was the host's lack of memory, not the text's */
 };
 
 /* ------------------------------------------------------------- messages */
@@ -72,11 +73,14 @@ static void conf_error(ga_conf_t *c, const char *fmt, ...)
 
 /* The status for C after a step that may have added messages: the first
  * message becomes gpuarena_last_error(). */
+/* HOST_MEMORY where the host lacked memory for the reading: the text may
+ * be right, and a later reading may succeed (gpuarena_get(3)). */
 static gpuarena_status_t conf_status(const ga_conf_t *c)
 {
     if (c->nerrors == 0)
         return GPUARENA_SUCCESS;
-    return ga_error(GPUARENA_ERR_CONFIG, "%s", ga_conf_error(c, 0));
+    return ga_error(c->no_memory ? GPUARENA_ERR_HOST_MEMORY : GPUARENA_ERR_CONFIG, "%s",
+                    ga_conf_error(c, 0));
 }
 
 size_t ga_conf_error_count(const ga_conf_t *c)
@@ -314,6 +318,7 @@ static void set_key(ga_conf_t *c, const char *where, gpuarena_kind_t kind, int d
     }
     section_t *s = section_of(c, kind, device);
     if (!s) {
+        c->no_memory = true;
         conf_error(c, "%s: key '%s.%s': no memory", where, secname, key);
         return;
     }
@@ -518,9 +523,10 @@ static gpuarena_status_t parse_buffer(ga_conf_t *c, const char *buf, size_t len)
     r.end = buf + len;
     r.sec_state = SEC_NONE;
     int e = ini_parse_stream(read_line, &r, on_key, &r);
-    if (e == -2)
+    if (e == -2) {
+        c->no_memory = true;
         conf_error(c, "%s: no memory to parse the file", c->file);
-    else if (e != 0 && c->nerrors == 0)
+    } else if (e != 0 && c->nerrors == 0)
         conf_error(c, "%s:%d: syntax error", c->file, e);
     return conf_status(c);
 }
@@ -606,6 +612,7 @@ gpuarena_status_t ga_conf_load_file(ga_conf_t *c, const char *path)
         return conf_status(c);
     }
     if (err) {
+        c->no_memory |= err == ENOMEM;
         conf_error(c, "%s: cannot read: %s", path, strerror(err));
         return conf_status(c);
     }
@@ -651,6 +658,7 @@ static void split_options(ga_conf_t *c, const char *text, const char *origin, it
 {
     char *copy = strdup(text);
     if (!copy) {
+        c->no_memory = true;
         conf_error(c, "%s: no memory", origin);
         return;
     }
@@ -823,15 +831,25 @@ gpuarena_status_t ga_config_apply_named(ga_settings_t *s, gpuarena_kind_t kind, 
 
 /* --------------------------------------------------- the search order */
 
-/* Whether PATH can be opened, or does not exist (ENOENT, ENOTDIR). */
-static bool exists(const char *path)
+/* Whether PATH is there to be read: 1 if it can be opened, or cannot for
+ * another reason than being absent (ENOENT, ENOTDIR), which reading it
+ * then reports; 0 if absent; -1 if the host had no memory to tell. */
+static int exists(const char *path)
 {
     FILE *f = fopen(path, "re");
     if (f) {
         fclose(f);
-        return true;
+        return 1;
     }
-    return errno != ENOENT && errno != ENOTDIR; /* unreadable: report it */
+    if (errno == ENOMEM)
+        return -1;
+    return errno != ENOENT && errno != ENOTDIR;
+}
+
+static gpuarena_status_t no_memory_to_look(const char *path)
+{
+    return ga_error(GPUARENA_ERR_HOST_MEMORY, "%s: no memory to look for the configuration file",
+                    path);
 }
 
 static void note_searched(ga_conf_t *c, const char *path)
@@ -867,13 +885,19 @@ static gpuarena_status_t load_searched(ga_conf_t *c, const char *path)
         c->file_source = "HOME";
     }
     if (buf[0]) {
-        if (exists(buf))
+        int there = exists(buf);
+        if (there < 0)
+            return no_memory_to_look(buf);
+        if (there)
             return ga_conf_load_file(c, buf);
         note_searched(c, buf);
     }
     snprintf(buf, sizeof buf, "%s/gpuarena.conf", GA_SYSCONFDIR);
     c->file_source = "sysconfdir";
-    if (exists(buf))
+    int there = exists(buf);
+    if (there < 0)
+        return no_memory_to_look(buf);
+    if (there)
         return ga_conf_load_file(c, buf);
     note_searched(c, buf);
     c->file_source = NULL;
@@ -917,6 +941,11 @@ static gpuarena_status_t load(const char *path)
     if (st == GPUARENA_SUCCESS) {
         config_current = c;
         atomic_store(&config_state, 1);
+        return st;
+    }
+    if (st == GPUARENA_ERR_HOST_MEMORY) {
+        /* Not the configuration's fault: the next call reads it again. */
+        ga_conf_free(c);
         return st;
     }
     config_status = st;

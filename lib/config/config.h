@@ -174,7 +174,8 @@ void ga_conf_value(const ga_conf_t *c, gpuarena_kind_t kind, int device, const g
 
 /* Read the configuration once, thread-safely: the file PATH if not NULL,
  * else the search order of gpuarena.conf(5), then GPUARENA_OPTIONS.  A
- * failure is sticky: every later call returns it with its message.  A
+ * failure is sticky: every later call returns it with its message (not
+ * a lack of host memory, GPUARENA_ERR_HOST_MEMORY: read again then).  A
  * second call with PATH NULL or the same path returns the status of the
  * first; with another path it returns GPUARENA_ERR_CONFIG and changes
  * nothing. */
