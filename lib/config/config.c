@@ -158,8 +158,10 @@ static section_t *section_of(ga_conf_t *c, gpuarena_kind_t kind, int device)
         return &c->kinds[kind];
     if (!c->devices[kind][device]) {
         section_t *s = calloc(1, sizeof *s);
-        if (!s)
+        if (!s) {
+            c->no_memory = true; /* conf_status: HOST_MEMORY */
             return NULL;
+        }
         ga_config_defaults(kind, &s->values);
         c->devices[kind][device] = s;
     }
@@ -318,7 +320,6 @@ static void set_key(ga_conf_t *c, const char *where, gpuarena_kind_t kind, int d
     }
     section_t *s = section_of(c, kind, device);
     if (!s) {
-        c->no_memory = true;
         conf_error(c, "%s: key '%s.%s': no memory", where, secname, key);
         return;
     }
