@@ -46,6 +46,17 @@ void *aligned_alloc(size_t alignment, size_t size)
     return posix_memalign(&p, alignment < sizeof p ? sizeof p : alignment, size) ? NULL : p;
 }
 
+/* Whether records_fail works here: valgrind replaces this aligned_alloc
+ * with its own, which never fails. */
+static bool records_can_fail(void)
+{
+    records_fail = true;
+    void *p = aligned_alloc(64, 64);
+    records_fail = false;
+    free(p);
+    return p == NULL;
+}
+
 #define HOST 99u
 
 static ga_stream_t S(unsigned s)
@@ -1907,6 +1918,8 @@ END_TEST
  * (gpuarena_check: "were not merged") until a later free merged them. */
 START_TEST(old_part_cut_twice_or_not_at_all)
 {
+    if (!records_can_fail())
+        return; /* nothing to make fail */
     fx_t *f = fx_new(false, 64 * KI, NULL);
     void *v[7];
     for (unsigned i = 0; i < 7; i++)
@@ -1963,6 +1976,8 @@ END_TEST
  * grow for a block already found (not reached here), one was counted. */
 START_TEST(failed_allocation_is_no_hit_nor_miss)
 {
+    if (!records_can_fail())
+        return; /* nothing to make fail */
     gpuarena_t *a = arena(GPUARENA_SIM, "thread_cache=false");
     static void *p[4096];
     unsigned n = 0, failed = 0;
