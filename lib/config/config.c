@@ -72,9 +72,9 @@ static void conf_error(ga_conf_t *c, const char *fmt, ...)
 }
 
 /* The status for C after a step that may have added messages: the first
- * message becomes gpuarena_last_error(). */
-/* HOST_MEMORY where the host lacked memory for the reading: the text may
- * be right, and a later reading may succeed (gpuarena_get(3)). */
+ * message becomes gpuarena_last_error().  HOST_MEMORY where the host
+ * lacked memory for the reading: the text may be right, and a later
+ * reading may succeed (gpuarena_get(3)). */
 static gpuarena_status_t conf_status(const ga_conf_t *c)
 {
     if (c->nerrors == 0)
@@ -832,25 +832,22 @@ gpuarena_status_t ga_config_apply_named(ga_settings_t *s, gpuarena_kind_t kind, 
 
 /* --------------------------------------------------- the search order */
 
-/* Whether PATH is there to be read: 1 if it can be opened, or cannot for
- * another reason than being absent (ENOENT, ENOTDIR), which reading it
- * then reports; 0 if absent; -1 if the host had no memory to tell. */
-static int exists(const char *path)
+/* A file of the search order: read into C if it is there (it can be
+ * opened, or cannot for another reason than being absent, ENOENT or
+ * ENOTDIR, which reading it then reports); *FOUND false if absent, and
+ * true where the host had no memory to tell (HOST_MEMORY). */
+static gpuarena_status_t try_file(ga_conf_t *c, const char *path, bool *found)
 {
     FILE *f = fopen(path, "re");
-    if (f) {
+    *found = true;
+    if (f)
         fclose(f);
-        return 1;
-    }
-    if (errno == ENOMEM)
-        return -1;
-    return errno != ENOENT && errno != ENOTDIR;
-}
-
-static gpuarena_status_t no_memory_to_look(const char *path)
-{
-    return ga_error(GPUARENA_ERR_HOST_MEMORY, "%s: no memory to look for the configuration file",
-                    path);
+    else if (errno == ENOMEM)
+        return ga_error(GPUARENA_ERR_HOST_MEMORY,
+                        "%s: no memory to look for the configuration file", path);
+    else if (errno == ENOENT || errno == ENOTDIR)
+        *found = false;
+    return *found ? ga_conf_load_file(c, path) : GPUARENA_SUCCESS;
 }
 
 static void note_searched(ga_conf_t *c, const char *path)
@@ -885,21 +882,17 @@ static gpuarena_status_t load_searched(ga_conf_t *c, const char *path)
         snprintf(buf, sizeof buf, "%s/.config/gpuarena.conf", home);
         c->file_source = "HOME";
     }
+    bool found;
+    gpuarena_status_t st;
     if (buf[0]) {
-        int there = exists(buf);
-        if (there < 0)
-            return no_memory_to_look(buf);
-        if (there)
-            return ga_conf_load_file(c, buf);
+        if ((st = try_file(c, buf, &found)) != GPUARENA_SUCCESS || found)
+            return st;
         note_searched(c, buf);
     }
     snprintf(buf, sizeof buf, "%s/gpuarena.conf", GA_SYSCONFDIR);
     c->file_source = "sysconfdir";
-    int there = exists(buf);
-    if (there < 0)
-        return no_memory_to_look(buf);
-    if (there)
-        return ga_conf_load_file(c, buf);
+    if ((st = try_file(c, buf, &found)) != GPUARENA_SUCCESS || found)
+        return st;
     note_searched(c, buf);
     c->file_source = NULL;
     return GPUARENA_SUCCESS;
