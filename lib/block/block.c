@@ -216,7 +216,6 @@ static __attribute__((noinline)) ga_pool_t *pool_make(ga_bm_t *bm, ga_stream_t s
         return NULL;
     p->stream = s;
     p->is_stream = true;
-    p->absorbs = true;
     p->used = ++bm->pool_clock;
     bm->pools[bm->npools++] = p;
     return p;
@@ -274,7 +273,7 @@ static inline bool joins(const ga_bm_t *bm, const ga_block_t *n, const ga_pool_t
 {
     if (n->state != BLOCK_FREE && n->state != BLOCK_HOLE)
         return false; /* live, or pending (its pool is where it will go) */
-    return n->pool == p || (n->pool == &bm->any && p->absorbs);
+    return n->pool == p || (n->pool == &bm->any && is_stream_pool(p) && !p->shared);
 }
 
 /* Merge R, the right neighbour of L, into L (both in no pool). */
@@ -651,10 +650,7 @@ static ga_block_t *find_other(ga_bm_t *bm, int cls, size_t rs, ga_stream_t s, ga
         if (!b)
             continue;
         if (!p->sweep || b->stamp > p->sweep_seq) {
-            p->wanted = true; /* covered next time, with its old parts */
-            p->parts = true;
-            atomic_fetch_or_explicit(ga_wanted_word(bm, p->stream.id),
-                                     (uint64_t)1 << (p->stream.id & 63), memory_order_relaxed);
+            ga_sweep_want(bm, p); /* covered next time */
             continue;
         }
         if (!best || b->size < best->size) {

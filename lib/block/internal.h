@@ -172,7 +172,6 @@ struct ga_pool {
      * for a sweep whenever it caches more than GA_SHARED_CACHED of the
      * bytes in use (ga_sweep_shared). */
     bool shared;
-    bool absorbs;  /* a stream's pool that is not shared: joins takes ANY's blocks in */
     uint64_t used; /* the manager's pool_clock when its stream last freed or allocated */
 };
 
@@ -468,6 +467,9 @@ void ga_sweep_wanted_update(ga_bm_t *bm);
  * free, which gives ANY the old parts it covers too in the pools of other
  * streams than MISSED (every pool's for the cap). */
 void ga_sweep_request_all(ga_bm_t *bm, const ga_stream_t *missed);
+/* Ask P's stream for a sweep at its next free, one that gives ANY the
+ * old parts it covers too (another stream wants P's blocks). */
+void ga_sweep_want(ga_bm_t *bm, ga_pool_t *p);
 /* A shared pool (ga_pool_t.shared) asks for a sweep, with old parts,
  * once it caches more than the bytes in use divided by this. */
 #define GA_SHARED_CACHED 2

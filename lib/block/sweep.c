@@ -241,10 +241,9 @@ void ga_sweep_request_all(ga_bm_t *bm, const ga_stream_t *missed)
         ga_pool_t *p = bm->pools[i];
         if (!p->sweep && uncovered(p))
             p->wanted = true;
-        if (!missed || missed->id != p->stream.id)
-            p->parts = true;
-        if (missed && missed->id != p->stream.id)
-            p->shared = true, p->absorbs = false;
+        bool other = !missed || missed->id != p->stream.id;
+        p->parts |= other;
+        p->shared |= other && missed;
     }
     ga_sweep_wanted_update(bm);
 }
@@ -259,8 +258,14 @@ void ga_sweep_shared(ga_bm_t *bm, ga_pool_t *p)
     if (p->sweep || p->wanted)
         return;
     uint64_t cached = p->fit[CLASS_SMALL].bytes + p->fit[CLASS_LARGE].bytes;
-    if (cached * GA_SHARED_CACHED <= bm->c.in_use)
-        return;
+    if (cached * GA_SHARED_CACHED > bm->c.in_use)
+        ga_sweep_want(bm, p);
+}
+
+/* internal.h says what it does: the lock-free free path sees the
+ * stream's bit and frees under the lock, which records the sweep. */
+void ga_sweep_want(ga_bm_t *bm, ga_pool_t *p)
+{
     p->wanted = true;
     p->parts = true;
     atomic_fetch_or_explicit(ga_wanted_word(bm, p->stream.id), (uint64_t)1 << (p->stream.id & 63),
