@@ -10,6 +10,7 @@
 #include "config/config.h"
 #include "deferred.h"
 #include "errors.h"
+#include "topo/topo.h"
 #include "trace/trace.h"
 
 #include <pthread.h>
@@ -56,15 +57,15 @@ gpuarena_status_t ga_check_kind(gpuarena_kind_t kind, int *device)
     return GPUARENA_SUCCESS;
 }
 
-/* An arena that its NUMA node list refused (topo.c, a node this machine
- * lacks: "numa: ..."): the message says where the value came from, as
+/* An arena that its NUMA node list refused (topo.h, a node this machine
+ * lacks): the message says where the value came from, as
  * the configuration's own errors do (gpuarena_get(3)): "options" where
  * gpuarena_create's options named the key, else the file and line or
  * GPUARENA_OPTIONS. */
 static gpuarena_status_t numa_origin(gpuarena_status_t st, gpuarena_kind_t kind, int device,
                                      bool in_options)
 {
-    static const char prefix[] = "numa: ";
+    static const char prefix[] = GA_TOPO_NUMA_ERROR;
     if (st != GPUARENA_ERR_CONFIG || strncmp(gpuarena_last_error(), prefix, sizeof prefix - 1))
         return st;
     char origin[256] = "options", value[128];

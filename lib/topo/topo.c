@@ -181,8 +181,8 @@ static gpuarena_status_t node_list(hwloc_topology_t t, const ga_settings_t *s, u
         if (n < 0 || n >= 64 || !hwloc_get_numanode_obj_by_os_index(t, (unsigned)n) ||
             !(all >> n & 1))
             return ga_error(GPUARENA_ERR_CONFIG,
-                            "numa: NUMA node %d does not exist %s (its nodes: %s)", n, where,
-                            ga_topo_nodes_string(all, have, sizeof have));
+                            GA_TOPO_NUMA_ERROR "NUMA node %d does not exist %s (its nodes: %s)", n,
+                            where, ga_topo_nodes_string(all, have, sizeof have));
         m |= (uint64_t)1 << n;
     }
     *mask = m;
@@ -213,7 +213,7 @@ gpuarena_status_t ga_topo_resolve(hwloc_topology_t t, const ga_settings_t *s,
     case GA_NUMA_NODES:
         if (!list)
             return ga_error(GPUARENA_ERR_CONFIG,
-                            "numa: the policy 'nodes' needs a list of NUMA nodes");
+                            GA_TOPO_NUMA_ERROR "the policy 'nodes' needs a list of NUMA nodes");
         out->policy = GA_NUMA_NODES;
         out->nodes = list;
         return GPUARENA_SUCCESS;
@@ -226,7 +226,7 @@ gpuarena_status_t ga_topo_resolve(hwloc_topology_t t, const ga_settings_t *s,
         out->nodes = 0;
         return GPUARENA_SUCCESS;
     }
-    return ga_error(GPUARENA_ERR_CONFIG, "numa: unknown policy %d", (int)s->numa);
+    return ga_error(GPUARENA_ERR_CONFIG, GA_TOPO_NUMA_ERROR "unknown policy %d", (int)s->numa);
 }
 
 gpuarena_status_t ga_topo_placement(const ga_settings_t *s, int device, ga_placement_t *out)

@@ -23,7 +23,9 @@ typedef struct ga_placement {
 
 /* Resolve the NUMA settings of S for an arena near GPU DEVICE (-1: none)
  * into a placement.  A node named in S that does not exist is
- * GPUARENA_ERR_CONFIG naming the key. */
+ * GPUARENA_ERR_CONFIG, its message starting with GA_TOPO_NUMA_ERROR (the
+ * key), which gpuarena.c replaces with where the value came from. */
+#define GA_TOPO_NUMA_ERROR "numa: "
 gpuarena_status_t ga_topo_placement(const ga_settings_t *s, int device, ga_placement_t *out);
 
 /* Bind the pages of [ADDR, ADDR+SIZE) (page aligned) as PL says, before
