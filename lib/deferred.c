@@ -20,6 +20,13 @@
  * Until then its block counts as live in the arena's statistics, which
  * is what it is.
  *
+ * A deferred free must not be lost for want of host memory: its block
+ * would stay live for good, and a graph pool holding it would never be
+ * given back.  So when its record cannot be allocated it takes one of a
+ * static reserve (GA_DEFERRED_RESERVE records, claimed and given back
+ * with an atomic flag each); only a free met with no host memory while
+ * the whole reserve waits is lost, and said so.
+ *
  * A hook pushes onto a stack with a compare-and-swap, and while the
  * stack is empty a hook pays one load (deferred.h).  A retry takes the
  * whole stack under a mutex, makes what it can and pushes back the rest;
@@ -36,6 +43,7 @@
 #include "arena.h"
 #include "errors.h"
 #include "graphpool.h"
+#include "hostmem.h"
 
 #include <pthread.h>
 #include <stdbool.h>
@@ -52,6 +60,29 @@ typedef struct deferred {
 _Atomic(void *) ga_deferred_head;
 static pthread_mutex_t retry_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* The records for when malloc has none: a capture defers the frees of
+ * its recorded blocks only, a few at a time in PyTorch's programs. */
+#define GA_DEFERRED_RESERVE 64
+static deferred_t reserve[GA_DEFERRED_RESERVE];
+static atomic_bool reserved[GA_DEFERRED_RESERVE];
+
+static deferred_t *record_new(void)
+{
+    deferred_t *d = ga_malloc(sizeof *d);
+    for (unsigned i = 0; !d && i < GA_DEFERRED_RESERVE; i++)
+        if (!atomic_exchange_explicit(&reserved[i], true, memory_order_acquire))
+            d = &reserve[i];
+    return d;
+}
+
+static void record_free(deferred_t *d)
+{
+    if (d >= reserve && d < reserve + GA_DEFERRED_RESERVE)
+        atomic_store_explicit(&reserved[d - reserve], false, memory_order_release);
+    else
+        free(d);
+}
+
 static void push(deferred_t *d)
 {
     void *head = atomic_load_explicit(&ga_deferred_head, memory_order_relaxed);
@@ -66,12 +97,12 @@ void ga_deferred_keep(gpuarena_t *a, void *ptr, gpuarena_stream_t stream, const 
     /* The refusal's reason, copied: ga_error writes the buffer it is in. */
     char why[GA_ERROR_MAX];
     snprintf(why, sizeof why, "%s", gpuarena_last_error());
-    deferred_t *d = malloc(sizeof *d);
+    deferred_t *d = record_new();
     if (!d) {
         ga_error(GPUARENA_ERR_HOST_MEMORY,
-                 "%s: the free of %p was refused (%s) and no host memory was left to keep it "
-                 "for later: the block stays live",
-                 fn, ptr, why);
+                 "%s: the free of %p was refused (%s) and neither host memory nor one of the %d "
+                 "reserved records was left to keep it for later: the block stays live",
+                 fn, ptr, why, GA_DEFERRED_RESERVE);
         return;
     }
     d->arena = a;
@@ -107,7 +138,7 @@ static bool retry_locked(void)
                 /* Made, or refused for another reason that a later try
                  * would meet again (an arena in a forked child). */
                 atomic_fetch_sub_explicit(&d->arena->deferred, 1, memory_order_relaxed);
-                free(d);
+                record_free(d);
                 made = true;
                 continue;
             }

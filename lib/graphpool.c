@@ -39,6 +39,14 @@
  * while one is begun) and, unbound, made the allocations of other
  * threads for the next capture ambiguous (refused).
  *
+ * A pool's record is the use count that keeps it, so one that could not
+ * be made is not skipped: a graph that began the pool without it, its
+ * allocations then refused, would still release it once, and a graph
+ * sharing the pool would lose its memory at that release.  When calloc
+ * has no memory the record comes from a small static reserve; only when
+ * that is held too does the begin fail, raised in PyTorch (its capture
+ * then never starts, and no graph is made to release the pool).
+ *
  * PyTorch also passes a filter, a std::function that says which streams'
  * allocations go to the pool: those captured under the graph's capture
  * id.  C cannot call it, so the same rule is kept another way.  PyTorch
@@ -82,6 +90,8 @@
 #include "cupystream.h"
 #include "deferred.h"
 #include "errors.h"
+#include "hostmem.h"
+#include "raise.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -101,6 +111,7 @@ typedef struct gpool {
      * says the graph is gone (graph_gone, set on the driver's thread). */
     bool by_capture;
     _Atomic bool graph_gone;
+    bool reserved; /* one of reserve[], not calloc's */
 } gpool_t;
 
 /* Guards the list and every pool's fields; taken before any arena's
@@ -111,6 +122,33 @@ _Atomic int ga_graph_pools;
 _Atomic int ga_graph_pools_gone;
 /* The pool this thread allocates to, between begin and end. */
 static _Thread_local gpool_t *current;
+
+/* PyTorch's pool records when calloc has no memory (see the top); a
+ * process shares a few pools at once.  Under the lock. */
+#define GA_POOL_RESERVE 8
+static gpool_t reserve[GA_POOL_RESERVE];
+static bool reserve_held[GA_POOL_RESERVE];
+
+static gpool_t *record_new(void)
+{
+    gpool_t *g = ga_calloc(1, sizeof *g);
+    for (unsigned i = 0; !g && i < GA_POOL_RESERVE; i++) {
+        if (!reserve_held[i]) {
+            reserve_held[i] = true;
+            g = &reserve[i];
+            *g = (gpool_t){.reserved = true};
+        }
+    }
+    return g;
+}
+
+static void record_free(gpool_t *g)
+{
+    if (g->reserved)
+        reserve_held[g - reserve] = false;
+    else
+        free(g);
+}
 
 static gpool_t *find(int device, gpuarena_torch_pool_t id)
 {
@@ -170,7 +208,7 @@ static void settle(gpool_t *g, void *stream)
             break;
         }
     }
-    free(g);
+    record_free(g);
     atomic_fetch_sub_explicit(&ga_graph_pools, 1, memory_order_relaxed);
 }
 
@@ -186,7 +224,7 @@ void gpuarena_torch_begin_allocate_to_pool(int device, gpuarena_torch_pool_t poo
     for (gpool_t *o = pools; o; o = o->next)
         if (o == current && o->users && !--o->users)
             o->bound = false;
-    if (!g && (g = calloc(1, sizeof *g)) != NULL) {
+    if (!g && (g = record_new()) != NULL) {
         g->device = device;
         g->id = pool;
         g->next = pools;
@@ -197,13 +235,17 @@ void gpuarena_torch_begin_allocate_to_pool(int device, gpuarena_torch_pool_t poo
         g->users++;
         g->graphs++;
         g->released = false;
-    } else {
-        ga_error(GPUARENA_ERR_HOST_MEMORY,
-                 "gpuarena_torch_begin_allocate_to_pool: no host memory for the pool's record: "
-                 "allocations of the capture will be refused");
     }
     current = g;
     pthread_mutex_unlock(&lock);
+    if (!g) {
+        ga_error(GPUARENA_ERR_HOST_MEMORY,
+                 "gpuarena_torch_begin_allocate_to_pool: no host memory for the pool's record, "
+                 "and the %d reserved records are held: allocations of the capture will be "
+                 "refused",
+                 GA_POOL_RESERVE);
+        ga_raise_torch_error("gpuarena_torch_begin_allocate_to_pool");
+    }
 }
 
 void gpuarena_torch_end_allocate_to_pool(int device, gpuarena_torch_pool_t pool)

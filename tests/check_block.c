@@ -17,6 +17,7 @@
 #include "config/config.h"
 #include "errors.h"
 #include "gpuarena.h"
+#include "hostmem.h"
 #include "testprov.h"
 #include "testrand.h"
 
@@ -1210,8 +1211,6 @@ START_TEST(record_stream_of_the_allocation_stream)
 }
 END_TEST
 
-/* When the event for a record_stream use cannot be recorded, the free
- * must not make the block reusable before that use is known complete. */
 /* Host-visible memory (pinned, managed) freed on an idle stream: its free
  * has passed, so it is reusable by every stream at once, with no event and
  * without synchronising the device; freed behind work, it waits for an
@@ -1243,6 +1242,11 @@ START_TEST(host_visible_idle_free_does_not_sync)
 }
 END_TEST
 
+/* When the event for a record_stream use cannot be recorded, the free
+ * must not make the block reusable before that use is known complete;
+ * nor may it wait for the device there (the host would block on a free,
+ * and another thread's capture break): the block goes to limbo, for no
+ * stream until a trim or the out-of-memory path waits for the device. */
 START_TEST(record_stream_event_failure_is_safe)
 {
     for (unsigned nth = 1; nth <= 2; nth++) { /* event_create, event_record */
@@ -1254,13 +1258,59 @@ START_TEST(record_stream_event_failure_is_safe)
         f->tp.fail_at = f->tp.calls + nth;
         fx_free(f, p, 1);
         f->tp.fail_at = 0;
+        ck_assert_uint_eq(f->tp.device_syncs, 0);
+        ck_assert_uint_eq(fx_stats(f).retired_cached, 32 * KI);
         void *x = fx_alloc(f, 32 * KI, 1);
         ck_assert_msg(x != p || f->tp.completed[2] >= use_pos,
                       "block handed out while a recorded use may still run (fault %u)", nth);
         fx_free(f, x, 1);
         fx_free(f, keep, 1);
+        ck_assert_int_eq(ga_bm_trim(f->bm, 0), GPUARENA_SUCCESS);
+        ck_assert_uint_eq(f->tp.device_syncs, 1); /* the trim's drain */
+        ck_assert_uint_eq(fx_stats(f).retired_cached, 0);
         fx_done(f);
     }
+}
+END_TEST
+
+/* record_stream with no host memory left to note the stream (the uses'
+ * array cannot grow) still succeeds: the block counts as used by every
+ * stream, and its free keeps it from all of them, its own included,
+ * until a drain has waited for the device.  PyTorch's record_stream hook
+ * returns nothing, and a stream forgotten there let another stream take
+ * the block while the recorded one still worked on it. */
+START_TEST(record_stream_without_host_memory)
+{
+    fx_t *f = fx_new(false, 64 * KI, SEG_OPTS);
+    void *p = fx_alloc(f, 32 * KI, 1), *keep = fx_alloc(f, 32 * KI, 1);
+    ck_assert_int_eq(ga_bm_record_stream(f->bm, p, S(2)), GPUARENA_SUCCESS);
+    ck_assert_int_eq(ga_bm_record_stream(f->bm, p, S(3)), GPUARENA_SUCCESS);
+    atomic_store(&ga_hostmem_fail, true);
+    gpuarena_status_t st = ga_bm_record_stream(f->bm, p, S(4)); /* a third: the array grows */
+    atomic_store(&ga_hostmem_fail, false);
+    ck_assert_int_eq(st, GPUARENA_SUCCESS);
+    ck_assert_int_eq(ga_bm_record_stream(f->bm, p, S(5)), GPUARENA_SUCCESS);
+    tp_enqueue(&f->tp, 4); /* the stream that could not be noted works on P */
+    uint64_t events = fx_stats(f).events_recorded;
+    fx_free(f, p, 1);
+    ck_assert_uint_eq(fx_stats(f).events_recorded, events); /* names no stream */
+    ck_assert_uint_eq(f->tp.device_syncs, 0);
+    ck_assert_uint_eq(fx_stats(f).retired_cached, 32 * KI);
+    void *got[3];
+    for (unsigned s = 1; s <= 3; s++) {
+        got[s - 1] = fx_alloc(f, 32 * KI, s);
+        ck_assert_ptr_ne(got[s - 1], p);
+    }
+    tp_complete(&f->tp, 4);
+    ck_assert_int_eq(ga_bm_trim(f->bm, SIZE_MAX - 1), GPUARENA_SUCCESS);
+    ck_assert_uint_eq(fx_stats(f).retired_cached, 32 * KI); /* no drain asked */
+    ck_assert_int_eq(ga_bm_trim(f->bm, 0), GPUARENA_SUCCESS);
+    ck_assert_uint_eq(f->tp.device_syncs, 1);
+    ck_assert_uint_eq(fx_stats(f).retired_cached, 0);
+    for (unsigned s = 1; s <= 3; s++)
+        fx_free(f, got[s - 1], s);
+    fx_free(f, keep, 1);
+    fx_done(f);
 }
 END_TEST
 
@@ -3306,6 +3356,7 @@ int main(void)
     tcase_add_test(reuse, host_stream_public_api);
     tcase_add_test(reuse, record_stream_keeps_block_pending);
     tcase_add_test(reuse, record_stream_of_the_allocation_stream);
+    tcase_add_test(reuse, record_stream_without_host_memory);
     tcase_add_test(reuse, record_stream_event_failure_is_safe);
     tcase_add_test(reuse, host_visible_idle_free_does_not_sync);
     tcase_add_test(reuse, unchecked_stream_is_checked_off_the_cache);

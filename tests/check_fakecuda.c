@@ -18,6 +18,7 @@
 #include "forkrun.h"
 
 #include "gpuarena.h"
+#include "hostmem.h"
 #include "memline.h"
 
 #include <check.h>
@@ -923,6 +924,63 @@ START_TEST(hooks_free_after_the_capture)
 }
 END_TEST
 
+/* A free deferred while the host has no memory for its record is kept
+ * all the same, in one of a reserve of records (deferred.c): it was
+ * lost, its block live for good.  Only with the whole reserve holding
+ * frees is one refused, said so, its block still live and the program's
+ * to free again. */
+START_TEST(deferred_free_without_host_memory)
+{
+    fake_open();
+    void *const c = (void *)0x5000, *const d = (void *)0x6000;
+    enum { N = 65 }; /* the reserve's 64 and one more */
+    gpuarena_t *dev = NULL;
+    ck_assert_int_eq(gpuarena_get(GPUARENA_DEVICE, 0, &dev), GPUARENA_SUCCESS);
+    static void *p[N];
+    for (unsigned i = 0; i < N; i++) {
+        p[i] = gpuarena_torch_alloc(4096, 0, c);
+        ck_assert_ptr_nonnull(p[i]);
+        gpuarena_torch_record_stream(p[i], d);
+    }
+    fake.capture(d);
+    atomic_store(&ga_hostmem_fail, true);
+    for (unsigned i = 0; i < N; i++) {
+        gpuarena_torch_free(p[i], 4096, 0, c);
+        const char *why = i + 1 < N ? "waits for the capture" : "the block stays live";
+        ck_assert_msg(strstr(gpuarena_last_error(), why) != NULL, "free %u: %s", i,
+                      gpuarena_last_error());
+    }
+    atomic_store(&ga_hostmem_fail, false);
+    gpuarena_stats_t now;
+    ck_assert_int_eq(gpuarena_stats(dev, &now), GPUARENA_SUCCESS);
+    ck_assert_uint_eq(now.deferred_frees, N - 1);
+    ck_assert_uint_eq(now.live_blocks, N);
+    fake.capture(NULL);
+    gpuarena_torch_free(NULL, 0, 0, c); /* the next hook call makes them */
+    ck_assert_int_eq(gpuarena_stats(dev, &now), GPUARENA_SUCCESS);
+    ck_assert_uint_eq(now.deferred_frees, 0);
+    ck_assert_uint_eq(now.live_blocks, 1);
+    gpuarena_torch_free(p[N - 1], 4096, 0, c); /* the refused one, freed again */
+    ck_assert_int_eq(gpuarena_stats(dev, &now), GPUARENA_SUCCESS);
+    ck_assert_uint_eq(now.live_blocks, 0);
+    /* The reserve is free again: a capture's frees are kept as before. */
+    void *q = gpuarena_torch_alloc(4096, 0, c);
+    gpuarena_torch_record_stream(q, d);
+    fake.capture(d);
+    atomic_store(&ga_hostmem_fail, true);
+    gpuarena_torch_free(q, 4096, 0, c);
+    atomic_store(&ga_hostmem_fail, false);
+    ck_assert_msg(strstr(gpuarena_last_error(), "waits for the capture") != NULL, "%s",
+                  gpuarena_last_error());
+    fake.capture(NULL);
+    gpuarena_torch_free(NULL, 0, 0, c);
+    ck_assert_int_eq(gpuarena_stats(dev, &now), GPUARENA_SUCCESS);
+    ck_assert_uint_eq(now.live_blocks, 0);
+    ck_assert_int_eq(gpuarena_check(dev), GPUARENA_SUCCESS);
+    ck_assert_int_eq(fake.count("disturbed"), 0);
+}
+END_TEST
+
 /* Allocates 1 MiB with PyTorch's hook on the stream in *ARG, as
  * autograd's threads do for make_graphed_callables' backward capture;
  * the block replaces *ARG. */
@@ -1044,6 +1102,65 @@ START_TEST(torch_pool_shared_by_two_graphs)
     gpuarena_torch_release_pool(0, pool); /* graph 2 deleted */
     ck_assert_int_eq(fake.handles(), handles);
     gpuarena_torch_release_pool(0, pool); /* one release too many: nothing */
+    ck_assert_int_eq(fake.handles(), handles);
+}
+END_TEST
+
+/* A pool's record that calloc could not make (no host memory) comes
+ * from a reserve (graphpool.c): without it, graph 1's capture was refused
+ * its allocations and counted no use of the pool, and its release gave
+ * back the memory of graph 2, which shared the pool and replays on.  With
+ * the reserve held, a begin says so (and raises in PyTorch); a released
+ * pool gives its record back to the reserve. */
+START_TEST(torch_pool_record_without_host_memory)
+{
+    fake_open();
+    void *const c = (void *)0x5000;
+    const gpuarena_torch_pool_t pool = {0, 23};
+    void *e = gpuarena_torch_alloc(MIB, 0, c); /* the default arena first */
+    gpuarena_torch_free(e, MIB, 0, c);
+    int handles = fake.handles();
+    for (int graph = 0; graph < 2; graph++) {
+        atomic_store(&ga_hostmem_fail, graph == 0);
+        gpuarena_torch_begin_allocate_to_pool(0, pool, NULL);
+        atomic_store(&ga_hostmem_fail, false);
+        fake.capture(c);
+        void *t = gpuarena_torch_alloc(4 * MIB, 0, c);
+        ck_assert_msg(t != NULL, "graph %d: %s", graph, gpuarena_last_error());
+        gpuarena_torch_free(t, 4 * MIB, 0, c);
+        fake.capture(NULL);
+        gpuarena_torch_end_allocate_to_pool(0, pool);
+    }
+    int with_pool = fake.handles();
+    ck_assert_int_gt(with_pool, handles);
+    gpuarena_torch_release_pool(0, pool); /* graph 1 deleted; graph 2 replays on */
+    gpuarena_torch_free(NULL, 0, 0, c);
+    ck_assert_int_eq(fake.handles(), with_pool);
+    gpuarena_torch_release_pool(0, pool); /* graph 2 deleted */
+    ck_assert_int_eq(fake.handles(), handles);
+
+    /* The reserve's eight records held by eight pools: a ninth begin
+     * fails, clearly; releasing them gives the records back. */
+    atomic_store(&ga_hostmem_fail, true);
+    for (unsigned long i = 0; i < 9; i++) {
+        gpuarena_torch_begin_allocate_to_pool(0, (gpuarena_torch_pool_t){1, i}, NULL);
+        gpuarena_torch_end_allocate_to_pool(0, (gpuarena_torch_pool_t){1, i});
+        if (i < 8)
+            continue;
+        ck_assert_msg(strstr(gpuarena_last_error(), "reserved records are held") != NULL, "%s",
+                      gpuarena_last_error());
+    }
+    for (unsigned long i = 0; i < 8; i++)
+        gpuarena_torch_release_pool(0, (gpuarena_torch_pool_t){1, i});
+    gpuarena_torch_begin_allocate_to_pool(0, pool, NULL);
+    atomic_store(&ga_hostmem_fail, false);
+    fake.capture(c);
+    void *t = gpuarena_torch_alloc(MIB, 0, c);
+    ck_assert_msg(t != NULL, "%s", gpuarena_last_error());
+    gpuarena_torch_free(t, MIB, 0, c);
+    fake.capture(NULL);
+    gpuarena_torch_end_allocate_to_pool(0, pool);
+    gpuarena_torch_release_pool(0, pool);
     ck_assert_int_eq(fake.handles(), handles);
 }
 END_TEST
@@ -1391,6 +1508,8 @@ int main(int argc, char **argv)
                             ipc_makes_granules_exportable,
                             ipc_makes_driver_pool_exportable,
                             hooks_free_after_the_capture,
+                            deferred_free_without_host_memory,
+                            torch_pool_record_without_host_memory,
                             torch_graph_pools,
                             torch_pool_released_during_another_capture,
                             torch_pool_shared_by_two_graphs,

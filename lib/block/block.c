@@ -55,6 +55,7 @@
 #include "block/tcache.h"
 
 #include "errors.h"
+#include "hostmem.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -928,6 +929,8 @@ gpuarena_status_t ga_bm_alloc_on(ga_bm_t *bm, size_t size, ga_stream_t s, void *
 /* ------------------------------------------------------------------ */
 /* Free and record_stream.                                             */
 
+ga_uses_t ga_uses_unknown;
+
 /* Why PTR is not a live block: double free, interior or foreign pointer.
  * A block freed twice may have merged with a free neighbour since its
  * first free, so its address is no block's start any more: an address in
@@ -986,7 +989,7 @@ static __attribute__((noinline)) ga_pool_t *free_watched(ga_bm_t *bm, ga_block_t
     ga_uses_t *u = b->uses;
     b->uses = NULL;
     unsigned n = 0;
-    bool unwatched = false;
+    bool unwatched = u == GA_USES_UNKNOWN;
     if (guard) {
         /* Host-visible memory: the host may write the block as soon as it
          * is handed out, so even the freeing stream may not take it back
@@ -1004,7 +1007,7 @@ static __attribute__((noinline)) ga_pool_t *free_watched(ga_bm_t *bm, ga_block_t
             unwatched = true; /* cannot watch: wait below */
         }
     }
-    if (u && bm->events) {
+    if (u && !unwatched && bm->events) {
         for (unsigned i = 0; i < u->count; i++) {
             if (u->s[i].id == s.id)
                 continue;
@@ -1022,13 +1025,16 @@ static __attribute__((noinline)) ga_pool_t *free_watched(ga_bm_t *bm, ga_block_t
             n++;
         }
     }
-    free(u);
-    if ((unwatched || no_pool) && bm->events && bm->prov->ops->sync_all) {
+    ga_uses_free(u);
+    if ((unwatched || no_pool) && bm->events) {
         /* Only reached when a provider call or host memory failed: an
-         * event for the free or a recorded use, or a pool record.  Make
-         * the free and every use complete before the block goes where a
-         * stream may take it. */
-        bm->prov->ops->sync_all(bm->prov);
+         * event for the free or a recorded use, a pool record, or a
+         * record of the uses themselves.  The block goes to limbo, for
+         * no stream until a drain has waited for the whole device
+         * (trim, the out-of-memory path): waiting here, for the device,
+         * would block the host on a free and, in the driver's global
+         * capture mode, break another thread's capture. */
+        p = &bm->limbo;
     }
     if (n) {
         b->state = BLOCK_PENDING;
@@ -1189,26 +1195,29 @@ gpuarena_status_t ga_bm_record_stream(ga_bm_t *bm, void *ptr, ga_stream_t s)
         /* The allocation's stream too: the free may come on another one
          * (a free on the recorded stream itself waits for nothing). */
         ga_uses_t *u = b->uses;
-        bool known = false;
-        for (unsigned i = 0; u && i < u->count; i++)
+        bool known = u == GA_USES_UNKNOWN;
+        for (unsigned i = 0; u && !known && i < u->count; i++)
             known |= u->s[i].id == s.id;
-        if (!known) {
-            if (!u || u->count == u->cap) {
-                unsigned cap = u ? u->cap * 2 : 2;
-                ga_uses_t *n = realloc(u, sizeof *n + cap * sizeof n->s[0]);
-                if (!n) {
-                    st = ga_error(GPUARENA_ERR_HOST_MEMORY, "no memory to record a stream");
-                    goto out;
-                }
+        if (!known && (!u || u->count == u->cap)) {
+            unsigned cap = u ? u->cap * 2 : 2;
+            ga_uses_t *n = ga_realloc(u, sizeof *n + cap * sizeof n->s[0]);
+            if (n) {
                 if (!u)
                     n->count = 0;
                 n->cap = cap;
                 b->uses = u = n;
+            } else {
+                /* Nothing lost: the block counts as used by every stream
+                 * (GA_USES_UNKNOWN), and the streams noted so far are
+                 * of no more use. */
+                free(u);
+                b->uses = GA_USES_UNKNOWN;
+                known = true;
             }
-            u->s[u->count++] = s;
         }
+        if (!known)
+            u->s[u->count++] = s;
     }
-out:
     ga_unlock(&bm->lock);
     return st;
 }
@@ -1379,7 +1388,7 @@ gpuarena_status_t ga_bm_destroy(ga_bm_t *bm)
         }
         for (ga_block_t *b = g->first; b; b = b->next)
             if (b->state == BLOCK_LIVE) /* others keep their pool in these bytes */
-                free(b->uses);
+                ga_uses_free(b->uses);
         free(g);
     }
     for (unsigned i = 0; i < bm->npools; i++) {

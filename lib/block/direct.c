@@ -76,7 +76,7 @@ gpuarena_status_t ga_direct_init(ga_bm_t *bm)
 void ga_direct_fini(ga_bm_t *bm)
 {
     for (ga_block_t *b = bm->d.live; b; b = b->next)
-        free(b->uses);
+        ga_uses_free(b->uses);
     bm->d.live = NULL;
     free(bm->d.freed);
     bm->d.freed = NULL;
@@ -220,8 +220,10 @@ static gpuarena_status_t wait_for_uses(ga_bm_t *bm, const ga_block_t *b, ga_stre
 {
     ga_provider_t *p = bm->prov;
     const ga_uses_t *u = b->uses;
-    bool unwatched = false;
-    for (unsigned i = 0; u && i < u->count; i++) {
+    /* Uses unknown (no host memory to note one): every stream's work
+     * is waited for, on the host. */
+    bool unknown = u == GA_USES_UNKNOWN, unwatched = unknown;
+    for (unsigned i = 0; u && !unknown && i < u->count; i++) {
         if (u->s[i].id == s.id)
             continue;
         ga_event_t ev;
@@ -278,7 +280,7 @@ gpuarena_status_t ga_direct_free(ga_bm_t *bm, void *ptr, ga_stream_t s)
     bm->c.frees++;
     bm->c.live--;
     remember_free(bm, a, b->size);
-    free(b->uses);
+    ga_uses_free(b->uses);
     b->uses = NULL;
     ga_bm_block_delete(bm, b);
     ga_direct_cap(bm);

@@ -30,6 +30,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 enum { BLOCK_LIVE = 1, BLOCK_FREE = 2, BLOCK_PENDING = 3, BLOCK_HOLE = 4 };
 
@@ -45,6 +46,20 @@ typedef struct ga_uses {
     unsigned count, cap;
     ga_stream_t s[];
 } ga_uses_t;
+
+/* The uses of a block whose record_stream found no host memory to note
+ * its stream: any stream may use it, as far as the manager knows.  Its
+ * free puts it in limbo, which no stream takes from before a drain has
+ * waited for the whole device (limbo.c); no event is needed, and no
+ * stream is named, so nothing disturbs a capture.  Never freed. */
+extern ga_uses_t ga_uses_unknown;
+#define GA_USES_UNKNOWN (&ga_uses_unknown)
+
+static inline void ga_uses_free(ga_uses_t *u)
+{
+    if (u != GA_USES_UNKNOWN)
+        free(u);
+}
 
 /* Block records are cache-line aligned: thread caches write the records
  * of their own blocks, and two threads' records must not share a line.

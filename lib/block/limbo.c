@@ -1,5 +1,6 @@
 /*
- * limbo.c - the pools of streams that may be gone.
+ * limbo.c - the pools of streams that may be gone, and other blocks safe
+ * for no stream until the device has been waited for.
  *
  * A stream's pool holds the blocks freed on that stream until a sweep, an
  * event recorded at a later free on the same stream, shows the GPU past
@@ -24,6 +25,13 @@
  * out-of-memory path, moves them to ANY after its wait.  Until then they
  * count as cached and merge only with each other, never taking in a
  * neighbour of ANY, which every stream may use.
+ *
+ * Limbo also takes the blocks whose free could not watch every use: an
+ * event refused for a recorded stream or for host-visible memory, no
+ * record for the free's pool, or uses that record_stream had no memory
+ * to note (GA_USES_UNKNOWN).  Waiting for the device there instead would
+ * block the host on a free and, in the driver's global capture mode,
+ * break another thread's capture.
  *
  * The bound is set well above the streams a program uses in turn (a
  * PyTorch process has a few dozen per device): a pool retired while its
