@@ -22,6 +22,7 @@
 #include "config/config.h"
 #include "errors.h"
 #include "gpuarena.h"
+#include "hostmem.h"
 #include "testprov.h"
 
 #include <check.h>
@@ -248,24 +249,70 @@ START_TEST(record_stream_waits_before_the_free)
 }
 END_TEST
 
-/* An event that cannot be created, recorded or waited on: the host waits
- * for all work before the free, never an early reuse. */
-START_TEST(record_stream_failure_waits_on_the_host)
+/* An event that cannot be created, recorded or waited on, or a stream
+ * that record_stream had no host memory to note: the block is held from
+ * the pool, never an early reuse, and given to it once trim (or the
+ * out-of-memory path) has waited for the device.  The free itself waits
+ * for nothing: a wait for the device there blocked the host and broke
+ * any capture in progress (the driver refuses cuCtxSynchronize then). */
+START_TEST(record_stream_failure_holds_the_block)
 {
-    for (unsigned nth = 1; nth <= 3; nth++) { /* event_create, event_record, stream_wait */
+    for (unsigned nth = 0; nth <= 3; nth++) { /* unnoted, event_create, _record, stream_wait */
         fx_t *f = fx_new(NULL);
-        void *p = fx_alloc(f, 64 * KI, 1);
+        void *p = fx_alloc(f, 64 * KI, 1), *q = fx_alloc(f, 64 * KI, 1);
+        ck_assert_int_eq(ga_bm_record_stream(f->bm, q, S(2)), GPUARENA_SUCCESS);
+        atomic_store(&ga_hostmem_fail, nth == 0);
         ck_assert_int_eq(ga_bm_record_stream(f->bm, p, S(2)), GPUARENA_SUCCESS);
+        atomic_store(&ga_hostmem_fail, false);
         tp_enqueue(&f->tp, 2);
-        uint64_t pos = f->tp.enqueued[2];
-        f->tp.fail_at = f->tp.calls + nth;
+        uint64_t frees = f->tp.direct_frees;
+        f->tp.fail_at = nth ? f->tp.calls + nth : 0;
+        f->tp.capturing = 1u << 3; /* a capture elsewhere, undisturbed */
         fx_free(f, p, 1);
+        f->tp.capturing = 0;
         f->tp.fail_at = 0;
-        ck_assert_msg(f->tp.syncs == 1 && f->tp.completed[2] >= pos,
-                      "freed while a recorded use may still run (fault %u)", nth);
+        ck_assert_uint_eq(f->tp.disturbed, 0);
+        ck_assert_uint_eq(f->tp.syncs, 0);
+        ck_assert_uint_eq(f->tp.direct_frees, frees); /* held */
         ck_assert_uint_eq(f->tp.events_live, 0);
+        gpuarena_stats_t st = fx_stats(f);
+        ck_assert_uint_eq(st.live_blocks, 1);
+        ck_assert_uint_eq(st.retired_cached, 64 * KI);
+        /* A trim that a capture refuses keeps it held. */
+        f->tp.capturing = 1u << 3;
+        ck_assert_int_eq(ga_bm_trim(f->bm, 0), GPUARENA_ERR_STREAM_CAPTURE);
+        f->tp.capturing = 0;
+        f->tp.disturbed = 0;
+        ck_assert_uint_eq(f->tp.direct_frees, frees);
+        fx_check(f);
+        ck_assert_int_eq(ga_bm_trim(f->bm, 0), GPUARENA_SUCCESS);
+        ck_assert_uint_eq(f->tp.syncs, 1);
+        ck_assert_msg(f->tp.direct_frees == frees + 1 && f->tp.completed[2] == f->tp.enqueued[2],
+                      "held block not given back after the wait (case %u)", nth);
+        ck_assert_uint_eq(fx_stats(f).retired_cached, 0);
+        fx_check(f);
+        fx_free(f, q, 1);
         fx_done(f);
     }
+}
+END_TEST
+
+/* Held blocks at the manager's destruction go to the pool (after a wait
+ * for the device): the pool gives its memory back only once every block
+ * is freed. */
+START_TEST(held_blocks_go_at_destroy)
+{
+    fx_t *f = fx_new(NULL);
+    void *p = fx_alloc(f, 64 * KI, 1);
+    atomic_store(&ga_hostmem_fail, true);
+    ck_assert_int_eq(ga_bm_record_stream(f->bm, p, S(2)), GPUARENA_SUCCESS);
+    atomic_store(&ga_hostmem_fail, false);
+    fx_free(f, p, 1);
+    ck_assert_uint_eq(f->tp.base.live_maps, 1);
+    ga_bm_destroy(f->bm);
+    ck_assert_uint_eq(f->tp.base.live_maps, 0);
+    ck_assert_uint_eq(f->tp.syncs, 1);
+    free(f);
 }
 END_TEST
 
@@ -485,12 +532,17 @@ END_TEST
 
 int main(void)
 {
-    const TTest *tests[] = {
-        every_request_goes_to_the_provider,         bad_pointers_change_nothing,
-        record_stream_waits_before_the_free,        record_stream_failure_waits_on_the_host,
-        failed_provider_free_leaves_the_block_live, trim_and_max_cached_release_the_pool,
-        out_of_memory_releases_and_retries_once,    checker_sees_a_broken_count,
-        every_provider_call_fails_in_turn,          destroy_with_live_blocks,
-        unchecked_stream_is_checked_first};
+    const TTest *tests[] = {every_request_goes_to_the_provider,
+                            bad_pointers_change_nothing,
+                            record_stream_waits_before_the_free,
+                            record_stream_failure_holds_the_block,
+                            held_blocks_go_at_destroy,
+                            failed_provider_free_leaves_the_block_live,
+                            trim_and_max_cached_release_the_pool,
+                            out_of_memory_releases_and_retries_once,
+                            checker_sees_a_broken_count,
+                            every_provider_call_fails_in_turn,
+                            destroy_with_live_blocks,
+                            unchecked_stream_is_checked_first};
     return ga_check_tests("direct", 0, tests, sizeof tests / sizeof tests[0]);
 }

@@ -422,6 +422,45 @@ START_TEST(driver_pool_frees_when_the_wait_fails)
 }
 END_TEST
 
+/* A driver-pool arena's free whose recorded uses cannot be watched (no
+ * host memory noted the stream) holds the block from the pool until trim
+ * waits for the device: it waited for the device in the free, which the
+ * driver refuses during any capture, and the capture was broken
+ * (cuCtxSynchronize in global capture mode), whether the captured stream
+ * was the recorded one or another. */
+START_TEST(driver_pool_unknown_uses_spare_a_capture)
+{
+    fake_open();
+    void *const c = (void *)0x5000, *const d = (void *)0x6000, *const e = (void *)0x7000;
+    for (int k = 0; k < 4; k++) {
+        bool unknown = k & 1;
+        void *cap = k < 2 ? e : d; /* another stream, then the recorded one */
+        gpuarena_t *a = NULL;
+        ck_assert_int_eq(gpuarena_create(GPUARENA_DEVICE, 0, "pool=driver", &a), GPUARENA_SUCCESS);
+        void *p = NULL;
+        ck_assert_int_eq(gpuarena_alloc(a, MIB, c, &p), GPUARENA_SUCCESS);
+        atomic_store(&ga_hostmem_fail, unknown);
+        ck_assert_int_eq(gpuarena_record_stream(a, p, d), GPUARENA_SUCCESS);
+        atomic_store(&ga_hostmem_fail, false);
+        long before = fake.count("disturbed");
+        fake.capture(cap);
+        gpuarena_status_t st = gpuarena_free(a, p, c);
+        fake.capture(NULL);
+        ck_assert_msg(fake.count("disturbed") == before, "case %d: a capture disturbed", k);
+        /* Refused only where the recorded stream is captured and known. */
+        ck_assert_int_eq(st, k == 2 ? GPUARENA_ERR_STREAM_CAPTURE : GPUARENA_SUCCESS);
+        if (st != GPUARENA_SUCCESS)
+            ck_assert_int_eq(gpuarena_free(a, p, c), GPUARENA_SUCCESS);
+        ck_assert_int_eq(gpuarena_trim(a, 0), GPUARENA_SUCCESS);
+        gpuarena_stats_t now;
+        ck_assert_int_eq(gpuarena_stats(a, &now), GPUARENA_SUCCESS);
+        ck_assert_uint_eq(now.retired_cached, 0);
+        ck_assert_int_eq(gpuarena_check(a), GPUARENA_SUCCESS);
+        ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_SUCCESS);
+    }
+}
+END_TEST
+
 /* device.pool = driver with max_reserved: the bytes in use stay under the
  * cap; past it the pool is not asked at all, and the status says why. */
 START_TEST(driver_pool_under_max_reserved)
@@ -1497,6 +1536,7 @@ int main(int argc, char **argv)
                             managed_prefetch_to_a_peer_retains_once,
                             managed_prefetch_asks_the_destination,
                             driver_pool_frees_when_the_wait_fails,
+                            driver_pool_unknown_uses_spare_a_capture,
                             driver_pool_under_max_reserved,
                             legacy_stream_asks_only_off_the_cache,
                             arena_made_during_a_blocking_capture,

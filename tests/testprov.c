@@ -222,9 +222,15 @@ static gpuarena_status_t tp_stream_wait(ga_provider_t *p, gpuarena_stream_t h, g
     return GPUARENA_SUCCESS;
 }
 
+/* As the driver's cuCtxSynchronize, which no capture mode allows while a
+ * stream is being captured: refused, and the capture disturbed. */
 static gpuarena_status_t tp_sync_all(ga_provider_t *p)
 {
     tp_t *t = (tp_t *)p;
+    if (t->capturing) {
+        t->disturbed++;
+        return ga_error(GPUARENA_ERR_STREAM_CAPTURE, "test: a device wait during a capture");
+    }
     for (unsigned s = 0; s < TP_STREAMS; s++)
         advance(t, s, t->enqueued[s]);
     t->syncs++;
@@ -324,9 +330,10 @@ static gpuarena_status_t tp_free_async(ga_provider_t *p, void *ptr, size_t size,
     if (st != GPUARENA_SUCCESS)
         return st;
     names(t, h);
+    /* With no stream (GPUARENA_STREAM_HOST) the free waits for nothing. */
     unsigned s = (unsigned)(uintptr_t)h;
     for (unsigned k = 0; k < TP_STREAMS; k++)
-        t->free_waited[k] = t->waited[s][k];
+        t->free_waited[k] = s < TP_STREAMS ? t->waited[s][k] : 0;
     if (t->ncached < 256) {
         t->cached[t->ncached].addr = (uintptr_t)ptr;
         t->cached[t->ncached].size = size;

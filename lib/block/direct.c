@@ -21,13 +21,18 @@
  *   (stream_wait) on an event recorded on every other stream that used the
  *   block, so that the pool, which orders reuse by the free's stream,
  *   cannot hand the block out before those streams are done with it.
- *   Where an event cannot be recorded or waited on (a recorded stream the
- *   program has destroyed since), the host waits for all work instead:
- *   never an early reuse.  (Holding the block back and freeing it once
- *   the events complete, as the segment arenas do, would need a later
- *   provider free on a stream named in an earlier call, which the program
- *   may have destroyed, and would keep the memory from the pool longer;
- *   the wait costs one event per recorded stream and blocks nothing.)
+ *   (Holding the block back and freeing it once the events complete, as
+ *   the segment arenas do, would need a later provider free on a stream
+ *   named in an earlier call, which the program may have destroyed, and
+ *   would keep the memory from the pool longer; the wait costs one event
+ *   per recorded stream and blocks nothing.)  Where an event cannot be
+ *   recorded or waited on (a recorded stream the program has destroyed
+ *   since, no host memory), or the uses are unknown (record_stream had no
+ *   memory to note one), the block is held instead: kept from the pool,
+ *   and freed to it on the legacy stream once trim or the out-of-memory
+ *   path has waited for the whole device, as the segment arenas' limbo
+ *   (limbo.c).  Waiting for the device in the free blocked the host, and
+ *   broke any capture in progress in the driver's global capture mode.
  * - Out of memory: once every free has completed (sync_all), the pool's
  *   cached memory is released (trim) and the request retried once: the
  *   only path that blocks the host, as in every arena.
@@ -73,11 +78,46 @@ gpuarena_status_t ga_direct_init(ga_bm_t *bm)
     return GPUARENA_SUCCESS;
 }
 
+/* Give the pool the held blocks, once the device has been waited for
+ * (the manager's lock held): on the legacy stream, which always exists.
+ * One the provider refuses (a blocking stream captured since the wait)
+ * stays held for the next time. */
+static void free_held(ga_bm_t *bm)
+{
+    ga_provider_t *p = bm->prov;
+    for (ga_block_t **at = &bm->d.held, *b; (b = *at) != NULL;) {
+        if (p->ops->free_async(p, (void *)b->addr, b->size, GPUARENA_STREAM_HOST) !=
+            GPUARENA_SUCCESS) {
+            at = &b->next;
+            continue;
+        }
+        *at = b->next;
+        bm->d.held_blocks--;
+        bm->d.held_bytes -= b->size;
+        ga_bm_block_delete(bm, b);
+    }
+}
+
 void ga_direct_fini(ga_bm_t *bm)
 {
     for (ga_block_t *b = bm->d.live; b; b = b->next)
         ga_uses_free(b->uses);
     bm->d.live = NULL;
+    /* The pool gives its memory back only once every block is freed: the
+     * held ones after the device's wait, or as they are where a capture
+     * refuses it (the arena goes, as in every arena). */
+    if (bm->d.held) {
+        (void)bm->prov->ops->sync_all(bm->prov);
+        free_held(bm);
+        while (bm->d.held) {
+            ga_block_t *b = bm->d.held;
+            bm->d.held = b->next;
+            (void)bm->prov->ops->free_async(bm->prov, (void *)b->addr, b->size,
+                                            GPUARENA_STREAM_HOST);
+            ga_bm_block_delete(bm, b);
+        }
+        bm->d.held_blocks = bm->d.held_bytes = 0;
+    }
     free(bm->d.freed);
     bm->d.freed = NULL;
 }
@@ -166,8 +206,10 @@ gpuarena_status_t ga_direct_alloc(ga_bm_t *bm, size_t size, ga_stream_t s, void 
          * completed, and retry once: the only path that blocks the host. */
         bool done;
         bm->c.oom_retries++;
-        if (p->ops->sync_all(p) == GPUARENA_SUCCESS &&
-            release_cached(bm, 0, &done) == GPUARENA_SUCCESS && done)
+        bool synced = p->ops->sync_all(p) == GPUARENA_SUCCESS;
+        if (synced)
+            free_held(bm);
+        if (synced && release_cached(bm, 0, &done) == GPUARENA_SUCCESS && done)
             bm->c.trims++;
         st = p->ops->alloc_async(p, rs, s.handle, &q);
     }
@@ -215,15 +257,14 @@ gpuarena_status_t ga_direct_alloc(ga_bm_t *bm, size_t size, ga_stream_t s, void 
 }
 
 /* Make the free's stream S wait for every other stream that used B
- * (record_stream), on the GPU; on the host where that cannot be done. */
-static gpuarena_status_t wait_for_uses(ga_bm_t *bm, const ga_block_t *b, ga_stream_t s)
+ * (record_stream), on the GPU; whether that was done for every one (else
+ * the block is held, above). */
+static bool wait_for_uses(ga_bm_t *bm, const ga_block_t *b, ga_stream_t s)
 {
     ga_provider_t *p = bm->prov;
     const ga_uses_t *u = b->uses;
-    /* Uses unknown (no host memory to note one): every stream's work
-     * is waited for, on the host. */
     bool unknown = u == GA_USES_UNKNOWN, unwatched = unknown;
-    for (unsigned i = 0; u && !unknown && i < u->count; i++) {
+    for (unsigned i = 0; u && !unknown && !unwatched && i < u->count; i++) {
         if (u->s[i].id == s.id)
             continue;
         ga_event_t ev;
@@ -243,7 +284,7 @@ static gpuarena_status_t wait_for_uses(ga_bm_t *bm, const ga_block_t *b, ga_stre
         /* The wait is enqueued: the event may be recorded again. */
         p->ops->event_destroy(p, ev);
     }
-    return unwatched ? p->ops->sync_all(p) : GPUARENA_SUCCESS;
+    return !unwatched;
 }
 
 gpuarena_status_t ga_direct_free(ga_bm_t *bm, void *ptr, ga_stream_t s)
@@ -259,9 +300,8 @@ gpuarena_status_t ga_direct_free(ga_bm_t *bm, void *ptr, ga_stream_t s)
         return st;
     }
     st = ga_bm_uses_check(bm, b, s);
-    if (st == GPUARENA_SUCCESS)
-        st = wait_for_uses(bm, b, s);
-    if (st == GPUARENA_SUCCESS)
+    bool hold = st == GPUARENA_SUCCESS && !wait_for_uses(bm, b, s);
+    if (st == GPUARENA_SUCCESS && !hold)
         st = p->ops->free_async(p, ptr, b->size, s.handle);
     if (st != GPUARENA_SUCCESS) {
         /* The block stays live, as it was: the caller may free it again. */
@@ -282,7 +322,15 @@ gpuarena_status_t ga_direct_free(ga_bm_t *bm, void *ptr, ga_stream_t s)
     remember_free(bm, a, b->size);
     ga_uses_free(b->uses);
     b->uses = NULL;
-    ga_bm_block_delete(bm, b);
+    if (hold) {
+        b->state = BLOCK_PENDING;
+        b->next = bm->d.held;
+        bm->d.held = b;
+        bm->d.held_blocks++;
+        bm->d.held_bytes += b->size;
+    } else {
+        ga_bm_block_delete(bm, b);
+    }
     ga_direct_cap(bm);
     ga_bm_update_peaks(bm);
     ga_unlock(&bm->lock);
@@ -306,8 +354,10 @@ gpuarena_status_t ga_direct_trim(ga_bm_t *bm, size_t keep)
      * wait for every stream first, as trim does in every arena. */
     bool done;
     gpuarena_status_t st = p->ops->sync_all(p);
-    if (st == GPUARENA_SUCCESS)
+    if (st == GPUARENA_SUCCESS) {
+        free_held(bm);
         st = release_cached(bm, keep, &done);
+    }
     bm->c.trims++;
     ga_bm_update_peaks(bm);
     ga_unlock(&bm->lock);
@@ -354,9 +404,18 @@ static gpuarena_status_t check_locked(ga_bm_t *bm, ga_block_t **v, uint64_t n)
     if (bm->segs || bm->c.segments || bm->c.reserved || bm->npools || bm->waiters ||
         bm->pending_blocks)
         FAIL("a direct arena holds segments, pools or pending frees");
-    if (bm->prov->live_maps != count)
-        FAIL("the provider holds %" PRIu64 " blocks, the arena %" PRIu64, bm->prov->live_maps,
-             count);
+    uint64_t held = 0, held_bytes = 0;
+    for (const ga_block_t *b = bm->d.held; b; b = b->next) {
+        if (b->state != BLOCK_PENDING || ga_lmap_find(&bm->live, b->addr) == b)
+            FAIL("held block %p has state %u or is in the live map", (void *)b->addr, b->state);
+        held++;
+        held_bytes += b->size;
+    }
+    if (held != bm->d.held_blocks || held_bytes != bm->d.held_bytes)
+        FAIL("%" PRIu64 " blocks held, the totals say %" PRIu64, held, bm->d.held_blocks);
+    if (bm->prov->live_maps != count + held)
+        FAIL("the provider holds %" PRIu64 " blocks, the arena %" PRIu64 " and %" PRIu64 " held",
+             bm->prov->live_maps, count, held);
     if (n > 1)
         qsort(v, n, sizeof *v, by_address);
     for (uint64_t i = 1; i < n; i++)

@@ -343,6 +343,9 @@ typedef struct ga_tcache ga_tcache_t;
 
 typedef struct ga_direct {
     ga_block_t *live; /* every live block, linked through prev/next */
+    ga_block_t *held; /* freed, kept from the pool until the device is
+                       * waited for (direct.c), linked through next */
+    uint64_t held_blocks, held_bytes;
     struct ga_freed {
         uintptr_t addr;
         size_t size;

@@ -77,6 +77,8 @@ void ga_bm_stats(ga_bm_t *bm, gpuarena_stats_t *st)
     uint64_t nfree = 0, any = 0;
     pool_tally(&bm->any, &nfree, &any);
     pool_tally(&bm->limbo, &nfree, &st->retired_cached);
+    st->retired_cached += bm->d.held_bytes; /* a direct manager's limbo */
+    nfree += bm->d.held_blocks;
     for (unsigned i = 0; i < bm->npools; i++)
         pool_tally(bm->pools[i], &nfree, &st->stream_cached);
     /* Blocks in thread caches are free too: their bytes are in cached.
