@@ -297,6 +297,28 @@ START_TEST(record_stream_failure_holds_the_block)
 }
 END_TEST
 
+/* The out-of-memory path gives the held blocks to the pool after its
+ * wait for the device, before it releases the pool's cache and retries. */
+START_TEST(out_of_memory_frees_the_held_blocks)
+{
+    fx_t *f = fx_new(NULL);
+    f->tp.capacity = 2 * MI;
+    void *p = fx_alloc(f, 2 * MI, 1);
+    atomic_store(&ga_hostmem_fail, true);
+    ck_assert_int_eq(ga_bm_record_stream(f->bm, p, S(2)), GPUARENA_SUCCESS);
+    atomic_store(&ga_hostmem_fail, false);
+    fx_free(f, p, 1);
+    ck_assert_uint_eq(fx_stats(f).retired_cached, 2 * MI);
+    void *q = fx_alloc(f, 2 * MI, 3); /* only with the held block's memory */
+    ck_assert_uint_eq(f->tp.syncs, 1);
+    gpuarena_stats_t st = fx_stats(f);
+    ck_assert_uint_eq(st.retired_cached, 0);
+    ck_assert_uint_eq(st.oom_retries, 1);
+    fx_free(f, q, 3);
+    fx_done(f);
+}
+END_TEST
+
 /* Held blocks at the manager's destruction go to the pool (after a wait
  * for the device): the pool gives its memory back only once every block
  * is freed. */
@@ -537,6 +559,7 @@ int main(void)
                             record_stream_waits_before_the_free,
                             record_stream_failure_holds_the_block,
                             held_blocks_go_at_destroy,
+                            out_of_memory_frees_the_held_blocks,
                             failed_provider_free_leaves_the_block_live,
                             trim_and_max_cached_release_the_pool,
                             out_of_memory_releases_and_retries_once,
