@@ -16,6 +16,7 @@
 #include "gpuarena.h"
 
 #include <check.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -130,6 +131,31 @@ START_TEST(stubs_dir_never_crashes)
 }
 END_TEST
 
+/* A driver that could not be opened is looked for again at the next
+ * call (lib/cuda/cuda.c): dlopen fails for want of host memory as for a
+ * missing file, and one such moment made every GPU arena of the process
+ * fail with "no driver" for good.  Where there is no driver, the fake
+ * one (tests/fakecuda) is opened by its path after the first look: the
+ * next look finds it by its name.  Last in the suite: with CK_FORK=no
+ * the tests after it would see a driver. */
+START_TEST(driver_found_at_a_later_call)
+{
+    int count;
+    if (driver_state(&count) != GPUARENA_ERR_NO_DRIVER)
+        return; /* a driver here: nothing to find later */
+    gpuarena_t *a = NULL;
+    ck_assert_int_eq(gpuarena_get(GPUARENA_DEVICE, 0, &a), GPUARENA_ERR_NO_DRIVER);
+    void *h = dlopen(GA_TOP_BUILDDIR "/tests/fakecuda/libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    ck_assert_msg(h != NULL, "the fake driver: %s", dlerror());
+    ck_assert_int_eq(ga_cuda_load(), GPUARENA_SUCCESS);
+    ck_assert_int_gt(ga_cuda_driver_version(), 0);
+    ck_assert_int_eq(gpuarena_get(GPUARENA_DEVICE, 0, &a), GPUARENA_SUCCESS);
+    void *p = NULL;
+    ck_assert_int_eq(gpuarena_alloc(a, 4096, GPUARENA_STREAM_HOST, &p), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_free(a, p, GPUARENA_STREAM_HOST), GPUARENA_SUCCESS);
+}
+END_TEST
+
 static const char *self; /* argv[0] */
 
 /* Re-execute this program under LD_LIBRARY_PATH=DIR with MODE. */
@@ -202,6 +228,7 @@ int main(int argc, char **argv)
         tcase_add_test(tc, device_past_the_last);
         tcase_add_test(tc, stub_library_reexec);
         tcase_add_test(tc, stubs_dir_reexec);
+        tcase_add_test(tc, driver_found_at_a_later_call);
     }
     tcase_set_timeout(tc, 60);
     suite_add_tcase(s, tc);

@@ -3,7 +3,7 @@
  * driver's <cuda.h> and calls the driver.
  *
  * The driver is opened with dlopen("libcuda.so.1") at first use, once per
- * process (pthread_once), so that libgpuarena never links libcuda and
+ * process (ga_cuda_load), so that libgpuarena never links libcuda and
  * works without a driver (host and sim arenas).  The one symbol taken with
  * dlsym is cuGetProcAddress_v2; every other entry point comes through it,
  * asked at cudaVersion = the version of the PFN typedef it is cast to.  An
@@ -134,8 +134,9 @@ static struct {
 } cu;
 #undef GA_CU_FIELD
 
-static pthread_once_t load_once = PTHREAD_ONCE_INIT;
 static gpuarena_status_t load_status;
+/* The library was not found: looked for again at the next load (below). */
+static bool load_again;
 static char load_message[400];
 static char lib_path[256];
 static int driver_version;
@@ -308,6 +309,7 @@ static void load(void)
                                 "cannot load the CUDA driver libcuda.so.1 (%s): the NVIDIA "
                                 "driver is not installed here or not on the library path",
                                 why ? why : "not found");
+        load_again = true;
         return;
     }
     void *sym = dlsym(lib, "cuGetProcAddress_v2");
@@ -398,24 +400,44 @@ static void load(void)
     }
 }
 
-/* The once-control of the load, under a lock that fork(2) takes too
- * (ga_cuda_fork_prepare).  A fork in the middle of the load would leave
- * the child's copy of the once-control in progress: glibc then runs the
- * load again in the child, which calls a driver that the parent had begun
- * to initialize (another C library would hang there).  With the lock, the
- * child finds the load done or not begun, and ga_cuda_fork_child can
- * refuse.  Once the load is done the lock is not taken.  It is a leaf:
- * load() takes no other of the library's, so the handlers take it last. */
+/* The load, made once under a lock that fork(2) takes too
+ * (ga_cuda_fork_prepare): a fork in the middle of the load would leave
+ * the child a driver that the parent had begun to initialize.  With the
+ * lock, the child finds the load done or not begun, and
+ * ga_cuda_fork_child can refuse.  Once the load is done the lock is not
+ * taken.  It is a leaf: load() takes no other of the library's, so the
+ * handlers take it last.
+ *
+ * Its outcome is kept for the life of the process, except where
+ * libcuda.so.1 could not be opened: dlopen fails for want of host memory
+ * as for a missing file (saying "No such file or directory" or "cannot
+ * allocate symbol search list"), and one such moment made every GPU arena
+ * of the process fail with "no driver" for good.  So that failure is
+ * reported and the next load looks again: a program on a machine with no
+ * driver pays one failed dlopen per GPU arena it asks for. */
 static pthread_mutex_t load_lock = PTHREAD_MUTEX_INITIALIZER;
 static atomic_bool load_done;
+
+/* The load if not done, the lock held; its status, with its message in
+ * gpuarena_last_error() on failure. */
+static gpuarena_status_t load_locked(void)
+{
+    if (!atomic_load_explicit(&load_done, memory_order_relaxed)) {
+        load_again = false;
+        load();
+        if (!load_again)
+            atomic_store_explicit(&load_done, true, memory_order_release);
+    }
+    return load_status == GPUARENA_SUCCESS ? GPUARENA_SUCCESS
+                                           : ga_error(load_status, "%s", load_message);
+}
 
 static void load_once_held(void)
 {
     if (atomic_load_explicit(&load_done, memory_order_acquire))
         return;
     pthread_mutex_lock(&load_lock);
-    pthread_once(&load_once, load);
-    atomic_store_explicit(&load_done, true, memory_order_release);
+    (void)load_locked();
     pthread_mutex_unlock(&load_lock);
 }
 
@@ -431,18 +453,20 @@ void ga_cuda_fork_parent(void)
 
 gpuarena_status_t ga_cuda_load(void)
 {
-    load_once_held();
-    if (load_status != GPUARENA_SUCCESS)
-        return ga_error(load_status, "%s", load_message);
-    return GPUARENA_SUCCESS;
+    if (atomic_load_explicit(&load_done, memory_order_acquire))
+        return load_status == GPUARENA_SUCCESS ? GPUARENA_SUCCESS
+                                               : ga_error(load_status, "%s", load_message);
+    pthread_mutex_lock(&load_lock);
+    gpuarena_status_t st = load_locked();
+    pthread_mutex_unlock(&load_lock);
+    return st;
 }
 
 void ga_cuda_fork_child(void)
 {
     /* Only a driver this process loaded and initialized is lost to the
-     * child; one never loaded can be loaded there as anywhere.  The
-     * once-control is done in that case, so its status is the answer
-     * from now on. */
+     * child; one never loaded can be loaded there as anywhere.  The load
+     * is done in that case, so its status is the answer from now on. */
     if (load_status == GPUARENA_SUCCESS && lib) {
         load_status = GPUARENA_ERR_NOT_SUPPORTED;
         snprintf(load_message, sizeof load_message,
@@ -452,16 +476,18 @@ void ga_cuda_fork_child(void)
     pthread_mutex_unlock(&load_lock);
 }
 
+/* Read only once the load is done: until then another thread's load may
+ * be writing them. */
 int ga_cuda_driver_version(void)
 {
     load_once_held();
-    return driver_version;
+    return atomic_load_explicit(&load_done, memory_order_acquire) ? driver_version : 0;
 }
 
 const char *ga_cuda_library_path(void)
 {
     load_once_held();
-    return lib_path;
+    return atomic_load_explicit(&load_done, memory_order_acquire) ? lib_path : "";
 }
 
 /* ---------------------------------------------------------------------- */
