@@ -10,6 +10,8 @@
 #ifndef GA_ARRAY_H
 #define GA_ARRAY_H
 
+#include "hostmem.h"
+
 #include <stdlib.h>
 
 /* ARR, N entries of ELEM bytes used of *CAP, with room for one more: ARR
@@ -21,7 +23,7 @@ static inline void *ga_room_for_one(void *arr, unsigned n, unsigned *cap, size_t
     if (n < *cap)
         return arr;
     unsigned c = *cap ? *cap * 2 : first;
-    void *grown = realloc(arr, (size_t)c * elem);
+    void *grown = ga_realloc(arr, (size_t)c * elem);
     if (grown)
         *cap = c;
     return grown;

@@ -184,6 +184,33 @@ START_TEST(release_failure_still_unmaps)
 }
 END_TEST
 
+/* A granule handle whose cuMemRelease fails is kept for a later release
+ * (above); the room to keep it is made before the driver call that may
+ * need it.  It was made after, and with no host memory at that moment
+ * the handle was dropped, its memory held until the process exited: here
+ * the ninth of nine granules whose releases fail, when the room for
+ * eight is full. */
+START_TEST(no_host_memory_drops_no_handle)
+{
+    gpuarena_t *a = growable();
+    void *p[9];
+    for (int i = 0; i < 9; i++)
+        ck_assert_int_eq(gpuarena_alloc(a, 2 * MIB, HOST, &p[i]), GPUARENA_SUCCESS);
+    for (int i = 0; i < 9; i++)
+        ck_assert_int_eq(gpuarena_free(a, p[i], HOST), GPUARENA_SUCCESS);
+    fake.arm("cuMemRelease", -1); /* every release fails */
+    atomic_store(&ga_hostmem_fail, true);
+    (void)gpuarena_trim(a, 0);
+    atomic_store(&ga_hostmem_fail, false);
+    fake.arm("cuMemRelease", 0);
+    ck_assert_msg(gpuarena_check(a) == GPUARENA_SUCCESS, "%s", gpuarena_last_error());
+    ck_assert_int_eq(gpuarena_trim(a, 0), GPUARENA_SUCCESS);
+    ck_assert_uint_eq(reserved(a), 0);
+    ck_assert_msg(gpuarena_destroy(a) == GPUARENA_SUCCESS, "%s", gpuarena_last_error());
+    ck_assert_int_eq(fake.handles(), 0);
+}
+END_TEST
+
 /* cuMemSetAccess fails at a commit and the undo's cuMemUnmap fails too:
  * the allocation fails with the driver's status, and the next commit of
  * that range takes over the granule left mapped instead of failing. */
@@ -903,6 +930,44 @@ START_TEST(free_on_a_captured_stream)
 }
 END_TEST
 
+/* Frees on a stream during its capture, into a pool that other streams
+ * share (cross-stream traffic): such a free may ask for a sweep of the
+ * pool (ga_sweep_shared), which was then recorded on the captured stream
+ * by that same free, unchecked: the capture was broken.  The sweep waits
+ * for the next free on the stream, which is checked. */
+START_TEST(shared_pool_free_spares_a_capture)
+{
+    fake_open();
+    void *const s1 = (void *)0x1000, *const s2 = (void *)0x2000;
+    gpuarena_t *a = NULL;
+    ck_assert_int_eq(gpuarena_create(GPUARENA_DEVICE, 0, "thread_cache=false", &a),
+                     GPUARENA_SUCCESS);
+    void *p[16], *q;
+    for (int i = 0; i < 16; i++)
+        ck_assert_int_eq(gpuarena_alloc(a, MIB, s1, &p[i]), GPUARENA_SUCCESS);
+    for (int i = 0; i < 8; i++)
+        ck_assert_int_eq(gpuarena_free(a, p[i], s1), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_alloc(a, MIB, s2, &q), GPUARENA_SUCCESS); /* misses: shared */
+    ck_assert_int_eq(gpuarena_free(a, p[8], s1), GPUARENA_SUCCESS);     /* records its sweep */
+    long before = fake.count("disturbed");
+    fake.capture(s1);
+    for (int i = 9; i < 16; i++) {
+        gpuarena_status_t st = gpuarena_free(a, p[i], s1);
+        ck_assert_msg(fake.count("disturbed") == before, "free %d disturbed the capture", i);
+        ck_assert(st == GPUARENA_SUCCESS || st == GPUARENA_ERR_STREAM_CAPTURE);
+        if (st == GPUARENA_SUCCESS)
+            p[i] = NULL;
+    }
+    fake.capture(NULL);
+    for (int i = 9; i < 16; i++)
+        if (p[i])
+            ck_assert_int_eq(gpuarena_free(a, p[i], s1), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_free(a, q, s2), GPUARENA_SUCCESS);
+    ck_assert_msg(gpuarena_check(a) == GPUARENA_SUCCESS, "%s", gpuarena_last_error());
+    ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_SUCCESS);
+}
+END_TEST
+
 /* PyTorch's and CuPy's free hooks return nothing, so a free that gpuarena
  * refuses during a CUDA graph capture (the block has recorded uses: its
  * free would record an event on a stream being captured) is not dropped
@@ -1532,6 +1597,7 @@ int main(int argc, char **argv)
                             failed_commit_undo_does_not_wedge,
                             failed_commit_leftover_goes_at_trim,
                             failed_map_keeps_its_handle,
+                            no_host_memory_drops_no_handle,
                             release_failure_at_destroy,
                             managed_prefetch_to_a_peer_retains_once,
                             managed_prefetch_asks_the_destination,
@@ -1541,6 +1607,7 @@ int main(int argc, char **argv)
                             legacy_stream_asks_only_off_the_cache,
                             arena_made_during_a_blocking_capture,
                             free_on_a_captured_stream,
+                            shared_pool_free_spares_a_capture,
                             device_arena_in_a_forked_child,
                             fork_during_the_driver_load,
                             out_of_memory_and_trim_spare_a_capture,

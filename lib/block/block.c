@@ -1149,6 +1149,7 @@ free_slow(ga_bm_t *bm, void *ptr, ga_stream_t s, ga_block_t *b, bool done, bool 
 {
     uintptr_t a = (uintptr_t)ptr;
     gpuarena_status_t st = GPUARENA_SUCCESS;
+    bool named = false; /* S asked whether it is being captured */
     ga_lock(&bm->lock);
     /* Records live as long as the manager and change only under the lock:
      * one that is still the live block at A is the one to free; else the
@@ -1159,7 +1160,7 @@ free_slow(ga_bm_t *bm, void *ptr, ga_stream_t s, ga_block_t *b, bool done, bool 
         st = bad_pointer(bm, a, "gpuarena_free");
     } else if (atomic_load_explicit(&b->cached, memory_order_relaxed)) {
         st = ga_error(GPUARENA_ERR_DOUBLE_FREE, "gpuarena_free: %p was already freed", ptr);
-    } else if (unchecked && free_names_stream(bm, b, s) &&
+    } else if (unchecked && (named = free_names_stream(bm, b, s)) &&
                (st = stream_check(bm, s)) != GPUARENA_SUCCESS) {
         /* Refused before anything changed. */
     } else if (b->uses && bm->events && (st = ga_bm_uses_check(bm, b, s)) != GPUARENA_SUCCESS) {
@@ -1170,8 +1171,12 @@ free_slow(ga_bm_t *bm, void *ptr, ga_stream_t s, ga_block_t *b, bool done, bool 
         if (bm->set.thread_cache)
             ga_tcache_drop_large(bm);
         ga_pool_t *p = free_locked(bm, b, s, done && !b->uses);
+        /* A sweep that the free itself asked for (a shared pool caching
+         * too much, ga_sweep_shared) is recorded on S only where S was
+         * checked: unchecked, S may be being captured, and the next free
+         * on S, which the wanted sweep sends here, is checked. */
         if (is_stream_pool(p))
-            ga_sweep_on_free(bm, p, s);
+            ga_sweep_on_free(bm, p, s, !unchecked || named);
         if (bm->waiters)
             ga_sweep_poll(bm, false);
         enforce_cap(bm);

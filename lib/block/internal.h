@@ -495,8 +495,9 @@ void ga_sweep_want(ga_bm_t *bm, ga_pool_t *p);
  * too much. */
 void ga_sweep_shared(ga_bm_t *bm, ga_pool_t *p);
 /* After a free into stream pool P on S: finish a completed sweep and
- * record a wanted one. */
-void ga_sweep_on_free(ga_bm_t *bm, ga_pool_t *p, ga_stream_t s);
+ * record a wanted one, where MAY_RECORD (S was asked whether it is being
+ * captured, or needs no asking). */
+void ga_sweep_on_free(ga_bm_t *bm, ga_pool_t *p, ga_stream_t s, bool may_record);
 /* Query the outstanding events (SYNC: wait for them) and act on those
  * complete: sweeps finished, pending blocks freed. */
 void ga_sweep_poll(ga_bm_t *bm, bool sync);

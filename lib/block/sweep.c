@@ -273,12 +273,12 @@ void ga_sweep_want(ga_bm_t *bm, ga_pool_t *p)
 }
 
 /* After a free into P on S (a live handle): finish a completed sweep and
- * record a wanted one. */
-void ga_sweep_on_free(ga_bm_t *bm, ga_pool_t *p, ga_stream_t s)
+ * record a wanted one, where MAY_RECORD (S was checked for a capture). */
+void ga_sweep_on_free(ga_bm_t *bm, ga_pool_t *p, ga_stream_t s, bool may_record)
 {
     if (p->sweep && bm->prov->ops->event_query(bm->prov, p->sweep) == GPUARENA_SUCCESS)
         sweep_finish(bm, p);
-    if (!p->wanted || p->sweep)
+    if (!p->wanted || p->sweep || !may_record)
         return;
     if (ga_bm_event_record(bm, s, &p->sweep) != GPUARENA_SUCCESS) {
         p->sweep = NULL;

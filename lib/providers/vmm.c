@@ -95,16 +95,28 @@ static ga_vmm_resv_t *find(ga_vmm_t *v, uint64_t a, size_t size, ga_vmm_resv_t *
     return NULL;
 }
 
-/* Keep handle H, whose cuMemRelease failed, for retry_releases; false
- * when there is no host memory for it (it is then lost for good). */
-static bool keep_unreleased(ga_vmm_t *v, uint64_t h)
+/* Room to keep one more handle whose cuMemRelease may fail, made before
+ * the call that may need it: a handle kept for nowhere was lost, its
+ * memory held until the process exited.  HOST_MEMORY, with a message
+ * about granule VA, when there is none: the caller then leaves the
+ * granule as it is. */
+static gpuarena_status_t room_to_keep(ga_vmm_t *v, uint64_t va)
 {
     uint64_t *n = ga_room_for_one(v->unreleased, v->nunreleased, &v->cap_unreleased, sizeof *n, 8);
     if (!n)
-        return false;
+        return ga_error(GPUARENA_ERR_HOST_MEMORY,
+                        "%s: no host memory to keep the handle of the granule at %#llx should its "
+                        "release fail: the granule is left as it was",
+                        v->who, (unsigned long long)va);
     v->unreleased = n;
+    return GPUARENA_SUCCESS;
+}
+
+/* Keep handle H, whose cuMemRelease failed, for retry_releases (in the
+ * room that room_to_keep made). */
+static void keep_unreleased(ga_vmm_t *v, uint64_t h)
+{
     v->unreleased[v->nunreleased++] = h;
-    return true;
 }
 
 static gpuarena_status_t drop_one(ga_vmm_t *v, ga_vmm_resv_t *r, size_t i);
@@ -136,7 +148,9 @@ static gpuarena_status_t drop_one(ga_vmm_t *v, ga_vmm_resv_t *r, size_t i)
     uint64_t va = r->base + i * g;
     if (r->mapped[i] == GRANULE_FREE)
         return GPUARENA_SUCCESS;
-    gpuarena_status_t st = ga_cuda_vmm_unmap(va, g);
+    gpuarena_status_t st = room_to_keep(v, va);
+    if (st == GPUARENA_SUCCESS)
+        st = ga_cuda_vmm_unmap(va, g);
     if (st != GPUARENA_SUCCESS)
         return st;
     uint64_t h = r->handles[i];
@@ -150,12 +164,11 @@ static gpuarena_status_t drop_one(ga_vmm_t *v, ga_vmm_resv_t *r, size_t i)
     if (st != GPUARENA_SUCCESS) {
         char why[512];
         snprintf(why, sizeof why, "%s", gpuarena_last_error());
-        const char *until = keep_unreleased(v, h) ? "a later release of them succeeds (at "
-                                                    "the next trim or release of memory)"
-                                                  : "the process exits";
+        keep_unreleased(v, h);
         ga_error(st,
-                 "%s: granule at %#llx is unmapped, but its %zu bytes stay allocated until %s: %s",
-                 v->who, (unsigned long long)va, g, until, why);
+                 "%s: granule at %#llx is unmapped, but its %zu bytes stay allocated until a "
+                 "later release of them succeeds (at the next trim or release of memory): %s",
+                 v->who, (unsigned long long)va, g, why);
     }
     return st;
 }
@@ -294,13 +307,15 @@ gpuarena_status_t ga_vmm_commit(ga_provider_t *p, void *addr, size_t size)
             v->prov->live_maps++;
             continue;
         }
-        st = v->create_map(v->owner, r->base + i * g, g, &r->handles[i]);
+        st = room_to_keep(v, r->base + i * g);
+        if (st == GPUARENA_SUCCESS)
+            st = v->create_map(v->owner, r->base + i * g, g, &r->handles[i]);
         if (st == GPUARENA_SUCCESS) {
             r->mapped[i] = GRANULE_COMMITTED;
             v->prov->live_maps++;
         } else if (r->handles[i]) {
             /* Not mapped, and its release failed: kept for a later one. */
-            (void)keep_unreleased(v, r->handles[i]);
+            keep_unreleased(v, r->handles[i]);
             r->handles[i] = 0;
         }
     }

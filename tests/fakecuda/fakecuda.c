@@ -150,7 +150,8 @@ static int disturbs(CUstream s)
 }
 
 /* Failures: the NTH next call of each call named fails (one armed per
- * name); cuMemUnmap at unmap_at fails every time. */
+ * name; a negative NTH: every call, until armed again with 0);
+ * cuMemUnmap at unmap_at fails every time. */
 #define ARMED 8
 static struct {
     char call[48];
@@ -184,7 +185,8 @@ static int fails(const char *call)
     int f = 0;
     pthread_mutex_lock(&lock);
     for (int i = 0; i < ARMED; i++)
-        if (armed[i].nth > 0 && strcmp(call, armed[i].call) == 0 && --armed[i].nth == 0)
+        if (armed[i].nth && strcmp(call, armed[i].call) == 0 &&
+            (armed[i].nth < 0 || --armed[i].nth == 0))
             f = 1;
     pthread_mutex_unlock(&lock);
     return f;
