@@ -286,10 +286,13 @@ START_TEST(record_stream_failure_holds_the_block)
         ck_assert_uint_eq(f->tp.direct_frees, frees);
         fx_check(f);
         ck_assert_int_eq(ga_bm_trim(f->bm, 0), GPUARENA_SUCCESS);
-        ck_assert_uint_eq(f->tp.syncs, 1);
         ck_assert_msg(f->tp.direct_frees == frees + 1 && f->tp.completed[2] == f->tp.enqueued[2],
                       "held block not given back after the wait (case %u)", nth);
         ck_assert_uint_eq(fx_stats(f).retired_cached, 0);
+        /* Released by that trim: the device was waited for again once
+         * the held block's free was queued. */
+        ck_assert_uint_eq(f->tp.committed, 64 * KI);
+        ck_assert_uint_eq(f->tp.syncs, 2);
         fx_check(f);
         fx_free(f, q, 1);
         fx_done(f);
@@ -309,12 +312,33 @@ START_TEST(out_of_memory_frees_the_held_blocks)
     atomic_store(&ga_hostmem_fail, false);
     fx_free(f, p, 1);
     ck_assert_uint_eq(fx_stats(f).retired_cached, 2 * MI);
-    void *q = fx_alloc(f, 2 * MI, 3); /* only with the held block's memory */
-    ck_assert_uint_eq(f->tp.syncs, 1);
+    void *q = fx_alloc(f, 3 * MI / 2, 3); /* only with the held block's memory */
+    ck_assert_uint_eq(f->tp.syncs, 2);
     gpuarena_stats_t st = fx_stats(f);
     ck_assert_uint_eq(st.retired_cached, 0);
     ck_assert_uint_eq(st.oom_retries, 1);
     fx_free(f, q, 3);
+    fx_done(f);
+}
+END_TEST
+
+/* A held block is this arena's however many frees came since: a second
+ * free of it is a double free, not a foreign pointer (the ring of the
+ * last frees forgets it). */
+START_TEST(held_block_freed_again)
+{
+    fx_t *f = fx_new(NULL);
+    void *p = fx_alloc(f, 64 * KI, 1);
+    atomic_store(&ga_hostmem_fail, true);
+    ck_assert_int_eq(ga_bm_record_stream(f->bm, p, S(2)), GPUARENA_SUCCESS);
+    atomic_store(&ga_hostmem_fail, false);
+    fx_free(f, p, 1);
+    for (unsigned i = 0; i < GA_DIRECT_FREED + 8; i++)
+        fx_free(f, fx_alloc(f, 4 * KI, 1), 1);
+    ck_assert_int_eq(ga_bm_free(f->bm, p, S(1)), GPUARENA_ERR_DOUBLE_FREE);
+    ck_assert_int_eq(ga_bm_free(f->bm, (char *)p + 512, S(1)), GPUARENA_ERR_INVALID_POINTER);
+    ck_assert_ptr_nonnull(strstr(gpuarena_last_error(), "inside a freed block"));
+    ck_assert_int_eq(ga_bm_record_stream(f->bm, p, S(2)), GPUARENA_ERR_DOUBLE_FREE);
     fx_done(f);
 }
 END_TEST
@@ -560,6 +584,7 @@ int main(void)
                             record_stream_failure_holds_the_block,
                             held_blocks_go_at_destroy,
                             out_of_memory_frees_the_held_blocks,
+                            held_block_freed_again,
                             failed_provider_free_leaves_the_block_live,
                             trim_and_max_cached_release_the_pool,
                             out_of_memory_releases_and_retries_once,

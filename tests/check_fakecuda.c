@@ -245,6 +245,39 @@ START_TEST(failed_commit_undo_does_not_wedge)
 }
 END_TEST
 
+/* A commit that stops before a granule that an earlier failed commit
+ * left mapped (stale), and whose undo cannot unmap that granule either:
+ * it stays stale, counted once (the undo counted it again, and the
+ * checker found the arena's mappings one short). */
+START_TEST(failed_commit_undo_counts_a_stale_granule_once)
+{
+    gpuarena_t *a = growable();
+    void *p = NULL;
+    fake.arm("cuMemSetAccess", -1);
+    fake.arm("cuMemUnmap", 2); /* the undo's second granule stays mapped */
+    ck_assert_int_eq(gpuarena_alloc(a, 4 * MIB, HOST, &p), GPUARENA_ERR_DRIVER);
+    fake.arm("cuMemSetAccess", 0);
+    fake.arm("cuMemUnmap", 0);
+    ck_assert_msg(gpuarena_check(a) == GPUARENA_SUCCESS, "%s", gpuarena_last_error());
+    ck_assert_int_eq(fake.maps(), 1);
+    fake.arm("cuMemCreate", 1); /* the first granule, this time */
+    fake.arm("cuMemUnmap", 1);  /* and the stale one will not go */
+    gpuarena_status_t st = gpuarena_alloc(a, 4 * MIB, HOST, &p);
+    fake.arm("cuMemCreate", 0);
+    fake.arm("cuMemUnmap", 0);
+    ck_assert_msg(gpuarena_check(a) == GPUARENA_SUCCESS, "%s", gpuarena_last_error());
+    if (st == GPUARENA_SUCCESS) /* a retry elsewhere */
+        ck_assert_int_eq(gpuarena_free(a, p, HOST), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_alloc(a, 4 * MIB, HOST, &p), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_free(a, p, HOST), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_trim(a, 0), GPUARENA_SUCCESS);
+    ck_assert_int_eq(fake.maps(), 0);
+    ck_assert_msg(gpuarena_check(a) == GPUARENA_SUCCESS, "%s", gpuarena_last_error());
+    ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_SUCCESS);
+    ck_assert_int_eq(fake.handles(), 0);
+}
+END_TEST
+
 /* The same failed commit, and nothing allocated after it: the granule it
  * could not unmap is counted apart from the arena's mappings (the checker
  * called the arena corrupt), and a trim unmaps it (it stayed mapped, out
@@ -1595,6 +1628,7 @@ int main(int argc, char **argv)
                             decommit_retries_a_failed_unmap,
                             release_failure_still_unmaps,
                             failed_commit_undo_does_not_wedge,
+                            failed_commit_undo_counts_a_stale_granule_once,
                             failed_commit_leftover_goes_at_trim,
                             failed_map_keeps_its_handle,
                             no_host_memory_drops_no_handle,

@@ -337,6 +337,7 @@ static gpuarena_status_t tp_free_async(ga_provider_t *p, void *ptr, size_t size,
     if (t->ncached < 256) {
         t->cached[t->ncached].addr = (uintptr_t)ptr;
         t->cached[t->ncached].size = size;
+        t->cached[t->ncached].seen_at = s < TP_STREAMS ? 0 : t->device_syncs + 1;
         t->ncached++;
     } else {
         t->committed -= size; /* no room to cache it: released */
@@ -362,9 +363,11 @@ static gpuarena_status_t tp_trim(ga_provider_t *p, uint64_t keep)
     if (st != GPUARENA_SUCCESS)
         return st;
     t->trims++;
-    while (t->ncached && t->committed > keep) {
-        t->ncached--;
-        t->committed -= t->cached[t->ncached].size;
+    for (unsigned i = t->ncached; i-- > 0 && t->committed > keep;) {
+        if (t->cached[i].seen_at > t->device_syncs)
+            continue; /* its free not yet seen complete */
+        t->committed -= t->cached[i].size;
+        t->cached[i] = t->cached[--t->ncached];
     }
     return GPUARENA_SUCCESS;
 }

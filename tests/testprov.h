@@ -50,6 +50,10 @@ typedef struct tp {
     struct {
         uintptr_t addr;
         size_t size;
+        /* Freed with no stream (the legacy stream's order): as the
+         * driver's pool, a trim releases it only once a device wait
+         * (device_syncs reaching this) has seen the free complete. */
+        uint64_t seen_at;
     } cached[256];
     unsigned ncached;
     size_t used;

@@ -81,10 +81,16 @@ gpuarena_status_t ga_direct_init(ga_bm_t *bm)
 /* Give the pool the held blocks, once the device has been waited for
  * (the manager's lock held): on the legacy stream, which always exists.
  * One the provider refuses (a blocking stream captured since the wait)
- * stays held for the next time. */
-static void free_held(ga_bm_t *bm)
+ * stays held for the next time.  The pool counts a block freed so as
+ * outstanding until the host has seen the free complete (cuMemPoolTrimTo
+ * releases none of it): so when any went, THEN_WAIT waits for the device
+ * again, for the trim or the retry that follows (measured on an H200: a
+ * trim left the held gigabyte reserved, and a retry with reuse across
+ * streams off ran out of memory). */
+static void free_held(ga_bm_t *bm, bool then_wait)
 {
     ga_provider_t *p = bm->prov;
+    uint64_t held = bm->d.held_blocks;
     for (ga_block_t **at = &bm->d.held, *b; (b = *at) != NULL;) {
         if (p->ops->free_async(p, (void *)b->addr, b->size, GPUARENA_STREAM_HOST) !=
             GPUARENA_SUCCESS) {
@@ -96,6 +102,8 @@ static void free_held(ga_bm_t *bm)
         bm->d.held_bytes -= b->size;
         ga_bm_block_delete(bm, b);
     }
+    if (then_wait && bm->d.held_blocks < held)
+        (void)p->ops->sync_all(p);
 }
 
 void ga_direct_fini(ga_bm_t *bm)
@@ -108,7 +116,7 @@ void ga_direct_fini(ga_bm_t *bm)
      * refuses it (the arena goes, as in every arena). */
     if (bm->d.held) {
         (void)bm->prov->ops->sync_all(bm->prov);
-        free_held(bm);
+        free_held(bm, false); /* the pool's destruction waits for them */
         while (bm->d.held) {
             ga_block_t *b = bm->d.held;
             bm->d.held = b->next;
@@ -132,6 +140,16 @@ gpuarena_status_t ga_direct_bad_pointer(ga_bm_t *bm, uintptr_t a, const char *wh
             return ga_error(GPUARENA_ERR_INTERIOR_POINTER,
                             "%s: %p points inside a block starting at %p", what, (void *)a,
                             (void *)b->addr);
+    /* A held block is still this arena's, however many frees came since
+     * (the ring below forgets). */
+    for (const ga_block_t *b = bm->d.held; b; b = b->next) {
+        if (a == b->addr)
+            return ga_error(GPUARENA_ERR_DOUBLE_FREE, "%s: %p was already freed", what, (void *)a);
+        if (a > b->addr && a - b->addr < b->size)
+            return ga_error(GPUARENA_ERR_INVALID_POINTER,
+                            "%s: %p points inside a freed block starting at %p", what, (void *)a,
+                            (void *)b->addr);
+    }
     /* Newest first: the last free of an address is the one that counts. */
     for (unsigned i = 0; i < bm->d.nfreed; i++) {
         const struct ga_freed *f =
@@ -208,7 +226,7 @@ gpuarena_status_t ga_direct_alloc(ga_bm_t *bm, size_t size, ga_stream_t s, void 
         bm->c.oom_retries++;
         bool synced = p->ops->sync_all(p) == GPUARENA_SUCCESS;
         if (synced)
-            free_held(bm);
+            free_held(bm, true);
         if (synced && release_cached(bm, 0, &done) == GPUARENA_SUCCESS && done)
             bm->c.trims++;
         st = p->ops->alloc_async(p, rs, s.handle, &q);
@@ -355,7 +373,7 @@ gpuarena_status_t ga_direct_trim(ga_bm_t *bm, size_t keep)
     bool done;
     gpuarena_status_t st = p->ops->sync_all(p);
     if (st == GPUARENA_SUCCESS) {
-        free_held(bm);
+        free_held(bm, true);
         st = release_cached(bm, keep, &done);
     }
     bm->c.trims++;

@@ -330,13 +330,17 @@ gpuarena_status_t ga_vmm_commit(ga_provider_t *p, void *addr, size_t size)
         char why[512];
         snprintf(why, sizeof why, "%s", gpuarena_last_error());
         size_t stale = 0;
-        for (size_t i = first; i < last; i++)
+        for (size_t i = first; i < last; i++) {
+            bool was_stale = r->mapped[i] == GRANULE_STALE; /* not counted as mapped */
             if (drop_one(v, r, i) != GPUARENA_SUCCESS && r->mapped[i] != GRANULE_FREE) {
-                r->mapped[i] = GRANULE_STALE;
-                v->prov->live_maps--;
-                v->nstale++;
+                if (!was_stale) {
+                    r->mapped[i] = GRANULE_STALE;
+                    v->prov->live_maps--;
+                    v->nstale++;
+                }
                 stale++;
             }
+        }
         if (stale)
             ga_error(st,
                      "%s (%zu granules would not unmap: they stay mapped until the next commit "
