@@ -37,6 +37,7 @@
 
 #include "cuda/cuda.h"
 #include "gpuarena.h"
+#include "hostmem.h"
 
 #include "gputest.h"
 
@@ -380,6 +381,11 @@ static bool cross_stream_try(const char *policy, bool expandable, size_t size, c
 /* ---------------------------------------------------------------------- */
 /* record_stream: allocated and freed on A, used by B behind slow work. */
 
+/* record_stream_try's record made with no host memory to note the stream
+ * (record_stream_unnoted): it still succeeds, and the block's free keeps
+ * it from every stream until a wait for the device. */
+static bool unnoted;
+
 static bool record_stream_try(const char *policy, bool expandable, size_t size, const streams_t *s,
                               double seconds)
 {
@@ -395,7 +401,10 @@ static bool record_stream_try(const char *policy, bool expandable, size_t size, 
     }
     gpuarena_stats_t st0;
     OK(gpuarena_stats(a, &st0));
-    OK(gpuarena_record_stream(a, p, s->b));
+    atomic_store(&ga_hostmem_fail, unnoted);
+    gpuarena_status_t rs = gpuarena_record_stream(a, p, s->b);
+    atomic_store(&ga_hostmem_fail, false);
+    OK(rs);
     size_t n = slow_queue(s->b, seconds);
     fill(p, size, PAT_B1, s->b);
     OK(gpuarena_free(a, p, s->a)); /* A itself is idle */
@@ -424,8 +433,15 @@ static bool record_stream_try(const char *policy, bool expandable, size_t size, 
                       "%s: C got the freed block %p while B, recorded with record_stream, still "
                       "had a fill of it queued",
                       cs, p);
-        ck_assert_msg(st.pending_frees == 1, "%s: %llu pending frees, not 1 (the block, for B)", cs,
-                      (unsigned long long)st.pending_frees);
+        if (unnoted)
+            ck_assert_msg(st.pending_frees == 0 && st.retired_cached >= size,
+                          "%s: uses unknown: %llu pending frees, %llu bytes retired, not the "
+                          "block in limbo",
+                          cs, (unsigned long long)st.pending_frees,
+                          (unsigned long long)st.retired_cached);
+        else
+            ck_assert_msg(st.pending_frees == 1, "%s: %llu pending frees, not 1 (the block, for B)",
+                          cs, (unsigned long long)st.pending_frees);
     }
     OK(ga_cuda_stream_sync(s->a));
     OK(ga_cuda_stream_sync(s->b));
@@ -434,7 +450,14 @@ static bool record_stream_try(const char *policy, bool expandable, size_t size, 
     expect(qc, size, PAT_C, "C's new block", cs);
     if (!oa && !oc)
         expect(p, size, PAT_B1, "the freed block (B's fill ran last)", cs);
-    if (still && LARGE(size) && !never) {
+    if (unnoted) {
+        /* Uses unknown: the block is no stream's until a wait for the
+         * device; trim makes it (and gives it back). */
+        OK(gpuarena_trim(a, 0));
+        OK(gpuarena_stats(a, &st));
+        ck_assert_msg(st.retired_cached == 0, "%s: %llu bytes still retired after trim", cs,
+                      (unsigned long long)st.retired_cached);
+    } else if (still && LARGE(size) && !never) {
         /* B's work is done: the block comes back to A, with no new
          * mapping. */
         gpuarena_stats_t before, after;
@@ -494,6 +517,14 @@ START_TEST(record_stream_holds_the_block)
 }
 END_TEST
 
+START_TEST(record_stream_unnoted_holds_the_block)
+{
+    unnoted = true;
+    every_case(record_stream_try, "record_stream with no host memory");
+    unnoted = false;
+}
+END_TEST
+
 int main(void)
 {
     if (!gpu_tests_begin("check_device_reuse"))
@@ -504,6 +535,7 @@ int main(void)
     tcase_add_checked_fixture(tc, gpu_setup, gpu_teardown);
     tcase_add_test(tc, free_on_a_alloc_on_b);
     tcase_add_test(tc, record_stream_holds_the_block);
+    tcase_add_test(tc, record_stream_unnoted_holds_the_block);
     tcase_set_timeout(tc, 300);
     suite_add_tcase(s, tc);
     return gpu_tests_run(s);

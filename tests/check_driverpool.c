@@ -17,6 +17,7 @@
 #include "arena.h"
 #include "cuda/cuda.h"
 #include "gpuarena.h"
+#include "hostmem.h"
 #include "trace/trace.h"
 
 #include "gputest.h"
@@ -417,6 +418,59 @@ START_TEST(record_stream_waits)
 }
 END_TEST
 
+/* record_stream with no host memory to note the stream: the block's uses
+ * are unknown, and its free holds it from the pool, waiting for nothing
+ * (a wait for the device there broke any capture in progress); the next
+ * trim waits for the device, gives the held block to the pool and
+ * releases it in the same call (the pool counts a free as outstanding
+ * until the host has seen it complete). */
+START_TEST(record_stream_without_host_memory_holds)
+{
+    gpuarena_t *a = pool_arena("pool=driver,release_threshold=max");
+    void *sa = stream_new(true), *sb = stream_new(true);
+    const size_t size = 256 * MiB;
+    unsigned char *h = pinned(size);
+    memset(h, 0, size);
+    void *x, *y;
+    OK(gpuarena_alloc(a, size, sa, &x));
+    OK(ga_cuda_stream_sync(sa));
+    slow_fill(x, size, 0x77, sb);
+    OK(ga_cuda_memcpy_dtoh_async(h, dptr(x), size, sb));
+    atomic_store(&ga_hostmem_fail, true);
+    gpuarena_status_t st = gpuarena_record_stream(a, x, sb);
+    atomic_store(&ga_hostmem_fail, false);
+    OK(st);
+    OK(gpuarena_free(a, x, sa));
+    gpuarena_stats_t s1 = stats(a);
+    ck_assert_uint_eq(s1.retired_cached, size);
+    ck_assert_uint_eq(s1.live_blocks, 0);
+    ck_assert_uint_eq(s1.events_recorded, 0);
+    OK(gpuarena_alloc(a, size, sa, &y));
+    ck_assert_ptr_ne(y, x); /* held: not the pool's to hand out */
+    OK(ga_cuda_memset_d8_async(dptr(y), 0x99, size, sa));
+    OK(ga_cuda_stream_sync(sa));
+    OK(ga_cuda_stream_sync(sb));
+    size_t bad = first_not(h, size, 0x77);
+    ck_assert_msg(bad == size, "the block was written while B still used it: %#x at %zu", h[bad],
+                  bad);
+    OK(gpuarena_free(a, y, sa));
+    OK(ga_cuda_stream_sync(sa));
+    check_arena(a);
+    OK(gpuarena_trim(a, 0));
+    gpuarena_stats_t s2 = stats(a);
+    ck_assert_uint_eq(s2.retired_cached, 0);
+    ck_assert_msg(s2.reserved < 64 * MiB, "reserved %llu bytes after trim(0)",
+                  (unsigned long long)s2.reserved);
+    printf("check_driverpool: held block: %llu MiB retired, reserved %llu MiB after trim(0)\n",
+           (unsigned long long)(s1.retired_cached / MiB), (unsigned long long)(s2.reserved / MiB));
+    check_arena(a);
+    OK(gpuarena_destroy(a));
+    OK(ga_cuda_host_free(h));
+    OK(ga_cuda_stream_destroy(sa));
+    OK(ga_cuda_stream_destroy(sb));
+}
+END_TEST
+
 #define UNCHANGED(a, before, call, want)                                                           \
     do {                                                                                           \
         gpuarena_status_t st_ = (call);                                                            \
@@ -757,6 +811,7 @@ int main(int argc, char **argv)
     tcase_add_test(tc, same_stream_reuse);
     tcase_add_test(tc, other_stream_not_early);
     tcase_add_test(tc, record_stream_waits);
+    tcase_add_test(tc, record_stream_without_host_memory_holds);
     tcase_add_test(tc, bad_pointers_change_nothing);
     tcase_add_test(tc, trim_lowers_reserved);
     tcase_add_test(tc, zero_fill);
