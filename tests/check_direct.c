@@ -300,18 +300,26 @@ START_TEST(record_stream_failure_holds_the_block)
 }
 END_TEST
 
+/* A block of SIZE bytes on stream 1, recorded on stream 2 with no host
+ * memory to note it, and freed on stream 1: held. */
+static void *held_block(fx_t *f, size_t size)
+{
+    void *p = fx_alloc(f, size, 1);
+    atomic_store(&ga_hostmem_fail, true);
+    ck_assert_int_eq(ga_bm_record_stream(f->bm, p, S(2)), GPUARENA_SUCCESS);
+    atomic_store(&ga_hostmem_fail, false);
+    fx_free(f, p, 1);
+    ck_assert_uint_eq(fx_stats(f).retired_cached, size);
+    return p;
+}
+
 /* The out-of-memory path gives the held blocks to the pool after its
  * wait for the device, before it releases the pool's cache and retries. */
 START_TEST(out_of_memory_frees_the_held_blocks)
 {
     fx_t *f = fx_new(NULL);
     f->tp.capacity = 2 * MI;
-    void *p = fx_alloc(f, 2 * MI, 1);
-    atomic_store(&ga_hostmem_fail, true);
-    ck_assert_int_eq(ga_bm_record_stream(f->bm, p, S(2)), GPUARENA_SUCCESS);
-    atomic_store(&ga_hostmem_fail, false);
-    fx_free(f, p, 1);
-    ck_assert_uint_eq(fx_stats(f).retired_cached, 2 * MI);
+    (void)held_block(f, 2 * MI);
     void *q = fx_alloc(f, 3 * MI / 2, 3); /* only with the held block's memory */
     ck_assert_uint_eq(f->tp.syncs, 2);
     gpuarena_stats_t st = fx_stats(f);
@@ -328,11 +336,7 @@ END_TEST
 START_TEST(held_block_freed_again)
 {
     fx_t *f = fx_new(NULL);
-    void *p = fx_alloc(f, 64 * KI, 1);
-    atomic_store(&ga_hostmem_fail, true);
-    ck_assert_int_eq(ga_bm_record_stream(f->bm, p, S(2)), GPUARENA_SUCCESS);
-    atomic_store(&ga_hostmem_fail, false);
-    fx_free(f, p, 1);
+    void *p = held_block(f, 64 * KI);
     for (unsigned i = 0; i < GA_DIRECT_FREED + 8; i++)
         fx_free(f, fx_alloc(f, 4 * KI, 1), 1);
     ck_assert_int_eq(ga_bm_free(f->bm, p, S(1)), GPUARENA_ERR_DOUBLE_FREE);
@@ -349,11 +353,7 @@ END_TEST
 START_TEST(held_blocks_go_at_destroy)
 {
     fx_t *f = fx_new(NULL);
-    void *p = fx_alloc(f, 64 * KI, 1);
-    atomic_store(&ga_hostmem_fail, true);
-    ck_assert_int_eq(ga_bm_record_stream(f->bm, p, S(2)), GPUARENA_SUCCESS);
-    atomic_store(&ga_hostmem_fail, false);
-    fx_free(f, p, 1);
+    (void)held_block(f, 64 * KI);
     ck_assert_uint_eq(f->tp.base.live_maps, 1);
     ga_bm_destroy(f->bm);
     ck_assert_uint_eq(f->tp.base.live_maps, 0);
