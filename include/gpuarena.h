@@ -116,7 +116,7 @@ typedef struct gpuarena_stats {
     /* Streams: free memory that not every stream may take yet. */
     uint64_t stream_pools;   /* streams whose frees the arena keeps apart */
     uint64_t stream_cached;  /* bytes of free blocks only their stream may take */
-    uint64_t retired_cached; /* bytes of retired streams' free blocks, no stream's */
+    uint64_t retired_cached; /* bytes free for no stream until a device wait */
     uint64_t deferred_frees; /* frees a framework hook keeps until a capture ends */
     uint64_t numa_unbound;   /* segments the system refused to bind to their nodes */
     uint64_t spare_[4];      /* room for growth; always zero */

@@ -1004,7 +1004,7 @@ static __attribute__((noinline)) ga_pool_t *free_watched(ga_bm_t *bm, ga_block_t
             n++;
         } else {
             free(w);
-            unwatched = true; /* cannot watch: wait below */
+            unwatched = true; /* cannot watch: limbo, below */
         }
     }
     if (u && !unwatched && bm->events) {
@@ -1013,8 +1013,8 @@ static __attribute__((noinline)) ga_pool_t *free_watched(ga_bm_t *bm, ga_block_t
                 continue;
             ga_waiter_t *w = malloc(sizeof *w);
             if (!w || ga_bm_event_record(bm, u->s[i], &w->ev) != GPUARENA_SUCCESS) {
-                /* Cannot watch this use: wait for it below rather than
-                 * hand the block out early. */
+                /* Cannot watch this use: limbo below, rather than hand
+                 * the block out early. */
                 free(w);
                 unwatched = true;
                 continue;
@@ -1123,9 +1123,10 @@ gpuarena_status_t ga_bm_free_on(ga_bm_t *bm, void *ptr, ga_stream_t s, bool unch
  * manager's lock held, before anything changes): an event for its
  * recorded uses or for host-visible memory, a sweep that S's pool owes
  * another stream (wanted: ga_sweep_on_free records it once the sweep still
- * out, if any, has completed), or no pool yet (whose record may fail, and
- * the free then waits for the device).  Event queries and unmaps name no
- * stream. */
+ * out, if any, has completed), or no pool yet (a stream new to the arena,
+ * which gpuarena_free(3) says a capture refuses: the free asks for the
+ * pool's record, and once waited for the device where none could be had).
+ * Event queries and unmaps name no stream. */
 static bool free_names_stream(ga_bm_t *bm, const ga_block_t *b, ga_stream_t s)
 {
     if (b->uses || host_guard(bm))

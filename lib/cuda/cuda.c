@@ -3,7 +3,8 @@
  * driver's <cuda.h> and calls the driver.
  *
  * The driver is opened with dlopen("libcuda.so.1") at first use, once per
- * process (ga_cuda_load), so that libgpuarena never links libcuda and
+ * process unless the library could not be opened (ga_cuda_load says
+ * why), so that libgpuarena never links libcuda and
  * works without a driver (host and sim arenas).  The one symbol taken with
  * dlsym is cuGetProcAddress_v2; every other entry point comes through it,
  * asked at cudaVersion = the version of the PFN typedef it is cast to.  An
