@@ -195,6 +195,10 @@ static void settle(gpool_t *g, void *stream)
 {
     if (!given_back(g) || g->users || (g->arena && ga_bm_live_blocks(g->arena->bm) != 0))
         return;
+    /* A child made by fork(2) may not call the driver at all: the pool
+     * stays, as its arena does (gpuarena(7), Fork). */
+    if (g->arena && g->arena->forked)
+        return;
     if (g->arena && !may_destroy(g, stream)) {
         /* For a later hook call: the same count as a graph gone. */
         atomic_fetch_add_explicit(&ga_graph_pools_gone, 1, memory_order_release);

@@ -1543,6 +1543,46 @@ START_TEST(device_arena_in_a_forked_child)
 }
 END_TEST
 
+/* The child of graph_pool_put_off_before_a_fork: 1 when a hook call
+ * asked the driver anything (settling the pool put off in the parent). */
+static int hook_asks_nothing(void *arg)
+{
+    (void)arg;
+    long before = fake.count("cuStreamIsCapturing");
+    if (gpuarena_torch_alloc(4096, 0, NULL) != NULL)
+        return 2; /* the default device arena is the parent's */
+    return fake.count("cuStreamIsCapturing") == before ? 0 : 1;
+}
+
+/* A graph pool whose destruction was put off (a blocking stream was
+ * captured at its release) when the process forks: the child's first
+ * hook call settled it, asking the driver whether a stream was captured,
+ * which a child made after CUDA was initialized may not do. */
+START_TEST(graph_pool_put_off_before_a_fork)
+{
+    fake_open();
+    void *const c = (void *)0x5000;
+    const gpuarena_torch_pool_t id = {0, 7};
+    gpuarena_t *dev = NULL;
+    ck_assert_int_eq(gpuarena_get(GPUARENA_DEVICE, 0, &dev), GPUARENA_SUCCESS);
+    fake.capture(c);
+    gpuarena_torch_begin_allocate_to_pool(0, id, NULL);
+    void *p = gpuarena_torch_alloc(MIB, 0, c);
+    ck_assert_ptr_nonnull(p);
+    gpuarena_torch_free(p, MIB, 0, c);
+    gpuarena_torch_end_allocate_to_pool(0, id);
+    fake.capture(NULL);
+    int handles = fake.handles();
+    fake.blocking_capture(1);
+    gpuarena_torch_release_pool(0, id); /* put off */
+    fake.blocking_capture(0);
+    ck_assert_int_eq(fake.handles(), handles);
+    ga_require_child_ok(ga_fork_run(hook_asks_nothing, NULL, 30), "the child");
+    gpuarena_torch_free(NULL, 0, 0, c); /* the parent settles it */
+    ck_assert_int_lt(fake.handles(), handles);
+}
+END_TEST
+
 /* The child of fork_during_the_driver_load: 1 when making a device arena
  * is not refused, 2 when it called cuInit. */
 static int create_refused(void *arg)
@@ -1634,6 +1674,7 @@ int main(int argc, char **argv)
                             free_on_a_captured_stream,
                             shared_pool_free_spares_a_capture,
                             device_arena_in_a_forked_child,
+                            graph_pool_put_off_before_a_fork,
                             fork_during_the_driver_load,
                             out_of_memory_and_trim_spare_a_capture,
                             peer_access_opens_to_the_peers,
