@@ -1273,6 +1273,33 @@ START_TEST(record_stream_event_failure_is_safe)
 }
 END_TEST
 
+/* A recorded use whose handle names another stream from the freeing
+ * thread than from the recording one (CUDA's per-thread default stream,
+ * CU_STREAM_PER_THREAD, recorded by one thread and freed by another; here
+ * a handle whose id is not the one recorded): no event on it, which would
+ * watch the wrong stream's work; the block goes to limbo.  It was handed
+ * out again once the freeing thread's stream was idle. */
+START_TEST(record_stream_of_another_threads_stream)
+{
+    fx_t *f = fx_new(false, 64 * KI, SEG_OPTS);
+    void *p = fx_alloc(f, 32 * KI, 1), *keep = fx_alloc(f, 32 * KI, 1);
+    ga_stream_t theirs = {tp_handle(2), 77}; /* handle 2 is stream 2 here */
+    ck_assert_int_eq(ga_bm_record_stream(f->bm, p, theirs), GPUARENA_SUCCESS);
+    uint64_t events = fx_stats(f).events_recorded;
+    fx_free(f, p, 1);
+    ck_assert_uint_eq(fx_stats(f).events_recorded, events);
+    ck_assert_uint_eq(fx_stats(f).pending_frees, 0);
+    ck_assert_uint_eq(fx_stats(f).retired_cached, 32 * KI);
+    tp_complete(&f->tp, 1);
+    tp_complete(&f->tp, 2);
+    void *x = fx_alloc(f, 32 * KI, 1);
+    ck_assert_ptr_ne(x, p);
+    fx_free(f, x, 1);
+    fx_free(f, keep, 1);
+    fx_done(f);
+}
+END_TEST
+
 /* record_stream with no host memory left to note the stream (the uses'
  * array cannot grow) still succeeds: the block counts as used by every
  * stream, and its free keeps it from all of them, its own included,
@@ -3357,6 +3384,7 @@ int main(void)
     tcase_add_test(reuse, record_stream_keeps_block_pending);
     tcase_add_test(reuse, record_stream_of_the_allocation_stream);
     tcase_add_test(reuse, record_stream_without_host_memory);
+    tcase_add_test(reuse, record_stream_of_another_threads_stream);
     tcase_add_test(reuse, record_stream_event_failure_is_safe);
     tcase_add_test(reuse, host_visible_idle_free_does_not_sync);
     tcase_add_test(reuse, unchecked_stream_is_checked_off_the_cache);

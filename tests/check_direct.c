@@ -257,16 +257,20 @@ END_TEST
  * any capture in progress (the driver refuses cuCtxSynchronize then). */
 START_TEST(record_stream_failure_holds_the_block)
 {
-    for (unsigned nth = 0; nth <= 3; nth++) { /* unnoted, event_create, _record, stream_wait */
+    /* Unnoted, another thread's stream (a handle whose id is not the one
+     * recorded: CU_STREAM_PER_THREAD freed on another thread), then
+     * event_create, event_record, stream_wait failing. */
+    for (unsigned nth = 0; nth <= 4; nth++) {
         fx_t *f = fx_new(NULL);
         void *p = fx_alloc(f, 64 * KI, 1), *q = fx_alloc(f, 64 * KI, 1);
         ck_assert_int_eq(ga_bm_record_stream(f->bm, q, S(2)), GPUARENA_SUCCESS);
         atomic_store(&ga_hostmem_fail, nth == 0);
-        ck_assert_int_eq(ga_bm_record_stream(f->bm, p, S(2)), GPUARENA_SUCCESS);
+        ga_stream_t use = nth == 1 ? (ga_stream_t){tp_handle(2), 77} : S(2);
+        ck_assert_int_eq(ga_bm_record_stream(f->bm, p, use), GPUARENA_SUCCESS);
         atomic_store(&ga_hostmem_fail, false);
         tp_enqueue(&f->tp, 2);
         uint64_t frees = f->tp.direct_frees;
-        f->tp.fail_at = nth ? f->tp.calls + nth : 0;
+        f->tp.fail_at = nth > 1 ? f->tp.calls + nth - 1 : 0;
         f->tp.capturing = 1u << 3; /* a capture elsewhere, undisturbed */
         fx_free(f, p, 1);
         f->tp.capturing = 0;

@@ -589,6 +589,19 @@ static gpuarena_status_t stream_check(ga_bm_t *bm, ga_stream_t s)
     return bm->prov->ops->stream_check(bm->prov, s.handle);
 }
 
+/* Whether recorded use U's handle still names, from the calling thread,
+ * the stream that was recorded: a thread-relative handle (CUDA's
+ * per-thread default stream) names the freeing thread's own stream when
+ * another thread recorded it, and an event there would complete with
+ * nothing of the recorded stream's work behind it.  Asked only after
+ * ga_bm_uses_check (a stream's id may not be asked while it is captured),
+ * of a free that records an event per use anyway. */
+bool ga_bm_use_named_here(ga_bm_t *bm, ga_stream_t u)
+{
+    uint64_t id;
+    return bm->prov->ops->stream_id(bm->prov, u.handle, &id) == GPUARENA_SUCCESS && id == u.id;
+}
+
 /* One driver call per recorded stream, on a free that records an event
  * on each of them anyway (an event record costs far more). */
 gpuarena_status_t ga_bm_uses_check(ga_bm_t *bm, const ga_block_t *b, ga_stream_t s)
@@ -1011,7 +1024,7 @@ static __attribute__((noinline)) ga_pool_t *free_watched(ga_bm_t *bm, ga_block_t
         for (unsigned i = 0; i < u->count; i++) {
             if (u->s[i].id == s.id)
                 continue;
-            ga_waiter_t *w = malloc(sizeof *w);
+            ga_waiter_t *w = ga_bm_use_named_here(bm, u->s[i]) ? malloc(sizeof *w) : NULL;
             if (!w || ga_bm_event_record(bm, u->s[i], &w->ev) != GPUARENA_SUCCESS) {
                 /* Cannot watch this use: limbo below, rather than hand
                  * the block out early. */

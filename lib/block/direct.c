@@ -286,7 +286,8 @@ static bool wait_for_uses(ga_bm_t *bm, const ga_block_t *b, ga_stream_t s)
         if (u->s[i].id == s.id)
             continue;
         ga_event_t ev;
-        if (p->ops->event_create(p, &ev) != GPUARENA_SUCCESS) {
+        if (!ga_bm_use_named_here(bm, u->s[i]) ||
+            p->ops->event_create(p, &ev) != GPUARENA_SUCCESS) {
             unwatched = true;
             continue;
         }

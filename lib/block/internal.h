@@ -556,6 +556,9 @@ gpuarena_status_t ga_bm_out_of_memory(ga_bm_t *bm, size_t size, gpuarena_status_
  * instead of marking the end of the stream's work (block.c).  Asked under
  * the lock before anything changes. */
 gpuarena_status_t ga_bm_uses_check(ga_bm_t *bm, const ga_block_t *b, ga_stream_t s);
+/* Whether recorded use U's handle names the same stream from this thread
+ * (block.c). */
+bool ga_bm_use_named_here(ga_bm_t *bm, ga_stream_t u);
 
 /* direct.c: the manager over a direct provider.  alloc, free, trim and
  * check take the manager's lock; bad_pointer and the rest run under it. */
