@@ -912,7 +912,25 @@ alloc_slow(ga_bm_t *bm, size_t rs, size_t size, ga_stream_t s, void **ptr, bool 
     if (st == GPUARENA_SUCCESS)
         ga_peaks_after(bm, true);
     ga_unlock(&bm->lock);
-    return st == GPUARENA_SUCCESS && !bm->plain ? finish_alloc(bm, size, s, ptr) : st;
+    return st;
+}
+
+/* An allocation of a manager that is not plain (pinned and managed
+ * memory, zero fill): the block, taken as by a plain one, then the
+ * provider's hooks; *PTR is written only once they have succeeded (a
+ * refusal leaves it as it was, gpuarena_alloc(3)). */
+static __attribute__((noinline)) gpuarena_status_t
+alloc_hooked(ga_bm_t *bm, size_t rs, size_t size, ga_stream_t s, void **ptr, bool unchecked)
+{
+    void *q = NULL;
+    gpuarena_status_t st = GPUARENA_SUCCESS;
+    if (!(bm->set.thread_cache && rs <= bm->tc_limit && ga_tcache_alloc(bm, rs, size, s, &q)))
+        st = alloc_slow(bm, rs, size, s, &q, unchecked);
+    if (st == GPUARENA_SUCCESS)
+        st = finish_alloc(bm, size, s, &q);
+    if (st == GPUARENA_SUCCESS)
+        *ptr = q;
+    return st;
 }
 
 gpuarena_status_t ga_bm_alloc_on(ga_bm_t *bm, size_t size, ga_stream_t s, void **ptr,
@@ -934,8 +952,10 @@ gpuarena_status_t ga_bm_alloc_on(ga_bm_t *bm, size_t size, ga_stream_t s, void *
      * once too.  Blocks freed with no stream suit any stream: the
      * stream's own cache first, then that of "no stream"; in each, the
      * slots and the large slot. */
+    if (!bm->plain)
+        return alloc_hooked(bm, rs, size, s, ptr, unchecked);
     if (bm->set.thread_cache && rs <= bm->tc_limit && ga_tcache_alloc(bm, rs, size, s, ptr))
-        return bm->plain ? GPUARENA_SUCCESS : finish_alloc(bm, size, s, ptr);
+        return GPUARENA_SUCCESS;
     return alloc_slow(bm, rs, size, s, ptr, unchecked);
 }
 
