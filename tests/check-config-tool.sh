@@ -50,8 +50,18 @@ GPUARENA_CONF="$tmp.n${nl}l" "$T" > "$tmp.out" || fail "show with a newline in t
     fail "the settings printed from a file name with a newline do not check"
 GPUARENA_OPTIONS=device.max_cahced=1G "$T" > /dev/null 2> "$tmp.err"
 [ $? = 1 ] || fail "a bad GPUARENA_OPTIONS did not exit 1"
-"$T" --bogus > /dev/null 2>&1
+"$T" --bogus > /dev/null 2> "$tmp.err"
 [ $? = 2 ] || fail "a bad option did not exit 2"
+grep -qF "unrecognized option '--bogus'" "$tmp.err" || fail "bad option not named: $(cat "$tmp.err")"
+"$T" --keys extra > /dev/null 2> "$tmp.err"
+[ $? = 2 ] || fail "--keys with an operand did not exit 2"
+grep -qF "'--keys' does not take 1 argument" "$tmp.err" || fail "operand not named: $(cat "$tmp.err")"
+# Standard output that cannot be written is an error, not a silent success.
+if [ -w /dev/full ]; then
+    "$T" --keys > /dev/full 2> "$tmp.err"
+    [ $? = 3 ] || fail "--keys > /dev/full did not exit 3"
+    grep -qF "cannot write standard output" "$tmp.err" || fail "write error: $(cat "$tmp.err")"
+fi
 "$T" --help | grep -q -- --check || fail "--help"
 "$T" --help extra > /dev/null 2>&1
 [ $? = 2 ] || fail "--help with an operand did not exit 2"

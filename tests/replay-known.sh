@@ -27,6 +27,13 @@ for want in '"peak_requested":3500000' '"trace_peak_requested":3500000' \
 done
 
 expect_rc 0 "$replay" --runs 3 "$known"
+# Standard output that cannot be written: exit 5, said.
+if [ -w /dev/full ]; then
+    "$replay" --runs 1 "$known" > /dev/full 2> $err
+    rc=$?
+    [ $rc -eq 5 ] || fail "exit $rc, not 5, with standard output on /dev/full"
+    grep -q "cannot write standard output" $err || fail "no message for the write error"
+fi
 grep -q 'peak requested *3.338 MiB' $out || fail "human table"
 
 # Two setting groups side by side, and a plot of them.

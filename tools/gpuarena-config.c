@@ -9,6 +9,9 @@
 #include "config/config.h"
 #include "gpuarena.h"
 
+#include "output.h"
+
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -187,7 +190,24 @@ static int show(const char *file)
     return 0;
 }
 
-int main(int argc, char **argv)
+/* A command line that is none of the usage's: which part, then the usage. */
+static int bad_usage(int argc, char **argv)
+{
+    static const char *const known[] = {"--help",     "-h",     "--version", "--keys",
+                                        "--describe", "--file", "--check"};
+    bool option = false;
+    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
+        option |= strcmp(argv[1], known[i]) == 0;
+    if (option)
+        fprintf(stderr, "gpuarena-config: '%s' does not take %d argument%s\n", argv[1], argc - 2,
+                argc == 3 ? "" : "s");
+    else
+        fprintf(stderr, "gpuarena-config: unrecognized option '%s'\n", argv[1]);
+    fputs(usage, stderr);
+    return 2;
+}
+
+static int run(int argc, char **argv)
 {
     if (argc == 1)
         return show(NULL);
@@ -216,6 +236,10 @@ int main(int argc, char **argv)
             rc |= check_file(argv[i]);
         return rc;
     }
-    fputs(usage, stderr);
-    return 2;
+    return bad_usage(argc, argv);
+}
+
+int main(int argc, char **argv)
+{
+    return ga_tool_exit("gpuarena-config", run(argc, argv), 3);
 }

@@ -16,6 +16,8 @@
 #include "json.h"
 #include "trace/trace.h"
 
+#include "output.h"
+
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdbool.h>
@@ -29,7 +31,7 @@ enum {
     EXIT_USAGE = 2,  /* bad command line */
     EXIT_TRACE = 3,  /* a trace could not be read or is not valid */
     EXIT_ARENA = 4,  /* an arena could not be created (-o, -a) */
-    EXIT_OUTPUT = 5  /* the --plot file could not be written, or holds nothing */
+    EXIT_OUTPUT = 5  /* --plot or standard output could not be written, or nothing to plot */
 };
 
 typedef struct group {
@@ -823,7 +825,7 @@ static int free_groups(int rc, char *common, group_t *groups, size_t n)
     return rc;
 }
 
-int main(int argc, char **argv)
+static int run(int argc, char **argv)
 {
     enum { OPT_CHECK = 256, OPT_JSON, OPT_PLOT };
     static const struct option longopts[] = {
@@ -967,4 +969,9 @@ int main(int argc, char **argv)
         ga_trace_free(traces[i]);
     free(traces);
     return free_groups(rc, NULL, groups, ngroups);
+}
+
+int main(int argc, char **argv)
+{
+    return ga_tool_exit(prog, run(argc, argv), EXIT_OUTPUT);
 }

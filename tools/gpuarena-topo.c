@@ -13,6 +13,8 @@
 #include "gpuarena.h"
 #include "topo/topo_internal.h"
 
+#include "output.h"
+
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -189,7 +191,7 @@ static void print_uvm(void)
                "needs it)\n");
 }
 
-int main(int argc, char **argv)
+static int run(int argc, char **argv)
 {
     static const struct option opts[] = {{"topology", required_argument, NULL, 't'},
                                          {"help", no_argument, NULL, 'h'},
@@ -216,6 +218,7 @@ int main(int argc, char **argv)
         }
     }
     if (optind != argc) {
+        fprintf(stderr, "gpuarena-topo: unexpected argument '%s'\n", argv[optind]);
         usage(stderr);
         return 2;
     }
@@ -257,4 +260,9 @@ int main(int argc, char **argv)
     print_nodes(t);
     print_uvm();
     return 0;
+}
+
+int main(int argc, char **argv)
+{
+    return ga_tool_exit("gpuarena-topo", run(argc, argv), 3);
 }
