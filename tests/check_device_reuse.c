@@ -42,6 +42,7 @@
 #include "gputest.h"
 
 #include <check.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -525,6 +526,87 @@ START_TEST(record_stream_unnoted_holds_the_block)
 }
 END_TEST
 
+/* ---------------------------------------------------------------------- */
+/* The per-thread default stream recorded by one thread, the block freed by
+ * another. */
+
+typedef struct per_thread {
+    gpuarena_t *a;
+    void *p, *done; /* the block; an event after the recording thread's work */
+    size_t size;
+    double seconds;
+} per_thread_t;
+
+/* The recording thread: slow work and a fill of the block on its own
+ * per-thread stream, which it records. */
+static void *record_on_my_stream(void *arg)
+{
+    per_thread_t *t = arg;
+    void *pt = GA_CUDA_STREAM_PER_THREAD;
+    (void)slow_queue(pt, t->seconds);
+    fill(t->p, t->size, PAT_B1, pt);
+    OK(ga_cuda_event_record(t->done, pt));
+    OK(gpuarena_record_stream(t->a, t->p, pt));
+    return NULL;
+}
+
+static void *free_with_no_stream(void *arg)
+{
+    per_thread_t *t = arg;
+    OK(gpuarena_free(t->a, t->p, GPUARENA_STREAM_HOST));
+    return NULL;
+}
+
+/* Whether the recording thread's work was still running when the next
+ * allocation was judged. */
+static bool per_thread_try(double seconds)
+{
+    per_thread_t t = {.size = 32 * MiB, .seconds = seconds};
+    OK(gpuarena_create(GPUARENA_DEVICE, 0, NULL, &t.a));
+    OK(ga_cuda_event_create(&t.done));
+    OK(gpuarena_alloc(t.a, t.size, GPUARENA_STREAM_HOST, &t.p));
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, record_on_my_stream, &t), 0);
+    ck_assert_int_eq(pthread_join(th, NULL), 0);
+    ck_assert_int_eq(pthread_create(&th, NULL, free_with_no_stream, &t), 0);
+    ck_assert_int_eq(pthread_join(th, NULL), 0);
+    void *q;
+    OK(gpuarena_alloc(t.a, t.size, GPUARENA_STREAM_HOST, &q));
+    gpuarena_status_t ev = ga_cuda_event_query(t.done);
+    ck_assert(ev == GPUARENA_SUCCESS || ev == GA_CUDA_NOT_READY);
+    bool still = ev == GA_CUDA_NOT_READY;
+    printf("check_device_reuse: per-thread stream recorded by one thread, freed by another: "
+           "its work still running at the next allocation: %s; that allocation got the block: "
+           "%s\n",
+           yes(still), overlaps(q, t.size, t.p, t.size) ? "yes" : "no");
+    if (still)
+        ck_assert_msg(!overlaps(q, t.size, t.p, t.size),
+                      "the block was handed out again while the work of the per-thread stream "
+                      "that recorded it still ran (its free, on another thread, watched that "
+                      "thread's own per-thread stream)");
+    OK(ga_cuda_ctx_sync());
+    if (!overlaps(q, t.size, t.p, t.size))
+        expect(t.p, t.size, PAT_B1, "the freed block (the recording thread's fill)", "per-thread");
+    OK(gpuarena_free(t.a, q, GPUARENA_STREAM_HOST));
+    ga_cuda_event_destroy(t.done);
+    OK(gpuarena_check(t.a));
+    OK(gpuarena_destroy(t.a));
+    return still;
+}
+
+START_TEST(per_thread_stream_of_another_thread)
+{
+    slow_setup();
+    double seconds = 0.25;
+    bool judged_busy = false;
+    for (int i = 0; i < 4 && !judged_busy; i++, seconds *= 2)
+        judged_busy = per_thread_try(seconds);
+    slow_teardown();
+    ck_assert_msg(judged_busy, "the recording thread's work was done before the allocation "
+                               "could be judged, four times: nothing is proved");
+}
+END_TEST
+
 int main(void)
 {
     if (!gpu_tests_begin("check_device_reuse"))
@@ -536,6 +618,7 @@ int main(void)
     tcase_add_test(tc, free_on_a_alloc_on_b);
     tcase_add_test(tc, record_stream_holds_the_block);
     tcase_add_test(tc, record_stream_unnoted_holds_the_block);
+    tcase_add_test(tc, per_thread_stream_of_another_thread);
     tcase_set_timeout(tc, 300);
     suite_add_tcase(s, tc);
     return gpu_tests_run(s);
