@@ -543,6 +543,7 @@ static void *record_on_my_stream(void *arg)
 {
     per_thread_t *t = arg;
     void *pt = GA_CUDA_STREAM_PER_THREAD;
+    OK(ga_cuda_set_current(gpu_ctx)); /* a driver context is the thread's own */
     (void)slow_queue(pt, t->seconds);
     fill(t->p, t->size, PAT_B1, pt);
     OK(ga_cuda_event_record(t->done, pt));
