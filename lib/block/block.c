@@ -857,6 +857,8 @@ static gpuarena_status_t alloc_locked(ga_bm_t *bm, size_t rs, size_t size, ga_st
         gpuarena_status_t st = alloc_miss(bm, cls, rs, size, s, unchecked, returned, &grown, &b);
         if (st != GPUARENA_SUCCESS)
             return st;
+        if (!b) /* never: its success gives a block (said for scan-build) */
+            return ga_error(GPUARENA_ERR_CORRUPT, "no block from a successful miss");
     }
     /* One call: it is inlined here. */
     gpuarena_status_t st = take_block(bm, b, rs, size, s, ptr);
