@@ -378,8 +378,8 @@ ga_tcache_take(ga_bm_t *bm, uint64_t id, size_t rounded, size_t size, ga_stream_
 /* A block for an allocation of SIZE (ROUNDED) on S from this thread's
  * cache of S, else from its cache of blocks freed with no stream (they
  * suit S), if it has one; false when neither holds that size.  Inlined
- * into each of its two callers in block.c: out of line, the plain
- * manager's pair cost 29 more instructions (bench_churn). */
+ * wherever block.c's alloc_block is: out of line, the plain manager's
+ * pair cost 29 more instructions (bench_churn). */
 __attribute__((always_inline)) static inline bool
 ga_tcache_alloc(ga_bm_t *bm, size_t rounded, size_t size, ga_stream_t s, void **ptr)
 {
