@@ -281,8 +281,8 @@ static bool wait_for_uses(ga_bm_t *bm, const ga_block_t *b, ga_stream_t s)
 {
     ga_provider_t *p = bm->prov;
     const ga_uses_t *u = b->uses;
-    bool unknown = u == GA_USES_UNKNOWN, unwatched = unknown;
-    for (unsigned i = 0; u && !unknown && !unwatched && i < u->count; i++) {
+    bool unwatched = u == GA_USES_UNKNOWN;
+    for (unsigned i = 0; u && !unwatched && i < u->count; i++) {
         if (u->s[i].id == s.id)
             continue;
         ga_event_t ev;
