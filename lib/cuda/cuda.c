@@ -433,15 +433,6 @@ static gpuarena_status_t load_locked(void)
                                            : ga_error(load_status, "%s", load_message);
 }
 
-static void load_once_held(void)
-{
-    if (atomic_load_explicit(&load_done, memory_order_acquire))
-        return;
-    pthread_mutex_lock(&load_lock);
-    (void)load_locked();
-    pthread_mutex_unlock(&load_lock);
-}
-
 void ga_cuda_fork_prepare(void)
 {
     pthread_mutex_lock(&load_lock);
@@ -481,13 +472,13 @@ void ga_cuda_fork_child(void)
  * be writing them. */
 int ga_cuda_driver_version(void)
 {
-    load_once_held();
+    (void)ga_cuda_load();
     return atomic_load_explicit(&load_done, memory_order_acquire) ? driver_version : 0;
 }
 
 const char *ga_cuda_library_path(void)
 {
-    load_once_held();
+    (void)ga_cuda_load();
     return atomic_load_explicit(&load_done, memory_order_acquire) ? lib_path : "";
 }
 
