@@ -1378,6 +1378,8 @@ START_TEST(no_stream_work_during_a_blocking_capture)
         ck_assert_int_eq(gpuarena_create(GPUARENA_DEVICE, 0, opts[i], &a), GPUARENA_SUCCESS);
         void *p = (void *)0x1; /* left as it was by a refusal (it was cleared) */
         long disturbed = fake.count("disturbed");
+        gpuarena_stats_t before, st;
+        ck_assert_int_eq(gpuarena_stats(a, &before), GPUARENA_SUCCESS);
         fake.blocking_capture(1);
         ck_assert_int_eq(gpuarena_alloc(a, 4096, HOST, &p), GPUARENA_ERR_STREAM_CAPTURE);
         ck_assert_ptr_eq(p, (void *)0x1);
@@ -1385,9 +1387,14 @@ START_TEST(no_stream_work_during_a_blocking_capture)
                       gpuarena_last_error());
         ck_assert_int_eq(fake.count("disturbed"), disturbed);
         fake.blocking_capture(0);
-        gpuarena_stats_t st;
+        /* Refused before any block was taken: no memory mapped, no
+         * allocation or free counted. */
         ck_assert_int_eq(gpuarena_stats(a, &st), GPUARENA_SUCCESS);
         ck_assert_uint_eq(st.live_blocks, 0);
+        ck_assert_uint_eq(st.reserved, before.reserved);
+        ck_assert_uint_eq(st.provider_maps, before.provider_maps);
+        ck_assert_uint_eq(st.allocs, before.allocs);
+        ck_assert_uint_eq(st.frees, before.frees);
         ck_assert_int_eq(gpuarena_alloc(a, 4096, HOST, &p), GPUARENA_SUCCESS);
         fake.blocking_capture(1);
         gpuarena_status_t fst = gpuarena_free(a, p, HOST);
@@ -1400,16 +1407,24 @@ START_TEST(no_stream_work_during_a_blocking_capture)
         ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_SUCCESS);
     }
     /* A fill the driver refuses with CUDA_ERROR_INVALID_VALUE: the driver's
-     * error, not a bad stream (the pointer or size may be what it means). */
-    gpuarena_t *a = NULL;
-    ck_assert_int_eq(gpuarena_create(GPUARENA_DEVICE, 0, "zero=true", &a), GPUARENA_SUCCESS);
-    fake.arm("cuMemsetD8Async", 1);
-    void *p = (void *)0x1;
-    ck_assert_int_eq(gpuarena_alloc(a, 4096, (void *)0x5000, &p), GPUARENA_ERR_DRIVER);
-    ck_assert_ptr_eq(p, (void *)0x1);
-    ck_assert_msg(strstr(gpuarena_last_error(), "not a valid stream") == NULL, "%s",
-                  gpuarena_last_error());
-    ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_SUCCESS);
+     * error, not a bad stream (the pointer or size may be what it means);
+     * *PTR left as it was, with either pool. */
+    for (int i = 0; i < 2; i++) {
+        gpuarena_t *a = NULL;
+        ck_assert_int_eq(
+            gpuarena_create(GPUARENA_DEVICE, 0, i ? "pool=driver,zero=true" : "zero=true", &a),
+            GPUARENA_SUCCESS);
+        fake.arm("cuMemsetD8Async", 1);
+        void *p = (void *)0x1;
+        ck_assert_int_eq(gpuarena_alloc(a, 4096, (void *)0x5000, &p), GPUARENA_ERR_DRIVER);
+        ck_assert_ptr_eq(p, (void *)0x1);
+        ck_assert_msg(strstr(gpuarena_last_error(), "not a valid stream") == NULL, "%s",
+                      gpuarena_last_error());
+        gpuarena_stats_t st;
+        ck_assert_int_eq(gpuarena_stats(a, &st), GPUARENA_SUCCESS);
+        ck_assert_uint_eq(st.live_blocks, 0);
+        ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_SUCCESS);
+    }
 }
 END_TEST
 

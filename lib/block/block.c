@@ -917,10 +917,6 @@ alloc_slow(ga_bm_t *bm, size_t rs, size_t size, ga_stream_t s, void **ptr, bool 
     return st;
 }
 
-/* An allocation of a manager that is not plain (pinned and managed
- * memory, zero fill): the block, taken as by a plain one, then the
- * provider's hooks; *PTR is written only once they have succeeded (a
- * refusal leaves it as it was, gpuarena_alloc(3)). */
 /* A block of RS bytes for SIZE on S, in *PTR: from the thread cache, else
  * under the lock.  Inlined into both callers below (ga_tcache_alloc too:
  * out of line, the plain pair cost 29 more instructions, bench_churn). */
@@ -932,9 +928,20 @@ alloc_block(ga_bm_t *bm, size_t rs, size_t size, ga_stream_t s, void **ptr, bool
     return alloc_slow(bm, rs, size, s, ptr, unchecked);
 }
 
+/* An allocation of a manager that is not plain (pinned and managed
+ * memory, zero fill): the block, taken as by a plain one, then the
+ * provider's hooks; *PTR is written only once they have succeeded (a
+ * refusal leaves it as it was, gpuarena_alloc(3)).  A fill that would be
+ * refused is refused first, before any block is taken or counted. */
 static __attribute__((noinline)) gpuarena_status_t
 alloc_hooked(ga_bm_t *bm, size_t rs, size_t size, ga_stream_t s, void **ptr, bool unchecked)
 {
+    const ga_provider_ops_t *ops = bm->prov->ops;
+    if (bm->set.zero && ops->memzero && ops->memzero_check) {
+        gpuarena_status_t st = ops->memzero_check(bm->prov, s.handle);
+        if (st != GPUARENA_SUCCESS)
+            return st;
+    }
     void *q = NULL;
     gpuarena_status_t st = alloc_block(bm, rs, size, s, &q, unchecked);
     if (st == GPUARENA_SUCCESS)

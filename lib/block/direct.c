@@ -263,14 +263,14 @@ gpuarena_status_t ga_direct_alloc(ga_bm_t *bm, size_t size, ga_stream_t s, void 
     bm->c.live++;
     ga_bm_update_peaks(bm);
     ga_unlock(&bm->lock);
-    *ptr = q;
     if (bm->set.zero && p->ops->memzero) {
         st = p->ops->memzero(p, q, size, s.handle);
         if (st != GPUARENA_SUCCESS) {
             (void)ga_direct_free(bm, q, s);
-            *ptr = NULL;
+            return st; /* *PTR left as it was, gpuarena_alloc(3) */
         }
     }
+    *ptr = q;
     return st;
 }
 

@@ -185,6 +185,7 @@ static const ga_provider_ops_t device_ops = {
     GA_VMM_OPS,
     GA_GPUCTX_OPS,
     .memzero = ga_gpuctx_memzero,
+    .memzero_check = ga_gpuctx_memzero_check,
     .mem_free = ga_gpuctx_mem_free,
     .destroy = dev_destroy,
 };

@@ -207,6 +207,7 @@ static const ga_provider_ops_t driverpool_ops = {
     .trim = dp_trim,
     .reset_peaks = dp_reset_peaks,
     .memzero = ga_gpuctx_memzero,
+    .memzero_check = ga_gpuctx_memzero_check,
     .stats = dp_stats,
     .mem_free = ga_gpuctx_mem_free,
     .destroy = dp_destroy,

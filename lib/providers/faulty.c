@@ -376,6 +376,12 @@ static gpuarena_status_t w_memzero(ga_provider_t *p, void *ptr, size_t size, gpu
     return st == GPUARENA_SUCCESS ? IN(p)->ops->memzero(IN(p), ptr, size, s) : st;
 }
 
+/* The check passes through: a fault of the fill is memzero's. */
+static gpuarena_status_t w_memzero_check(ga_provider_t *p, gpuarena_stream_t s)
+{
+    return IN(p)->ops->memzero_check(IN(p), s);
+}
+
 static gpuarena_status_t w_on_alloc(ga_provider_t *p, void *ptr, size_t size, gpuarena_stream_t s)
 {
     gpuarena_status_t st = fault(p, GA_FAULT_ADVISE, DRV);
@@ -489,6 +495,7 @@ gpuarena_status_t ga_fault_wrap(ga_provider_t **pp)
     WRAP(sync_all, w_sync_all);
     WRAP(stream_idle, w_stream_idle);
     WRAP(memzero, w_memzero);
+    WRAP(memzero_check, w_memzero_check);
     WRAP(on_alloc, w_on_alloc);
     WRAP(prefetch, w_prefetch);
     WRAP(alloc_async, w_alloc_async);

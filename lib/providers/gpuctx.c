@@ -326,6 +326,21 @@ gpuarena_status_t ga_gpuctx_memzero(ga_provider_t *p, void *ptr, size_t size, gp
     return st;
 }
 
+/* Only no stream has anything to check: a stream is checked by the block
+ * manager before it takes a block. */
+gpuarena_status_t ga_gpuctx_memzero_check(ga_provider_t *p, gpuarena_stream_t s)
+{
+    if (s != GPUARENA_STREAM_HOST)
+        return GPUARENA_SUCCESS;
+    ga_cuda_scope_t sc;
+    gpuarena_status_t st = ga_gpuctx_enter(ga_gpuctx_of(p), &sc);
+    if (st != GPUARENA_SUCCESS)
+        return st;
+    st = ga_gpuctx_legacy_check();
+    ga_cuda_leave(&sc);
+    return st;
+}
+
 gpuarena_status_t ga_gpuctx_stream_idle(ga_provider_t *p, gpuarena_stream_t s)
 {
     gpuarena_status_t st = on_stream(ga_gpuctx_of(p), s, query, NULL);

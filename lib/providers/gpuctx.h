@@ -111,6 +111,7 @@ gpuarena_status_t ga_gpuctx_mem_free(ga_provider_t *p, uint64_t *free_bytes);
 /* Zeros written by the GPU in stream order (device, managed and
  * driver-pool memory; pinned memory is zeroed by the host). */
 gpuarena_status_t ga_gpuctx_memzero(ga_provider_t *p, void *ptr, size_t size, gpuarena_stream_t s);
+gpuarena_status_t ga_gpuctx_memzero_check(ga_provider_t *p, gpuarena_stream_t s);
 
 /* The entries of these operations in a provider's table. */
 #define GA_GPUCTX_OPS                                                                              \

@@ -415,6 +415,7 @@ static const ga_provider_ops_t managed_ops = {
     GA_GPUCTX_OPS,
     .stream_idle = ga_gpuctx_stream_idle,
     .memzero = ga_gpuctx_memzero,
+    .memzero_check = ga_gpuctx_memzero_check,
     .on_alloc = man_on_alloc,
     .prefetch = man_prefetch,
     .stats = man_stats,

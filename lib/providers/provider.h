@@ -104,6 +104,11 @@ typedef struct ga_provider_ops {
 
     /* Optional: zero SIZE bytes at PTR in stream order on S. */
     gpuarena_status_t (*memzero)(ga_provider_t *p, void *ptr, size_t size, gpuarena_stream_t s);
+    /* Optional: whether memzero on S may run now, asked before the block
+     * is taken, so that a refusal (no stream during a capture that
+     * forbids the legacy stream) takes and counts nothing.  memzero
+     * still checks: a capture may begin in between. */
+    gpuarena_status_t (*memzero_check)(ga_provider_t *p, gpuarena_stream_t s);
     /* Optional hints (managed): called once per allocation / on request. */
     gpuarena_status_t (*on_alloc)(ga_provider_t *p, void *ptr, size_t size, gpuarena_stream_t s);
     gpuarena_status_t (*prefetch)(ga_provider_t *p, void *ptr, size_t size, int dest,
