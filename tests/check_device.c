@@ -437,6 +437,40 @@ START_TEST(arena_refuses_capturing_streams)
 }
 END_TEST
 
+/* A zero fill with no stream goes on the legacy stream, which a capture
+ * of a blocking stream forbids: device and managed arenas refuse the
+ * allocation before taking a block (nothing mapped or counted, *PTR as
+ * it was), the capture intact; served once it has ended. */
+START_TEST(zero_fill_with_no_stream_during_a_blocking_capture)
+{
+    const gpuarena_kind_t kinds[] = {GPUARENA_DEVICE, GPUARENA_MANAGED};
+    void *blocking;
+    ck_assert_int_eq(ga_cuda_stream_create(false, &blocking), GPUARENA_SUCCESS);
+    for (int i = 0; i < 2; i++) {
+        gpuarena_t *a;
+        ck_assert_int_eq(gpuarena_create(kinds[i], 0, "zero=true", &a), GPUARENA_SUCCESS);
+        gpuarena_stats_t before, after;
+        ck_assert_int_eq(gpuarena_stats(a, &before), GPUARENA_SUCCESS);
+        ck_assert_int_eq(ga_cuda_capture_begin(blocking), GPUARENA_SUCCESS);
+        void *p = (void *)0x1;
+        ck_assert_int_eq(gpuarena_alloc(a, 4096, GPUARENA_STREAM_HOST, &p),
+                         GPUARENA_ERR_STREAM_CAPTURE);
+        ck_assert_ptr_eq(p, (void *)0x1);
+        ck_assert_msg(ga_cuda_capture_end(blocking) == GPUARENA_SUCCESS, "the capture broke: %s",
+                      gpuarena_last_error());
+        ck_assert_int_eq(gpuarena_stats(a, &after), GPUARENA_SUCCESS);
+        ck_assert_uint_eq(after.reserved, before.reserved);
+        ck_assert_uint_eq(after.provider_maps, before.provider_maps);
+        ck_assert_uint_eq(after.allocs, before.allocs);
+        ck_assert_uint_eq(after.frees, before.frees);
+        ck_assert_int_eq(gpuarena_alloc(a, 4096, GPUARENA_STREAM_HOST, &p), GPUARENA_SUCCESS);
+        ck_assert_int_eq(gpuarena_free(a, p, GPUARENA_STREAM_HOST), GPUARENA_SUCCESS);
+        ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_SUCCESS);
+    }
+    ga_cuda_stream_destroy(blocking);
+}
+END_TEST
+
 /* Another thread's capture in global mode survives what arenas do
  * meanwhile on other streams.  Measured (../shared/notes): a cuEventQuery,
  * cuStreamQuery or cuStreamSynchronize that a thread makes in global mode
@@ -1033,6 +1067,7 @@ int main(int argc, char **argv)
     tcase_add_checked_fixture(api, gpu_setup, gpu_teardown);
     tcase_add_test(api, arena_alloc_free_on_streams);
     tcase_add_test(api, arena_refuses_capturing_streams);
+    tcase_add_test(api, zero_fill_with_no_stream_during_a_blocking_capture);
     tcase_add_test(api, capture_in_another_thread_survives);
     tcase_add_test(api, host_stream_device_and_pinned);
     tcase_add_test(api, arena_trim_returns_memory);
