@@ -176,7 +176,7 @@ free_traced(gpuarena_t *a, void *ptr, gpuarena_stream_t stream, ga_stream_t s, b
 {
     /* Around the free: PTR may be handed out again at once, and the free
      * may yet be refused (trace.h). */
-    uint64_t id = ga_trace_free_begin(a, a->kind, a->device, ptr);
+    uint64_t id = ga_trace_free_begin(a, a->kind, a->device, ptr, stream);
     gpuarena_status_t st = ga_bm_free_on(a->bm, ptr, s, unchecked);
     ga_trace_free_end(a, a->kind, a->device, ptr, id, stream, st);
     return st;

@@ -391,7 +391,7 @@ static ga_trace_t *load_and_remove(const char *path)
 static void record_free(const void *arena, gpuarena_kind_t kind, int device, const void *ptr,
                         gpuarena_stream_t stream)
 {
-    uint64_t id = ga_trace_free_begin(arena, kind, device, ptr);
+    uint64_t id = ga_trace_free_begin(arena, kind, device, ptr, stream);
     ga_trace_free_end(arena, kind, device, ptr, id, stream, GPUARENA_SUCCESS);
 }
 
@@ -544,14 +544,16 @@ START_TEST(recorder_refused_and_racing_frees)
     char *p = (char *)0x10000;
     void *s1 = (void *)0x7777, *s2 = (void *)0x8888;
     ga_trace_record_alloc(&a1, GPUARENA_DEVICE, 0, p, 100, s1);
-    uint64_t id = ga_trace_free_begin(&a1, GPUARENA_DEVICE, 0, p);
+    uint64_t id = ga_trace_free_begin(&a1, GPUARENA_DEVICE, 0, p, s1);
     ck_assert_uint_ne(id, 0);
     ga_trace_free_end(&a1, GPUARENA_DEVICE, 0, p, id, s1,
                       GPUARENA_ERR_STREAM_CAPTURE);         /* refused */
     ga_trace_record_stream(&a1, GPUARENA_DEVICE, 0, p, s2); /* live again */
-    uint64_t again = ga_trace_free_begin(&a1, GPUARENA_DEVICE, 0, p);
+    uint64_t again = ga_trace_free_begin(&a1, GPUARENA_DEVICE, 0, p, s1);
     ck_assert_uint_eq(again, id);
-    ga_trace_record_alloc(&a1, GPUARENA_DEVICE, 0, p, 200, s2); /* another thread's */
+    /* Another thread is handed P before the free's end: the free was
+     * made, its "f" line goes before the new block's "a". */
+    ga_trace_record_alloc(&a1, GPUARENA_DEVICE, 0, p, 200, s2);
     ga_trace_free_end(&a1, GPUARENA_DEVICE, 0, p, again, s1, GPUARENA_SUCCESS);
     record_free(&a1, GPUARENA_DEVICE, 0, p, s2);
     ga_trace_free_end(&a1, GPUARENA_DEVICE, 0, p, 0, s2, GPUARENA_SUCCESS); /* unknown: nothing */
@@ -565,12 +567,13 @@ START_TEST(recorder_refused_and_racing_frees)
     ck_assert_uint_eq(d->nfrees, 2);
     ck_assert_uint_eq(d->events[1].op, GA_TRACE_RECORD);
     ck_assert_uint_eq(d->events[1].id, 0);
-    ck_assert_uint_eq(d->events[2].size, 200);
-    ck_assert_uint_eq(d->events[3].op, GA_TRACE_FREE);
-    ck_assert_uint_eq(d->events[3].id, 0);
+    ck_assert_uint_eq(d->events[2].op, GA_TRACE_FREE);
+    ck_assert_uint_eq(d->events[2].id, 0);
+    ck_assert_uint_eq(d->events[2].stream, 1); /* the free's, s1 */
+    ck_assert_uint_eq(d->events[3].size, 200);
     ck_assert_uint_eq(d->events[4].op, GA_TRACE_FREE);
     ck_assert_uint_eq(d->events[4].id, 1);
-    ck_assert_uint_eq(d->peak_requested, 300);
+    ck_assert_uint_eq(d->peak_requested, 200);
     ga_trace_free(t);
 }
 END_TEST
@@ -592,39 +595,47 @@ START_TEST(recorder_racing_double_frees)
 
     /* The second thread's free is made, the first's refused after it. */
     ga_trace_record_alloc(&a1, k, 0, p, 100, s1);
-    uint64_t t1 = ga_trace_free_begin(&a1, k, 0, p), t2 = ga_trace_free_begin(&a1, k, 0, p);
+    uint64_t t1 = ga_trace_free_begin(&a1, k, 0, p, s1), t2 = ga_trace_free_begin(&a1, k, 0, p, s2);
     ck_assert_uint_ne(t1, 0);
     ck_assert_uint_eq(t2, t1);
     ga_trace_free_end(&a1, k, 0, p, t2, s2, GPUARENA_SUCCESS);
     ga_trace_free_end(&a1, k, 0, p, t1, s1, GPUARENA_ERR_DOUBLE_FREE);
-    ck_assert_uint_eq(ga_trace_free_begin(&a1, k, 0, p), 0); /* gone */
+    ck_assert_uint_eq(ga_trace_free_begin(&a1, k, 0, p, s1), 0); /* gone */
 
     /* The same, the refused thread ending first. */
     ga_trace_record_alloc(&a1, k, 0, q, 200, s1);
-    t1 = ga_trace_free_begin(&a1, k, 0, q);
-    t2 = ga_trace_free_begin(&a1, k, 0, q);
+    t1 = ga_trace_free_begin(&a1, k, 0, q, s1);
+    t2 = ga_trace_free_begin(&a1, k, 0, q, s2);
     ga_trace_free_end(&a1, k, 0, q, t1, s1, GPUARENA_ERR_DOUBLE_FREE);
     ga_trace_free_end(&a1, k, 0, q, t2, s2, GPUARENA_SUCCESS);
-    ck_assert_uint_eq(ga_trace_free_begin(&a1, k, 0, q), 0);
+    ck_assert_uint_eq(ga_trace_free_begin(&a1, k, 0, q, s1), 0);
 
     /* Both made: the block was handed out again between them (its "a"
-     * line written), so the later free freed that one. */
+     * line written), so the later free freed that one.  The recorder
+     * cannot tell that from a free made before the block was handed out
+     * again whose thread ends late (recorder_address_reused_...), the
+     * case of correct programs, which it records exactly: the block
+     * stays live in the trace until the program's own free of it, which
+     * the arena refuses as a double free. */
     ga_trace_record_alloc(&a1, k, 0, r, 300, s1);
-    t1 = ga_trace_free_begin(&a1, k, 0, r);
-    t2 = ga_trace_free_begin(&a1, k, 0, r);
+    t1 = ga_trace_free_begin(&a1, k, 0, r, s1);
+    t2 = ga_trace_free_begin(&a1, k, 0, r, s2);
     ga_trace_free_end(&a1, k, 0, r, t2, s2, GPUARENA_SUCCESS);
     ga_trace_record_alloc(&a1, k, 0, r, 400, s2);
     ga_trace_free_end(&a1, k, 0, r, t1, s1, GPUARENA_SUCCESS);
-    ck_assert_uint_eq(ga_trace_free_begin(&a1, k, 0, r), 0);
+    uint64_t late = ga_trace_free_begin(&a1, k, 0, r, s1);
+    ck_assert_uint_ne(late, 0);
+    ga_trace_free_end(&a1, k, 0, r, late, s1, GPUARENA_ERR_DOUBLE_FREE);
+    ck_assert_uint_eq(ga_trace_free_begin(&a1, k, 0, r, s1), 0);
 
     /* Both refused for a reason that leaves the block live: live again,
      * by its id, once the last of them ends. */
     ga_trace_record_alloc(&a1, k, 0, u, 500, s1);
-    t1 = ga_trace_free_begin(&a1, k, 0, u);
-    t2 = ga_trace_free_begin(&a1, k, 0, u);
+    t1 = ga_trace_free_begin(&a1, k, 0, u, s1);
+    t2 = ga_trace_free_begin(&a1, k, 0, u, s2);
     ga_trace_free_end(&a1, k, 0, u, t1, s1, GPUARENA_ERR_STREAM_CAPTURE);
     ga_trace_free_end(&a1, k, 0, u, t2, s2, GPUARENA_ERR_STREAM_CAPTURE);
-    uint64_t again = ga_trace_free_begin(&a1, k, 0, u);
+    uint64_t again = ga_trace_free_begin(&a1, k, 0, u, s1);
     ck_assert_uint_eq(again, t1);
     ga_trace_free_end(&a1, k, 0, u, again, s1, GPUARENA_SUCCESS);
     ga_trace_stop();
@@ -643,6 +654,48 @@ START_TEST(recorder_racing_double_frees)
     }
     ck_assert_uint_eq(d->events[1].stream, 2); /* the made free's stream, s2 */
     ck_assert_uint_eq(d->events[7].stream, 1); /* the later free, s1 */
+    ga_trace_free(t);
+}
+END_TEST
+
+/* A correct program's free whose thread ends late: the arena made it and
+ * handed the address out again, maybe several times, before the
+ * recorder heard of its end.  Each block is freed exactly once in the
+ * trace, before the next block at that address is allocated.  Before,
+ * the next free of the address shared the late free's id (taken for a
+ * racing double free), the late end then freed the block live at that
+ * time, still live in the program, and one block never went. */
+START_TEST(recorder_address_reused_before_the_free_ends)
+{
+    char path[] = "/tmp/check_trace_XXXXXX";
+    record_to_temp(path);
+    int a1;
+    char *p = (char *)0x10000;
+    void *s1 = (void *)0x7777, *s2 = (void *)0x8888;
+    const gpuarena_kind_t k = GPUARENA_DEVICE;
+    ga_trace_record_alloc(&a1, k, 0, p, 100, s1);
+    uint64_t slow = ga_trace_free_begin(&a1, k, 0, p, s1); /* made; its end comes last */
+    ck_assert_uint_ne(slow, 0);
+    for (unsigned i = 0; i < 3; i++) { /* another thread, at once */
+        ga_trace_record_alloc(&a1, k, 0, p, 200 + i, s2);
+        if (i < 2)
+            record_free(&a1, k, 0, p, s2);
+    }
+    ga_trace_free_end(&a1, k, 0, p, slow, s1, GPUARENA_SUCCESS);
+    record_free(&a1, k, 0, p, s2); /* the last block, freed by its owner */
+    ga_trace_stop();
+
+    ga_trace_t *t = load_and_remove(path);
+    const ga_trace_arena_t *d = &t->arenas[0];
+    ck_assert_uint_eq(d->nevents, 8);
+    ck_assert_uint_eq(d->nfrees, 4);
+    ck_assert_uint_eq(d->nlive_end, 0);
+    for (unsigned i = 0; i < 8; i++) {
+        ck_assert_uint_eq(d->events[i].op, i % 2 ? GA_TRACE_FREE : GA_TRACE_ALLOC);
+        ck_assert_uint_eq(d->events[i].id, i / 2);
+    }
+    ck_assert_uint_eq(d->events[1].stream, 1); /* the slow free's own stream */
+    ck_assert_uint_eq(d->peak_requested, 202);
     ga_trace_free(t);
 }
 END_TEST
@@ -810,6 +863,7 @@ int main(void)
     tcase_add_test(tr, recorder_to_dev_null);
     tcase_add_test(tr, recorder_refused_and_racing_frees);
     tcase_add_test(tr, recorder_racing_double_frees);
+    tcase_add_test(tr, recorder_address_reused_before_the_free_ends);
     tcase_add_test(tr, recorder_no_stream);
     tcase_add_test(tr, recorder_many);
     tcase_add_test(tr, recorder_threads);

@@ -43,14 +43,16 @@ typedef struct rec_arena {
     gpuarena_kind_t kind;
     int device;
     unsigned instance;
-    ga_map_t live;    /* pointer -> id */
-    ga_map_t freeing; /* pointer -> a free in flight (FREEING_*) */
+    ga_map_t live;       /* pointer -> id */
+    ga_map_t freeing;    /* pointer -> a free in flight (FREEING_*) */
+    ga_map_t freeing_on; /* pointer -> the stream handle of that free */
 } rec_arena_t;
 
 /* A free in flight, between ga_trace_free_begin and ga_trace_free_end:
  * the id, how many threads are freeing the pointer (more than one only
- * in a racing double free of the program's), and whether one of them has
- * written the "f" line.  Ids stay below 2^48 (one a nanosecond for three
+ * in a racing double free of the program's), and whether its "f" line
+ * is written.  The record goes at the last end, or when the pointer is
+ * handed out again first (settle_freeing).  Ids stay below 2^48 (one a nanosecond for three
  * days). */
 #define FREEING_ID     ((UINT64_C(1) << 48) - 1)
 #define FREEING_DONE   (UINT64_C(1) << 48)
@@ -156,6 +158,7 @@ static void reset_state(void)
     for (size_t i = 0; i < R.narenas; i++) {
         ga_map_fini(&R.arenas[i].live);
         ga_map_fini(&R.arenas[i].freeing);
+        ga_map_fini(&R.arenas[i].freeing_on);
     }
     free(R.arenas);
     R.arenas = NULL;
@@ -205,6 +208,7 @@ static rec_arena_t *arena_of(const void *key, gpuarena_kind_t kind, int device)
         a->instance = instance;
         ga_map_init(&a->live);
         ga_map_init(&a->freeing);
+        ga_map_init(&a->freeing_on);
     }
     char *p = line_start();
     p = put_str(p, "k ");
@@ -407,12 +411,35 @@ void ga_trace_flush(void)
 
 /* ---- Hooks ------------------------------------------------------------ */
 
+static void id_line(char op, uint64_t id, gpuarena_stream_t stream);
+
+/* PTR is handed out again while a free of it is still in flight (its
+ * thread is between the arena's free and ga_trace_free_end): a free of
+ * it was made, or the arena could not hand it out.  Its "f" line goes
+ * now, before the new block's "a", on the stream of the free that began
+ * first, and its record goes: a free of the new block is then not taken
+ * for a racing double free of the old one (which freed the old block in
+ * the trace while the new one stayed live there for good), and the old
+ * free's end, finding no record of its own, writes nothing.  R.lock
+ * held. */
+static void settle_freeing(rec_arena_t *a, const void *ptr)
+{
+    uint64_t e, on = 0;
+    if (!ga_map_del(&a->freeing, (uintptr_t)ptr, &e))
+        return;
+    (void)ga_map_del(&a->freeing_on, (uintptr_t)ptr, &on);
+    if (!(e & FREEING_DONE))
+        id_line('f', e & FREEING_ID, (gpuarena_stream_t)(uintptr_t)on);
+}
+
 void ga_trace_record_alloc(const void *arena, gpuarena_kind_t kind, int device, const void *ptr,
                            size_t size, gpuarena_stream_t stream)
 {
     pthread_mutex_lock(&R.lock);
     if (R.fd >= 0) {
         rec_arena_t *a = arena_of(arena, kind, device);
+        if (a && ptr)
+            settle_freeing(a, ptr);
         uint64_t id = R.next_id;
         /* Size 0 hands out NULL, which is never freed: it gets an id and
          * stays live in the trace, as a replay does with it. */
@@ -446,7 +473,8 @@ static void id_line(char op, uint64_t id, gpuarena_stream_t stream)
 /* A racing double free of the program's (trace.h): every thread that
  * frees PTR while a free of it is in flight shares that free's id, and
  * the first whose free the arena makes writes the "f" line. */
-uint64_t ga_trace_free_begin(const void *arena, gpuarena_kind_t kind, int device, const void *ptr)
+uint64_t ga_trace_free_begin(const void *arena, gpuarena_kind_t kind, int device, const void *ptr,
+                             gpuarena_stream_t stream)
 {
     uint64_t id = 0;
     if (!ptr)
@@ -461,8 +489,12 @@ uint64_t ga_trace_free_begin(const void *arena, gpuarena_kind_t kind, int device
         /* Out of memory for the entry (or an id past FREEING_ID): the
          * free is not followed, and its "f" line is lost rather than the
          * pointer kept live. */
-        if (id > FREEING_ID || !ga_map_put(&a->freeing, (uintptr_t)ptr, id | FREEING_HOLDER))
+        if (id > FREEING_ID || !ga_map_put(&a->freeing_on, (uintptr_t)ptr, (uintptr_t)stream))
             id = 0;
+        else if (!ga_map_put(&a->freeing, (uintptr_t)ptr, id | FREEING_HOLDER)) {
+            (void)ga_map_del(&a->freeing_on, (uintptr_t)ptr, NULL);
+            id = 0;
+        }
     }
     pthread_mutex_unlock(&R.lock);
     return id;
@@ -486,26 +518,16 @@ void ga_trace_free_end(const void *arena, gpuarena_kind_t kind, int device, cons
     rec_arena_t *a = R.fd >= 0 ? find_arena(arena, kind, device) : NULL;
     uint64_t *f = a ? ga_map_get(&a->freeing, (uintptr_t)ptr) : NULL;
     if (!f || (*f & FREEING_ID) != id) {
-        /* Stopped and started again meanwhile: nothing of ours. */
+        /* Settled when PTR was handed out again (settle_freeing), or
+         * stopped and started again meanwhile: nothing of ours. */
         pthread_mutex_unlock(&R.lock);
         return;
     }
     uint64_t e = *f - FREEING_HOLDER;
-    if (st == GPUARENA_SUCCESS) {
-        uint64_t live_id;
-        if (!(e & FREEING_DONE)) {
-            if (arena_of(arena, kind, device))
-                id_line('f', id, stream);
-            e |= FREEING_DONE;
-        } else if (ga_map_del(&a->live, (uintptr_t)ptr, &live_id)) {
-            /* A racing free made first, and the block was handed out
-             * again at once: this free freed that one. */
-            if (arena_of(arena, kind, device))
-                id_line('f', live_id, stream);
-        }
-    } else if (freed_meanwhile(st) && !(e & FREEING_DONE) && e < FREEING_HOLDER) {
-        /* Freed by a free the recorder did not follow (none is left to
-         * write it): the block is gone all the same. */
+    /* Made, or refused because the block is gone and no other free of it
+     * is left to say so (freed by a free the recorder did not follow). */
+    bool gone = st == GPUARENA_SUCCESS || (freed_meanwhile(st) && e < FREEING_HOLDER);
+    if (gone && !(e & FREEING_DONE)) {
         if (arena_of(arena, kind, device))
             id_line('f', id, stream);
         e |= FREEING_DONE;
@@ -516,6 +538,7 @@ void ga_trace_free_end(const void *arena, gpuarena_kind_t kind, int device, cons
         *f = e; /* another thread's free of it still in flight decides */
     } else {
         (void)ga_map_del(&a->freeing, (uintptr_t)ptr, NULL);
+        (void)ga_map_del(&a->freeing_on, (uintptr_t)ptr, NULL);
         /* Refused (a capture, a stream of another device...) and no other
          * free of it made: PTR is still live, known by its id again. */
         if (!(e & FREEING_DONE))
@@ -537,6 +560,7 @@ void ga_trace_arena_gone(const void *arena)
             continue;
         ga_map_fini(&a->live);
         ga_map_fini(&a->freeing);
+        ga_map_fini(&a->freeing_on);
         size_t end = --R.narenas;
         *a = R.arenas[end];
         if (R.last == i)

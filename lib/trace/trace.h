@@ -111,23 +111,28 @@ static inline bool ga_trace_on(void)
 /* The hooks of gpuarena.c.  ARENA identifies the arena (its address); KIND
  * and DEVICE are written on its "k" line.
  *   alloc:  after a successful allocation, size 0 (PTR NULL) included;
- *   free:   in two steps around the block manager's free of PTR.
- *           ga_trace_free_begin, BEFORE it, takes PTR out of the
+ *   free:   in two steps around the block manager's free of PTR on
+ *           STREAM.  ga_trace_free_begin, BEFORE it, takes PTR out of the
  *           recorder's live blocks, so that another thread that is handed
  *           PTR again at once records a new block; it returns PTR's id,
  *           0 for a PTR the recorder never saw allocated (NULL, invalid,
  *           double free), which writes nothing.  ga_trace_free_end, AFTER
  *           it, given the free's status ST, writes the "f" line if the
  *           free was made, and otherwise (refused: a stream being
- *           captured) makes PTR live again, as the arena left it.
+ *           captured) makes PTR live again, as the arena left it.  When
+ *           PTR is handed out again before the end, the free was made:
+ *           its "f" line goes then, before the new block's "a", and the
+ *           end writes nothing.
  *           A racing double free of the program's (threads freeing PTR
  *           at once) shares the id among them: the first free the arena
  *           makes writes the line, one refused because the block is gone
  *           (a double free, an invalid or interior pointer) writes
- *           nothing, and one made after the block was handed out again
- *           frees, in the trace too, the block then live at PTR.  Only a
- *           free made between that allocation and its "a" line is lost
- *           (the block stays live in the trace);
+ *           nothing.  One made after the block was handed out again
+ *           freed the new block, but the recorder cannot tell it from a
+ *           correct program's free that ends late: the new block stays
+ *           live in the trace until the next free of PTR, which the arena
+ *           refuses as a double free.  A free made between an allocation
+ *           and its "a" line is lost (the block stays live in the trace);
  *   record: after a successful gpuarena_record_stream, which refuses
  *           GPUARENA_STREAM_HOST (given it, nothing is written).
  * GPUARENA_STREAM_HOST is written as "-" (no stream), other handles as
@@ -137,7 +142,8 @@ void ga_trace_record_alloc(const void *arena, gpuarena_kind_t kind, int device, 
 /* ARENA is destroyed (ga_arena_destroy): an arena made later at its
  * address is recorded as another instance. */
 void ga_trace_arena_gone(const void *arena);
-uint64_t ga_trace_free_begin(const void *arena, gpuarena_kind_t kind, int device, const void *ptr);
+uint64_t ga_trace_free_begin(const void *arena, gpuarena_kind_t kind, int device, const void *ptr,
+                             gpuarena_stream_t stream);
 void ga_trace_free_end(const void *arena, gpuarena_kind_t kind, int device, const void *ptr,
                        uint64_t id, gpuarena_stream_t stream, gpuarena_status_t st);
 void ga_trace_record_stream(const void *arena, gpuarena_kind_t kind, int device, const void *ptr,
