@@ -700,6 +700,51 @@ START_TEST(recorder_address_reused_before_the_free_ends)
 }
 END_TEST
 
+static void *per_thread_alloc(void *arg)
+{
+    ga_trace_record_alloc(arg, GPUARENA_DEVICE, 0, (void *)0x50000, 64, (void *)0x2);
+    return NULL;
+}
+
+/* Stream handles as each kind takes them: for a device arena NULL and
+ * CU_STREAM_LEGACY (0x1) are the legacy stream, 0 in the trace, and
+ * CU_STREAM_PER_THREAD (0x2) a stream of each thread's; for a sim arena
+ * (and a host one) 0x1 and 0x2 are streams like any other, which is how
+ * gpuarena-replay gives trace streams 1 and 2 to them.  Before, 0x1 was
+ * 0 for every kind, so that recording a replay merged streams 0 and 1,
+ * and every thread's per-thread stream was one stream. */
+START_TEST(recorder_stream_handles_by_kind)
+{
+    char path[] = "/tmp/check_trace_XXXXXX";
+    record_to_temp(path);
+    int dev, sim;
+    ga_trace_record_alloc(&sim, GPUARENA_SIM, 0, (void *)0x10000, 1, (void *)0x1);
+    ga_trace_record_alloc(&sim, GPUARENA_SIM, 0, (void *)0x20000, 2, NULL);
+    ga_trace_record_alloc(&sim, GPUARENA_SIM, 0, (void *)0x30000, 3, (void *)0x2);
+    ga_trace_record_alloc(&dev, GPUARENA_DEVICE, 0, (void *)0x10000, 4, (void *)0x1);
+    ga_trace_record_alloc(&dev, GPUARENA_DEVICE, 0, (void *)0x20000, 5, (void *)0x2);
+    ga_trace_record_alloc(&dev, GPUARENA_DEVICE, 0, (void *)0x30000, 6, (void *)0x2);
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, per_thread_alloc, &dev), 0);
+    ck_assert_int_eq(pthread_join(th, NULL), 0);
+    ga_trace_stop();
+
+    ga_trace_t *t = load_and_remove(path);
+    ck_assert_uint_eq(t->narenas, 2);
+    const ga_trace_arena_t *s0 = &t->arenas[0], *d = &t->arenas[1];
+    ck_assert_uint_eq(s0->nevents, 3);
+    ck_assert_uint_eq(s0->events[0].stream, 1); /* handle 1: a stream */
+    ck_assert_uint_eq(s0->events[1].stream, 0);
+    ck_assert_uint_eq(s0->events[2].stream, 2);
+    ck_assert_uint_eq(d->nevents, 4);
+    ck_assert_uint_eq(d->events[0].stream, 0); /* CU_STREAM_LEGACY */
+    ck_assert_uint_eq(d->events[1].stream, 3); /* this thread's per-thread stream */
+    ck_assert_uint_eq(d->events[2].stream, 3);
+    ck_assert_uint_eq(d->events[3].stream, 4); /* another thread's */
+    ga_trace_free(t);
+}
+END_TEST
+
 /* The whole of the file at PATH, NUL-terminated (a test's trace is small). */
 static char *slurp(const char *path)
 {
@@ -864,6 +909,7 @@ int main(void)
     tcase_add_test(tr, recorder_refused_and_racing_frees);
     tcase_add_test(tr, recorder_racing_double_frees);
     tcase_add_test(tr, recorder_address_reused_before_the_free_ends);
+    tcase_add_test(tr, recorder_stream_handles_by_kind);
     tcase_add_test(tr, recorder_no_stream);
     tcase_add_test(tr, recorder_many);
     tcase_add_test(tr, recorder_threads);

@@ -8,7 +8,8 @@
  * except when a hash map grows.  Allocation ids are numbered from 1 in the
  * order the allocations were made; live pointers are mapped to their ids
  * per arena.  Streams are numbered in order of first use, with the legacy
- * default stream (NULL, CU_STREAM_LEGACY) as 0; GPUARENA_STREAM_HOST is no
+ * default stream as 0 (NULL, and CU_STREAM_LEGACY for the kinds that
+ * name streams as CUDA does, stream_of); GPUARENA_STREAM_HOST is no
  * stream and is written as "-", so that a replay makes with no stream the
  * requests the program made with none.  A "k" line is written
  * whenever an event belongs to another arena than the line before it.
@@ -222,16 +223,39 @@ static rec_arena_t *arena_of(const void *key, gpuarena_kind_t kind, int device)
     return a;
 }
 
-static uint64_t stream_of(gpuarena_stream_t s)
+/* Arenas of these kinds name streams as CUDA does: 0x1 is the legacy
+ * stream (CU_STREAM_LEGACY) as NULL is, and 0x2 (CU_STREAM_PER_THREAD)
+ * the calling thread's own stream.  Host and sim arenas take every
+ * handle but NULL for a stream of its own, as gpuarena-replay(1) makes
+ * them: stream 1 of a trace replays as handle 1. */
+static bool cuda_names(gpuarena_kind_t kind)
+{
+    return kind == GPUARENA_DEVICE || kind == GPUARENA_PINNED || kind == GPUARENA_MANAGED;
+}
+
+/* A number per thread for its per-thread stream, never 0. */
+static atomic_uint_fast64_t threads_seen;
+static _Thread_local uint64_t thread_number;
+
+static uint64_t stream_of(gpuarena_kind_t kind, gpuarena_stream_t s)
 {
     uintptr_t h = (uintptr_t)s;
-    if (h <= 1) /* NULL and CU_STREAM_LEGACY */
+    uint64_t key = h;
+    if (h == 0 || (h == 1 && cuda_names(kind)))
         return 0;
-    uint64_t *v = ga_map_get(&R.streams, h);
+    if (h == 2 && cuda_names(kind)) {
+        /* One stream per thread: keyed by the thread's number with the
+         * top bit set, which no stream handle (a user-space address)
+         * has. */
+        if (!thread_number)
+            thread_number = atomic_fetch_add(&threads_seen, 1) + 1;
+        key = UINT64_C(1) << 63 | thread_number;
+    }
+    uint64_t *v = ga_map_get(&R.streams, key);
     if (v)
         return *v;
     uint64_t n = R.next_stream;
-    if (!ga_map_put(&R.streams, h, n))
+    if (!ga_map_put(&R.streams, key, n))
         return 0;
     R.next_stream++;
     return n;
@@ -239,13 +263,13 @@ static uint64_t stream_of(gpuarena_stream_t s)
 
 /* The STREAM field: "-" for no stream, which takes no stream number (it
  * must not replay as stream-ordered on some stream), else the number. */
-static inline char *put_stream(char *p, gpuarena_stream_t s)
+static inline char *put_stream(char *p, gpuarena_kind_t kind, gpuarena_stream_t s)
 {
     if (s == GPUARENA_STREAM_HOST) {
         *p++ = '-';
         return p;
     }
-    return put_u64(p, stream_of(s));
+    return put_u64(p, stream_of(kind, s));
 }
 
 /* ---- Opening ---------------------------------------------------------- */
@@ -411,7 +435,7 @@ void ga_trace_flush(void)
 
 /* ---- Hooks ------------------------------------------------------------ */
 
-static void id_line(char op, uint64_t id, gpuarena_stream_t stream);
+static void id_line(char op, uint64_t id, gpuarena_kind_t kind, gpuarena_stream_t stream);
 
 /* PTR is handed out again while a free of it is still in flight (its
  * thread is between the arena's free and ga_trace_free_end): a free of
@@ -429,7 +453,7 @@ static void settle_freeing(rec_arena_t *a, const void *ptr)
         return;
     (void)ga_map_del(&a->freeing_on, (uintptr_t)ptr, &on);
     if (!(e & FREEING_DONE))
-        id_line('f', e & FREEING_ID, (gpuarena_stream_t)(uintptr_t)on);
+        id_line('f', e & FREEING_ID, a->kind, (gpuarena_stream_t)(uintptr_t)on);
 }
 
 void ga_trace_record_alloc(const void *arena, gpuarena_kind_t kind, int device, const void *ptr,
@@ -451,7 +475,7 @@ void ga_trace_record_alloc(const void *arena, gpuarena_kind_t kind, int device, 
             *p++ = ' ';
             p = put_u64(p, size);
             *p++ = ' ';
-            p = put_stream(p, stream);
+            p = put_stream(p, kind, stream);
             line_end(p);
         }
     }
@@ -459,14 +483,14 @@ void ga_trace_record_alloc(const void *arena, gpuarena_kind_t kind, int device, 
 }
 
 /* An "f" or "r" line for block ID.  R.lock held. */
-static void id_line(char op, uint64_t id, gpuarena_stream_t stream)
+static void id_line(char op, uint64_t id, gpuarena_kind_t kind, gpuarena_stream_t stream)
 {
     char *p = line_start();
     *p++ = op;
     *p++ = ' ';
     p = put_u64(p, id);
     *p++ = ' ';
-    p = put_stream(p, stream);
+    p = put_stream(p, kind, stream);
     line_end(p);
 }
 
@@ -529,7 +553,7 @@ void ga_trace_free_end(const void *arena, gpuarena_kind_t kind, int device, cons
     bool gone = st == GPUARENA_SUCCESS || (freed_meanwhile(st) && e < FREEING_HOLDER);
     if (gone && !(e & FREEING_DONE)) {
         if (arena_of(arena, kind, device))
-            id_line('f', id, stream);
+            id_line('f', id, kind, stream);
         e |= FREEING_DONE;
     }
     a = find_arena(arena, kind, device); /* arena_of may have moved the records */
@@ -585,7 +609,7 @@ void ga_trace_record_stream(const void *arena, gpuarena_kind_t kind, int device,
     if (v) {
         uint64_t id = *v;
         if (arena_of(arena, kind, device))
-            id_line('r', id, stream);
+            id_line('r', id, kind, stream);
     }
     pthread_mutex_unlock(&R.lock);
 }
