@@ -247,46 +247,18 @@ static void print_totals(FILE *out, bool json)
     }
 }
 
-gpuarena_status_t gpuarena_stats_print(FILE *out, const char *opts)
+/* The whole report to OUT. */
+static void print_report(FILE *out, bool json)
 {
-    if (!out)
-        return ga_error(GPUARENA_ERR_INVALID_ARGUMENT, "gpuarena_stats_print: out is NULL");
-    /* The arenas are written into memory while the list of arenas is
-     * held, and to OUT after: a write that blocks (a pipe nobody reads,
-     * an MPI launcher's stderr) held up every arena's creation and
-     * destruction, and fork.  Straight to OUT where there is no memory
-     * for the text. */
-    char *text = NULL;
-    size_t text_len = 0;
-    FILE *mem = open_memstream(&text, &text_len);
-    errno = 0; /* a failed write's errno is the one reported */
-    print_ctx_t c = {mem ? mem : out, opts && strchr(opts, 'j'), 0};
-    if (c.json)
+    print_ctx_t c = {out, json, 0};
+    if (json)
         fprintf(out, "{\"version\": \"%s\", \"pid\": %ld, \"rank\": %s, \"arenas\": [",
                 PACKAGE_VERSION, (long)getpid(), ga_output_rank());
     else
         fprintf(out, "gpuarena %s statistics (pid %ld, rank %s)\n", PACKAGE_VERSION, (long)getpid(),
                 ga_output_rank());
     ga_arena_foreach(print_one, &c);
-    if (mem) {
-        /* A write the memory stream could not grow for is lost without
-         * a word (glibc: the writes and the close succeed, the text is
-         * short or NULL): the report is then made again straight to OUT,
-         * as where there was no stream at all. */
-        long written = ftell(mem);
-        bool ok = !ferror(mem) && written >= 0;
-        ok &= fclose(mem) == 0;
-        ok = ok && (written == 0 || (text && text_len == (size_t)written));
-        if (ok)
-            fwrite(text, 1, text_len, out);
-        free(text);
-        c.out = out;
-        if (!ok) {
-            c.n = 0;
-            ga_arena_foreach(print_one, &c);
-        }
-    }
-    if (c.json) {
+    if (json) {
         fputs("\n  ], \"totals\": [", out);
         print_totals(out, true);
         fputs("\n  ]}\n", out);
@@ -295,6 +267,44 @@ gpuarena_status_t gpuarena_stats_print(FILE *out, const char *opts)
             fputs("no arena\n", out);
         print_totals(out, false);
     }
+}
+
+gpuarena_status_t gpuarena_stats_print(FILE *out, const char *opts)
+{
+    if (!out)
+        return ga_error(GPUARENA_ERR_INVALID_ARGUMENT, "gpuarena_stats_print: out is NULL");
+    bool json = opts && strchr(opts, 'j');
+    /* The report is written into memory while the list of arenas is
+     * held, and to OUT after, in one write under OUT's lock: a write
+     * that blocks (a pipe nobody reads, an MPI launcher's stderr) held
+     * up every arena's creation and destruction, and fork; and two
+     * reports at once on one stream (threads, the signal report on
+     * stderr) interleaved into text that no longer read as JSON.  Straight
+     * to OUT where there is no memory for the text. */
+    char *text = NULL;
+    size_t text_len = 0;
+    FILE *mem = open_memstream(&text, &text_len);
+    errno = 0; /* a failed write's errno is the one reported */
+    bool ok = false;
+    if (mem) {
+        print_report(mem, json);
+        /* A write the memory stream could not grow for is lost without
+         * a word (glibc: the writes and the close succeed, the text is
+         * short or NULL): the report is then made again straight to OUT,
+         * as where there was no stream at all. */
+        long written = ftell(mem);
+        ok = !ferror(mem) && written >= 0;
+        ok &= fclose(mem) == 0;
+        ok = ok && text && text_len == (size_t)written;
+        if (ok) {
+            flockfile(out);
+            fwrite(text, 1, text_len, out);
+            funlockfile(out);
+        }
+        free(text);
+    }
+    if (!ok)
+        print_report(out, json);
     if (fflush(out) == 0 && !ferror(out))
         return GPUARENA_SUCCESS;
     int err = errno ? errno : EIO;

@@ -2467,6 +2467,52 @@ START_TEST(stats_print_failure_says_why)
 }
 END_TEST
 
+static void *print_reports(void *arg)
+{
+    for (int i = 0; i < 50; i++)
+        ck_assert_int_eq(gpuarena_stats_print(arg, "json"), GPUARENA_SUCCESS);
+    return NULL;
+}
+
+/* Two threads' reports on one stream come out whole, one after the
+ * other: each begins where the one before it ended.  They were written
+ * in three parts, interleaved into text that no longer read as JSON. */
+START_TEST(stats_print_reports_do_not_interleave)
+{
+    gpuarena_t *a[4];
+    for (int i = 0; i < 4; i++)
+        a[i] = arena(GPUARENA_SIM, NULL);
+    FILE *f = tmpfile();
+    ck_assert_ptr_nonnull(f);
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++)
+        ck_assert_int_eq(pthread_create(&t[i], NULL, print_reports, f), 0);
+    for (int i = 0; i < 2; i++)
+        ck_assert_int_eq(pthread_join(t[i], NULL), 0);
+    long len = ftell(f);
+    ck_assert_int_gt(len, 0);
+    char *text = malloc((size_t)len + 1);
+    ck_assert_ptr_nonnull(text);
+    rewind(f);
+    ck_assert_uint_eq(fread(text, 1, (size_t)len, f), (size_t)len);
+    text[len] = '\0';
+    fclose(f);
+    int reports = 0;
+    for (const char *p = text; *p; reports++) {
+        ck_assert_msg(strncmp(p, "{\"version\": ", 12) == 0, "report %d begins: %.40s", reports, p);
+        const char *end = strstr(p, "\n  ]}\n");
+        ck_assert_ptr_nonnull(end);
+        const char *next = strstr(p + 1, "{\"version\": ");
+        ck_assert_msg(!next || next > end, "report %d cut by another", reports);
+        p = end + 6;
+    }
+    ck_assert_int_eq(reports, 100);
+    free(text);
+    for (int i = 0; i < 4; i++)
+        ck_assert_int_eq(gpuarena_destroy(a[i]), GPUARENA_SUCCESS);
+}
+END_TEST
+
 /* gpuarena_stats_total: every arena of a kind and device together, and
  * the peak of their sum, which is not the sum of their peaks when the
  * arenas hold their memory at different times.  Compared with what was
@@ -3413,6 +3459,7 @@ int main(void)
     tcase_add_test(cache, stats_json_memory_line);
     tcase_add_test(cache, stats_print_blocked_holds_up_no_arena);
     tcase_add_test(cache, stats_print_failure_says_why);
+    tcase_add_test(cache, stats_print_reports_do_not_interleave);
     tcase_add_test(cache, recovered_allocation_keeps_the_message);
     tcase_add_test(cache, totals_are_the_peak_of_the_sum);
     suite_add_tcase(s, cache);
