@@ -479,6 +479,46 @@ START_TEST(recorder_arena_at_a_reused_address)
 }
 END_TEST
 
+/* A program that makes more arenas than a file may name, one after
+ * another: the recorder leaves out the later arenas' requests, and the
+ * file reads back (it was refused whole).  The reader takes a file of
+ * more than 65536 arenas, the old limit. */
+START_TEST(recorder_arenas_past_the_limit)
+{
+    char path[] = "/tmp/check_trace_XXXXXX";
+    record_to_temp(path);
+    size_t saved = ga_trace_max_arenas;
+    ga_trace_max_arenas = 4;
+    int key;
+    char *p = (char *)0x10000;
+    for (int i = 0; i < 6; i++) {
+        ga_trace_record_alloc(&key, GPUARENA_SIM, 0, p, 100 + i, NULL);
+        record_free(&key, GPUARENA_SIM, 0, p, NULL);
+        ga_trace_arena_gone(&key);
+    }
+    ga_trace_stop();
+    ga_trace_max_arenas = saved;
+    ga_trace_t *t = load_and_remove(path);
+    ck_assert_uint_eq(t->narenas, 4);
+    ck_assert_uint_eq(t->arenas[3].instance, 3);
+    ck_assert_uint_eq(t->arenas[3].peak_requested, 103);
+    ga_trace_free(t);
+
+    const unsigned n = 65537;
+    size_t cap = (size_t)n * 32 + 64, len = 0;
+    char *buf = malloc(cap);
+    ck_assert_ptr_nonnull(buf);
+    len += (size_t)snprintf(buf, cap, "# gpuarena-trace 3\n");
+    for (unsigned i = 0; i < n; i++)
+        len += (size_t)snprintf(buf + len, cap - len, "k sim 0 %u\na %u 1 -\n", i, i + 1);
+    ck_assert_msg(ga_trace_parse(buf, len, "many", &t) == GPUARENA_SUCCESS, "%s",
+                  gpuarena_last_error());
+    ck_assert_uint_eq(t->narenas, n);
+    ga_trace_free(t);
+    free(buf);
+}
+END_TEST
+
 /* A file that is no regular file takes the trace, neither locked nor cut
  * (ftruncate fails there): /dev/null, to measure what recording costs, a
  * pipe or a terminal. */
@@ -904,6 +944,7 @@ int main(void)
     tcase_add_test(tr, expand_path);
     tcase_add_test(tr, recorder_round_trip);
     tcase_add_test(tr, recorder_arena_at_a_reused_address);
+    tcase_add_test(tr, recorder_arenas_past_the_limit);
     tcase_add_test(tr, recorder_one_process_a_file);
     tcase_add_test(tr, recorder_to_dev_null);
     tcase_add_test(tr, recorder_refused_and_racing_frees);

@@ -18,9 +18,6 @@
 #include <string.h>
 
 #define MAX_FIELDS 6
-/* Arenas one file may name: a program that makes and destroys an arena in
- * a loop records each as an instance of its own. */
-#define MAX_ARENAS 65536
 
 static const char *const kind_names[GPUARENA_KIND_COUNT] = {
     [GPUARENA_DEVICE] = "device", [GPUARENA_PINNED] = "pinned", [GPUARENA_MANAGED] = "managed",
@@ -121,7 +118,7 @@ static gpuarena_status_t find_arena(parser_t *p, size_t kind, size_t device, siz
         p->cur = (size_t)*ix;
         return GPUARENA_SUCCESS;
     }
-    if (t->narenas >= MAX_ARENAS)
+    if (t->narenas >= GA_TRACE_MAX_ARENAS)
         return bad(p, "too many arenas in one trace", NULL);
     size_t n = t->narenas + 1;
     if (n > p->arena_cap) {

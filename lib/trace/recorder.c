@@ -38,6 +38,7 @@
 #define LINE_MAX_ 96
 
 _Atomic int ga_trace_state = -1;
+size_t ga_trace_max_arenas = GA_TRACE_MAX_ARENAS;
 
 typedef struct rec_arena {
     const void *key;
@@ -70,6 +71,7 @@ static struct {
     rec_arena_t *arenas; /* the live arenas that handed out something */
     size_t narenas;
     size_t last;        /* arena of the last line written, SIZE_MAX: none */
+    size_t arenas_made; /* arena records made since the file was opened */
     ga_map_t instances; /* kind << 32 | device -> the next instance number */
 } R = {.lock = PTHREAD_MUTEX_INITIALIZER, .fd = -1, .last = SIZE_MAX};
 
@@ -164,6 +166,7 @@ static void reset_state(void)
     free(R.arenas);
     R.arenas = NULL;
     R.narenas = 0;
+    R.arenas_made = 0;
     R.last = SIZE_MAX;
     ga_map_fini(&R.instances);
     ga_map_fini(&R.streams);
@@ -192,6 +195,8 @@ static rec_arena_t *arena_of(const void *key, gpuarena_kind_t kind, int device)
         return &R.arenas[R.last];
     rec_arena_t *a = find_arena(key, kind, device);
     if (!a) {
+        if (R.arenas_made >= ga_trace_max_arenas)
+            return NULL; /* its requests are left out (trace.h) */
         a = realloc(R.arenas, (R.narenas + 1) * sizeof *a);
         if (!a)
             return NULL;
@@ -203,6 +208,7 @@ static rec_arena_t *arena_of(const void *key, gpuarena_kind_t kind, int device)
         if (!ga_map_put(&R.instances, kd, (uint64_t)instance + 1))
             return NULL;
         a += R.narenas++;
+        R.arenas_made++;
         a->key = key;
         a->kind = kind;
         a->device = device;

@@ -76,6 +76,14 @@ typedef struct ga_trace {
 /* Highest format version read and written. */
 #define GA_TRACE_VERSION 3
 
+/* Arenas one file may name: a program that makes and destroys an arena in
+ * a loop records each as an instance of its own.  The reader refuses a
+ * file of more; the recorder leaves out the requests of the arenas made
+ * past it (ga_trace_max_arenas, which tests lower), so that every file
+ * it writes reads back. */
+#define GA_TRACE_MAX_ARENAS ((size_t)1 << 24)
+extern size_t ga_trace_max_arenas;
+
 /* Parse LEN bytes at BUF (no terminating NUL needed) read from a file
  * called NAME.  On failure *OUT is NULL and gpuarena_last_error() says
  * "NAME:LINE: what".  GPUARENA_ERR_INVALID_ARGUMENT for bad input,
