@@ -270,6 +270,63 @@ static void nearest_as_before(const edit_t *edits, size_t n, uint64_t all)
     hwloc_topology_destroy(t);
 }
 
+/* The two-socket machine with the PCI root of GPU 0 moved from its
+ * package to the object whose gp_index is UNDER (the board wires it below
+ * the node's level: a core, a cache, a die).  No node's locality is
+ * within that object; the GPU read as near no node, and its pinned
+ * memory was spread over both. */
+static hwloc_topology_t bridge_moved_under(const char *under)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", GA_TEST_DATA, machines[0].file);
+    FILE *in = fopen(path, "r");
+    ck_assert_ptr_nonnull(in);
+    static char text[1 << 20], moved[1 << 20];
+    size_t len = fread(text, 1, sizeof text - 1, in);
+    fclose(in);
+    text[len] = '\0';
+    /* The bridge's element: from its tag to its closing tag, the first
+     * one as indented as it is. */
+    char *from = strstr(text, "      <object type=\"Bridge\" gp_index=\"45\"");
+    ck_assert_ptr_nonnull(from);
+    char *end = strstr(from, "\n      </object>\n");
+    ck_assert_ptr_nonnull(end);
+    end += strlen("\n      </object>\n");
+    char tag[64];
+    snprintf(tag, sizeof tag, "gp_index=\"%s\"", under);
+    char *at = strstr(text, tag);
+    ck_assert_ptr_nonnull(at);
+    at = strchr(at, '\n') + 1; /* after the line of its opening tag */
+    ck_assert(at < from);
+    snprintf(moved, sizeof moved, "%.*s%.*s%.*s%s", (int)(at - text), text, (int)(end - from), from,
+             (int)(from - at), at, end);
+    char tmp[] = "/tmp/check_topo_XXXXXX";
+    int fd = mkstemp(tmp);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(write(fd, moved, strlen(moved)), (ssize_t)strlen(moved));
+    close(fd);
+    hwloc_topology_t t = NULL;
+    ck_assert_msg(ga_topo_load(tmp, &t) == GPUARENA_SUCCESS, "%s", gpuarena_last_error());
+    unlink(tmp);
+    return t;
+}
+
+START_TEST(gpu_below_its_node_s_level)
+{
+    const char *const under[] = {"7", "5", "4"}; /* core 0, its L2, the L3 */
+    for (int k = 0; k < 3; k++) {
+        hwloc_topology_t t = bridge_moved_under(under[k]);
+        ga_topo_gpu_t g = {.ordinal = 0};
+        snprintf(g.busid, sizeof g.busid, "%s", machines[0].busid[0]);
+        ga_topo_locate(t, g.busid, &g);
+        ck_assert(g.located);
+        ck_assert_msg(g.nodes == 0x1, "under gp_index %s: nodes 0x%llx", under[k],
+                      (unsigned long long)g.nodes);
+        hwloc_topology_destroy(t);
+    }
+}
+END_TEST
+
 #define MACHINE_NODES                                                                              \
     "nodeset=\"0x00000003\" complete_nodeset=\"0x00000003\" allowed_nodeset=\"0x00000003\""
 
@@ -497,6 +554,7 @@ int main(void)
     tcase_add_loop_test(xml, unknown_locality_falls_back, 0, nm);
     tcase_add_loop_test(xml, missing_node_is_a_config_error, 0, nm);
     tcase_add_test(xml, memoryless_nearest_node_falls_back);
+    tcase_add_test(xml, gpu_below_its_node_s_level);
 #if HWLOC_API_VERSION >= 0x00020300
     tcase_add_test(xml, nearest_leaves_out_the_machine_s_memory);
     tcase_add_test(xml, nearest_prefers_plain_memory);

@@ -43,19 +43,18 @@ static bool is_nvidia_gpu(hwloc_obj_t o)
     return (o->attr->pcidev.class_id >> 8) == 0x03 || has_gpu_osdev(o);
 }
 
-/* The nodes with memory near ANC, the GPU's nearest non-I/O ancestor.
- * Not its whole nodeset: in hwloc 2 that also holds the nodes attached
- * above it (memory the whole machine shares, such as a CXL expander),
- * which would have put pinned pages on a far node.  The nodes whose
- * locality is ANC's or within it; of those, the plain ones (DRAM) before
- * the special ones (HBM, NVM, a GPU's own memory), which are small,
- * slow or not host memory at all. */
-static uint64_t nearest_nodes(hwloc_topology_t t, hwloc_obj_t anc)
+/* The nodes with memory whose locality is O's or within it (hwloc 2.3
+ * and later); of those, the plain ones (DRAM) before the special ones
+ * (HBM, NVM, a GPU's own memory), which are small, slow or not host
+ * memory at all.  Not O's whole nodeset: in hwloc 2 that also holds the
+ * nodes attached above it (memory the whole machine shares, such as a
+ * CXL expander), which would have put pinned pages on a far node. */
+static uint64_t local_nodes(hwloc_topology_t t, hwloc_obj_t o)
 {
 #if HWLOC_API_VERSION >= 0x00020300
     struct hwloc_location loc;
     loc.type = HWLOC_LOCATION_TYPE_OBJECT;
-    loc.location.object = anc;
+    loc.location.object = o;
     hwloc_obj_t nodes[256];
     unsigned nr = sizeof nodes / sizeof nodes[0];
     if (hwloc_get_local_numanode_objs(t, &loc, &nr, nodes,
@@ -80,7 +79,26 @@ static uint64_t nearest_nodes(hwloc_topology_t t, hwloc_obj_t anc)
         return m;
     }
 #endif
-    return ga_topo_memory_nodes(t, anc->nodeset);
+    return ga_topo_memory_nodes(t, o->nodeset);
+}
+
+/* The nodes with memory nearest ANC, the GPU's nearest non-I/O ancestor:
+ * its local nodes, else those of the first ancestor above it that has
+ * some.  A PCI root may hang below its node's level (from a core, a cache
+ * or a die of a package whose memory is attached to the whole package):
+ * no node's locality is within the ancestor then, and the GPU read as
+ * near no node.  The whole machine, where it has several nodes, is near
+ * none in particular (ga_topo_locate). */
+static uint64_t nearest_nodes(hwloc_topology_t t, hwloc_obj_t anc)
+{
+    for (hwloc_obj_t o = anc; o; o = o->parent) {
+        if (o != anc && o->type == HWLOC_OBJ_MACHINE && hwloc_bitmap_weight(o->nodeset) != 1)
+            break;
+        uint64_t m = local_nodes(t, o);
+        if (m)
+            return m;
+    }
+    return 0;
 }
 
 void ga_topo_locate(hwloc_topology_t t, const char *busid, ga_topo_gpu_t *g)
