@@ -536,6 +536,31 @@ START_TEST(host_stream_public_api)
 }
 END_TEST
 
+/* A host arena whose granule is larger than the range it would reserve
+ * for twice the host's memory (granule = 1T is allowed): the range
+ * holds a granule now.  It held none: every allocation failed for
+ * memory, and gpuarena_check then reported a corrupt arena. */
+START_TEST(host_granule_larger_than_its_range)
+{
+    gpuarena_t *a;
+    ck_assert_int_eq(gpuarena_create(GPUARENA_HOST, 0, "granule=1T,expandable=true", &a),
+                     GPUARENA_SUCCESS);
+    void *p = NULL;
+    gpuarena_status_t st = gpuarena_alloc(a, 1, GPUARENA_STREAM_HOST, &p);
+    /* The system may refuse a terabyte of address space (an rlimit,
+     * valgrind): a clear status then, and a sound arena either way. */
+    ck_assert_msg(st == GPUARENA_SUCCESS || st == GPUARENA_ERR_SYSTEM, "%s", gpuarena_last_error());
+    ck_assert_msg(gpuarena_check(a) == GPUARENA_SUCCESS, "%s", gpuarena_last_error());
+    if (st == GPUARENA_SUCCESS) {
+        *(volatile char *)p = 1;
+        ck_assert_int_eq(gpuarena_free(a, p, GPUARENA_STREAM_HOST), GPUARENA_SUCCESS);
+    }
+    ck_assert_int_eq(gpuarena_trim(a, 0), GPUARENA_SUCCESS);
+    ck_assert_msg(gpuarena_check(a) == GPUARENA_SUCCESS, "%s", gpuarena_last_error());
+    ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_SUCCESS);
+}
+END_TEST
+
 /* A locked free on an unchecked stream (the legacy one) whose pool is
  * wanted while its last sweep is still out: if that sweep has completed
  * by the free, the free records the next one on the stream, so it asks
@@ -3427,6 +3452,7 @@ int main(void)
     tcase_add_test(reuse, large_misses_leave_the_cache_warm);
     tcase_add_test(reuse, caches_give_back_before_growing);
     tcase_add_test(reuse, host_stream_public_api);
+    tcase_add_test(reuse, host_granule_larger_than_its_range);
     tcase_add_test(reuse, record_stream_keeps_block_pending);
     tcase_add_test(reuse, record_stream_of_the_allocation_stream);
     tcase_add_test(reuse, record_stream_without_host_memory);

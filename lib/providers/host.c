@@ -182,6 +182,11 @@ gpuarena_status_t ga_host_provider_create(const ga_settings_t *set, ga_provider_
     size_t va = (size_t)1 << 30;
     while (va < 2 * phys && va < ((size_t)1 << 46))
         va *= 2;
+    /* At least one granule (both are powers of two): a range smaller than
+     * the granule held no granule, served nothing, and read as corrupt
+     * to gpuarena_check. */
+    if (va < h->base.granule)
+        va = h->base.granule;
     h->base.va_size = va;
     h->base.growable = set->expandable;
     h->base.host_visible = true;
