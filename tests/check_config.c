@@ -1066,6 +1066,11 @@ START_TEST(create_options)
         {"round=", "options: key 'sim.round': empty value: expected a power of two from 1 to 1G"},
         {"sim.round=4K",
          "options: key 'sim.round': the options of one arena take no section (write 'round')"},
+        {"sim.max_cahced=1G", "options: key 'sim.max_cahced': unknown key; the options of one "
+                              "arena take no section, and 'max_cahced' is no key (did you mean "
+                              "'max_cached'?)"},
+        {"x.qqqqqqqqqq=1", "options: key 'x.qqqqqqqqqq': unknown key; the options of one arena "
+                           "take no section, and 'qqqqqqqqqq' is no key (see gpuarena.conf(5))"},
         {"round", "options: 'round': expected KEY=VALUE"},
         {"small_max=4M", "options: key 'sim.small_max': 4M is larger than small_segment (2M)"},
     };

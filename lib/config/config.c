@@ -774,6 +774,21 @@ static void create_item(ga_conf_t *c, const char *origin, char *name, char *valu
                    name, dot + 1);
         return;
     }
+    if (!k && dot) {
+        /* Not given to set_key, which names keys in the kind's section:
+         * it wrote 'host.host.max_cahced' for 'host.max_cahced'. */
+        const char *names[GA_CONFIG_MAX_KEYS];
+        size_t n = ga_config_key_count();
+        for (size_t i = 0; i < n; i++)
+            names[i] = ga_config_key(i)->name;
+        const char *guess = ga_suggest(dot + 1, names, n);
+        conf_error(c,
+                   "%s: key '%.64s': unknown key; the options of one arena take no section, and "
+                   "'%.64s' is no key (%s%s%s)",
+                   origin, name, dot + 1, guess ? "did you mean '" : "see gpuarena.conf(5)",
+                   guess ? guess : "", guess ? "'?" : "");
+        return;
+    }
     if (!k || !ga_key_applies(k, a->kind) || *value == '\0') {
         /* the messages of a file's key, in the kind's section; nothing is
          * set, but a key of the kind is named, empty or not: gpuarena_set
