@@ -699,6 +699,22 @@ START_TEST(error_messages)
                  "t.conf:5: key 'device.0.small_segment': 2M is smaller than small_max (4M)");
     expect_error("[device]\nsmall_segment = 512K\n",
                  "t.conf:2: key 'device.small_segment': 512K is smaller than small_max (1M)");
+    /* A conflict of the kind's section is reported once, not again for
+     * each device section that inherits it; one of a device's own still
+     * is. */
+    {
+        gpuarena_status_t st;
+        ga_conf_t *c = parse("[device]\nsmall_max = 4M\n[device.0]\nzero = true\n[device.1]\n"
+                             "zero = true\n[device.2]\nsmall_segment = 512K\n",
+                             &st);
+        ck_assert_int_eq(st, GPUARENA_ERR_CONFIG);
+        ck_assert_uint_eq(ga_conf_error_count(c), 2);
+        ck_assert_str_eq(ga_conf_error(c, 0),
+                         "t.conf:2: key 'device.small_max': 4M is larger than small_segment (2M)");
+        ck_assert_str_eq(ga_conf_error(c, 1), "t.conf:8: key 'device.2.small_segment': 512K is "
+                                              "smaller than small_max (4M)");
+        ga_conf_free(c);
+    }
     expect_error(
         "[host]\nthread_cache_max = 32M\n",
         "t.conf:2: key 'host.thread_cache_max': 32M is larger than thread_cache_bytes (16M)");

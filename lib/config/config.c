@@ -730,6 +730,10 @@ static void check_section(ga_conf_t *c, gpuarena_kind_t kind, int device)
     const section_t *own = device >= 0 ? c->devices[kind][device] : NULL;
     bool a_own = own && oa == &own->origin[ga_config_key_index(a)];
     bool b_own = own && ob == &own->origin[ga_config_key_index(b)];
+    /* Both from the kind's section: reported there already, once, not
+     * again for every device section that inherits it. */
+    if (own && !a_own && !b_own)
+        return;
     const ga_key_t *blame;
     if (a_own != b_own)
         blame = b_own ? b : a;
