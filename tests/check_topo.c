@@ -428,6 +428,35 @@ START_TEST(environment_names_the_file)
 }
 END_TEST
 
+/* Decisions on a file (two nodes), pages on this machine: the file's
+ * nodes that this machine lacks get no pages, so numa_nodes leaves them
+ * out and the segments bound to a part of their nodes count in
+ * numa_unbound (gpuarena.conf(5)).  numa_nodes said 0-1 and numa_unbound
+ * 0 on a machine of one node. */
+START_TEST(file_nodes_this_machine_lacks)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", GA_TEST_DATA, machines[0].file);
+    setenv("GPUARENA_TOPOLOGY", path, 1);
+    hwloc_topology_t here = NULL;
+    ck_assert_int_eq(ga_topo_machine(&here), GPUARENA_SUCCESS);
+    uint64_t mine = ga_topo_memory_nodes(here, hwloc_topology_get_topology_nodeset(here));
+    gpuarena_t *a;
+    ck_assert_msg(gpuarena_create(GPUARENA_HOST, 0, "numa=interleave,expandable=false", &a) ==
+                      GPUARENA_SUCCESS,
+                  "%s", gpuarena_last_error());
+    void *p;
+    ck_assert_int_eq(gpuarena_alloc(a, 1 << 20, GPUARENA_STREAM_HOST, &p), GPUARENA_SUCCESS);
+    gpuarena_stats_t st;
+    ck_assert_int_eq(gpuarena_stats(a, &st), GPUARENA_SUCCESS);
+    uint64_t want = hwloc_topology_is_thissystem(here) ? mine & 0x3 : 0;
+    ck_assert_uint_eq(st.numa_nodes, want);
+    ck_assert_uint_eq(st.numa_unbound != 0, want != 0x3);
+    ck_assert_int_eq(gpuarena_free(a, p, GPUARENA_STREAM_HOST), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_SUCCESS);
+}
+END_TEST
+
 START_TEST(bad_topology_file)
 {
     setenv("GPUARENA_TOPOLOGY", GA_TEST_DATA "/no-such-file.xml", 1);
@@ -559,13 +588,14 @@ int main(void)
     tcase_add_test(xml, nearest_leaves_out_the_machine_s_memory);
     tcase_add_test(xml, nearest_prefers_plain_memory);
 #endif
-    /* These two read GPUARENA_TOPOLOGY through the once-per-process cache,
+    /* These read GPUARENA_TOPOLOGY through the once-per-process cache,
      * so they need a process each: left out when Check does not fork
      * (CK_FORK=no, as under valgrind). */
     const char *fork_env = getenv("CK_FORK");
     if (!fork_env || strcmp(fork_env, "no") != 0) {
         tcase_add_loop_test(xml, environment_names_the_file, 0, nm);
         tcase_add_test(xml, bad_topology_file);
+        tcase_add_test(xml, file_nodes_this_machine_lacks);
     }
     suite_add_tcase(s, xml);
     TCase *here = tcase_create("this machine");

@@ -3,9 +3,10 @@
  *
  * Binding always uses this machine's topology, even when decisions were
  * made on an XML file (GPUARENA_TOPOLOGY): pages are real.  Nodes of the
- * placement that this machine lacks are left out; when none is left the
- * pages stay where the kernel puts them, as where the system refuses
- * binding: the caller counts such segments (numa_unbound).
+ * placement that this machine lacks, or that have no memory, are left
+ * out, and the segment is counted as unbound (numa_unbound), as where the
+ * system refuses binding; when none is left its pages stay where the
+ * kernel puts them.
  */
 #include "config.h"
 
@@ -14,6 +15,21 @@
 
 #include <errno.h>
 #include <string.h>
+
+/* The nodes of PL that T has, with memory. */
+static uint64_t bindable(hwloc_topology_t t, const ga_placement_t *pl)
+{
+    return pl->nodes & ga_topo_memory_nodes(t, hwloc_topology_get_topology_nodeset(t));
+}
+
+uint64_t ga_topo_placed_nodes(const ga_placement_t *pl)
+{
+    hwloc_topology_t t = NULL;
+    if (pl->policy == GA_NUMA_LOCAL || ga_topo_machine(&t) != GPUARENA_SUCCESS ||
+        !hwloc_topology_is_thissystem(t))
+        return 0;
+    return bindable(t, pl);
+}
 
 gpuarena_status_t ga_topo_bind(const ga_placement_t *pl, void *addr, size_t size, bool *unbound)
 {
@@ -33,7 +49,7 @@ gpuarena_status_t ga_topo_bind(const ga_placement_t *pl, void *addr, size_t size
         *unbound = true;
         return GPUARENA_SUCCESS;
     }
-    uint64_t here = ga_topo_all_nodes(t), want = pl->nodes & here;
+    uint64_t want = bindable(t, pl);
     if (!want) {
         *unbound = true;
         return GPUARENA_SUCCESS;
@@ -49,8 +65,10 @@ gpuarena_status_t ga_topo_bind(const ga_placement_t *pl, void *addr, size_t size
     int rc = hwloc_set_area_membind(t, addr, size, set, policy, HWLOC_MEMBIND_BYNODESET);
     int e = errno;
     hwloc_bitmap_free(set);
-    if (rc == 0)
+    if (rc == 0) {
+        *unbound = want != pl->nodes; /* bound to a part of its nodes */
         return GPUARENA_SUCCESS;
+    }
     /* With one node there is no choice to make: a system that refuses
      * binding (no NUMA support, a sandbox) loses nothing. */
     if (hwloc_bitmap_weight(hwloc_topology_get_topology_nodeset(t)) == 1)

@@ -34,6 +34,12 @@ gpuarena_status_t ga_topo_placement(const ga_settings_t *s, int device, ga_place
  * the pages are left to the kernel: success, with *UNBOUND true. */
 gpuarena_status_t ga_topo_bind(const ga_placement_t *pl, void *addr, size_t size, bool *unbound);
 
+/* The nodes of PL that binding gives pages to on this machine: those it
+ * has, with memory; 0 where it binds nothing (first touch, a topology
+ * read from a file that is not this machine's).  The statistics'
+ * numa_nodes. */
+uint64_t ga_topo_placed_nodes(const ga_placement_t *pl);
+
 /* Write every page (PAGE bytes) of [ADDR, ADDR+SIZE), bound by
  * ga_topo_bind, once, with THREADS threads (1 to 256), the calling
  * thread among them, so that the kernel allocates the pages as PL says
