@@ -63,6 +63,9 @@ static void print_nodes(hwloc_topology_t t)
     char list[256];
     printf("NUMA nodes: %d (%s)\n", n,
            ga_topo_nodes_string(ga_topo_all_nodes(t), list, sizeof list));
+    int last = hwloc_bitmap_last(hwloc_topology_get_topology_nodeset(t));
+    if (last >= 64)
+        printf("  gpuarena places memory on nodes 0-63 only: not on nodes 64-%d\n", last);
     for (int i = 0; i < n; i++) {
         hwloc_obj_t o = hwloc_get_obj_by_type(t, HWLOC_OBJ_NUMANODE, (unsigned)i);
         char cpus[256] = "";

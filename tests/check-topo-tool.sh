@@ -1,0 +1,33 @@
+#!/bin/sh
+# gpuarena-topo as a user meets it: the GPUs of a topology file with their
+# nearest nodes; a machine with nodes numbered 64 and above says which
+# nodes gpuarena leaves alone; standard output that cannot be written is
+# an error (exit 3).
+. "${srcdir:-$(dirname "$0")}/man-helpers.sh"
+T=$top_builddir/tools/gpuarena-topo
+[ -x "$T" ] || { echo "FAIL: $T not built" >&2; exit 1; }
+tmp=${TMPDIR:-/tmp}/check-topo-tool.$$
+trap 'rm -f "$tmp".*' EXIT
+unset GPUARENA_TOPOLOGY HWLOC_XMLFILE HWLOC_SYNTHETIC
+"$T" -t "$top_srcdir/tests/data/32em64t-2n8c2t-pci-normalio.xml" > "$tmp.out" ||
+    fail "-t FILE did not exit 0"
+grep -qF "GPUs: 3" "$tmp.out" || fail "GPUs of the file: $(cat "$tmp.out")"
+grep -qF "NUMA nodes: 2 (0-1)" "$tmp.out" || fail "nodes of the file: $(cat "$tmp.out")"
+grep -q "places memory on nodes 0-63 only" "$tmp.out" && fail "a 64-node line for two nodes"
+# hwloc reads a synthetic topology from the environment as this machine's.
+HWLOC_SYNTHETIC="pack:80 numa:1 core:1 pu:1" "$T" > "$tmp.out" || fail "80 nodes: exit $?"
+if grep -qF "NUMA nodes: 80" "$tmp.out"; then
+    grep -qxF "  gpuarena places memory on nodes 0-63 only: not on nodes 64-79" "$tmp.out" ||
+        fail "nodes past 63 not named: $(grep -A1 'NUMA nodes' "$tmp.out")"
+else
+    echo "hwloc took no synthetic topology from HWLOC_SYNTHETIC: that part not run"
+fi
+if [ -w /dev/full ]; then
+    "$T" > /dev/full 2> "$tmp.err"
+    [ $? = 3 ] || fail "> /dev/full did not exit 3"
+    grep -qF "cannot write standard output" "$tmp.err" || fail "write error: $(cat "$tmp.err")"
+fi
+"$T" --bogus > /dev/null 2> "$tmp.err"
+[ $? = 2 ] || fail "a bad option did not exit 2"
+[ $ga_fail = 0 ] && echo "gpuarena-topo behaves"
+exit $ga_fail
