@@ -36,6 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 typedef struct expect {
@@ -223,9 +224,11 @@ typedef struct edit {
     const char *from, *to;
 } edit_t;
 
-static hwloc_topology_t load_edited(const edit_t *edits, size_t n)
+/* Write the file with EDITS made to a new file made from the template
+ * TMP. */
+static void write_edited(const edit_t *edits, size_t n, char *tmp)
 {
-    char path[4096], tmp[] = "/tmp/check_topo_XXXXXX";
+    char path[4096];
     snprintf(path, sizeof path, "%s/%s", GA_TEST_DATA, machines[0].file);
     FILE *in = fopen(path, "r");
     ck_assert_ptr_nonnull(in);
@@ -248,6 +251,12 @@ static hwloc_topology_t load_edited(const edit_t *edits, size_t n)
     ck_assert_int_ge(fd, 0);
     ck_assert_int_eq(write(fd, text, len), (ssize_t)len);
     close(fd);
+}
+
+static hwloc_topology_t load_edited(const edit_t *edits, size_t n)
+{
+    char tmp[] = "/tmp/check_topo_XXXXXX";
+    write_edited(edits, n, tmp);
     hwloc_topology_t t = NULL;
     ck_assert_msg(ga_topo_load(tmp, &t) == GPUARENA_SUCCESS, "%s", gpuarena_last_error());
     unlink(tmp);
@@ -573,6 +582,57 @@ START_TEST(host_provider_places_its_segments)
 }
 END_TEST
 
+/* numa = local pre-faults with helper threads once the range is bound to
+ * the calling thread's node: the kernel's node of its CPU.  On a machine
+ * whose CPUs are near a memory-only node besides their own (here the
+ * two-socket file with a high-bandwidth node in package 0, read as this
+ * machine's), hwloc gives each of package 0's PUs two nodes, and the
+ * range was left unbound, touched by the calling thread alone. */
+START_TEST(local_prefault_binds_to_the_cpu_s_node)
+{
+    static const edit_t hbm[] = {
+        {MACHINE_NODES, "nodeset=\"0x00000007\" complete_nodeset=\"0x00000007\" "
+                        "allowed_nodeset=\"0x00000007\""},
+        {"nodeset=\"0x00000001\" complete_nodeset=\"0x00000001\" gp_index=\"3\"",
+         "nodeset=\"0x00000005\" complete_nodeset=\"0x00000005\" gp_index=\"3\""},
+        {"      <object type=\"NUMANode\" os_index=\"0\"",
+         "      <object type=\"NUMANode\" os_index=\"2\" cpuset=\"0x00ff00ff\" "
+         "complete_cpuset=\"0x00ff00ff\" nodeset=\"0x00000004\" complete_nodeset=\"0x00000004\" "
+         "gp_index=\"901\" subtype=\"HBM\" local_memory=\"17179869184\"/>\n"
+         "      <object type=\"NUMANode\" os_index=\"0\""},
+    };
+    /* On a CPU of package 0 (this machine's CPU 0 or 1), whose node the
+     * kernel says is 0: a machine of other shapes runs nothing here. */
+    unsigned cpu, node;
+    if (syscall(SYS_getcpu, &cpu, &node, NULL) != 0 || cpu > 7 || node != 0)
+        return;
+    unsigned long one = 1ul << cpu; /* stay there */
+    ck_assert_int_eq(syscall(SYS_sched_setaffinity, 0, sizeof one, &one), 0);
+    char tmp[] = "/tmp/check_topo_XXXXXX";
+    write_edited(hbm, 3, tmp);
+    setenv("HWLOC_XMLFILE", tmp, 1);
+    setenv("HWLOC_THISSYSTEM", "1", 1);
+    hwloc_topology_t t = NULL;
+    ck_assert_int_eq(ga_topo_machine(&t), GPUARENA_SUCCESS);
+    unlink(tmp);
+    hwloc_obj_t pu = hwloc_get_pu_obj_by_os_index(t, cpu);
+    ck_assert_ptr_nonnull(pu);
+    ck_assert_int_eq(hwloc_bitmap_weight(pu->nodeset), 2); /* nodes 0 and 2 */
+    ga_placement_t pl = {.policy = GA_NUMA_LOCAL};
+    size_t page = (size_t)sysconf(_SC_PAGESIZE), size = 64 * page;
+    void *a = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ck_assert_ptr_ne(a, MAP_FAILED);
+    ga_topo_prefault(&pl, a, size, page, 4);
+    int mode = -1;
+    unsigned long mask[2] = {0, 0};
+    ck_assert_int_eq(syscall(SYS_get_mempolicy, &mode, mask, 128, a, 2 /* MPOL_F_ADDR */), 0);
+    ck_assert_msg(mode != 0 && mask[0] == 1, "range policy %d, nodes 0x%lx", mode, mask[0]);
+    munmap(a, size);
+    unsetenv("HWLOC_XMLFILE");
+    unsetenv("HWLOC_THISSYSTEM");
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("topo");
@@ -601,6 +661,8 @@ int main(void)
     TCase *here = tcase_create("this machine");
     tcase_add_test(here, binding_puts_pages_on_the_node);
     tcase_add_test(here, host_provider_places_its_segments);
+    if (!fork_env || strcmp(fork_env, "no") != 0) /* ga_topo_machine, once a process */
+        tcase_add_test(here, local_prefault_binds_to_the_cpu_s_node);
     tcase_set_timeout(here, 60);
     suite_add_tcase(s, here);
     return ga_check_run(s);

@@ -27,8 +27,9 @@
 #include "topo/topo_internal.h"
 
 #include <pthread.h>
-#include <sched.h>
 #include <stdbool.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #define MAX_THREADS 256
 
@@ -48,18 +49,26 @@ static void *touch(void *arg)
 /* Bind [ADDR, ADDR+SIZE) as a preference to the NUMA node of the CPU
  * the calling thread runs on (T: the machine's topology); whether the
  * pages will go there whoever touches them (also true on a machine of one
- * node: no choice to make). */
+ * node: no choice to make).
+ *
+ * The node is the kernel's own, the one its first touch takes
+ * (getcpu(2)), not the PU's nodeset in hwloc: that also holds the
+ * memory-only nodes near the CPU (high-bandwidth memory in flat mode, CXL
+ * memory that the firmware's HMAT puts near it), and a CPU near two nodes
+ * had no one node, so its segments were touched by one thread. */
 static bool bind_here(hwloc_topology_t t, void *addr, size_t size)
 {
     if (hwloc_bitmap_weight(hwloc_topology_get_topology_nodeset(t)) <= 1)
         return true;
-    int cpu = sched_getcpu();
-    hwloc_obj_t pu = cpu < 0 ? NULL : hwloc_get_pu_obj_by_os_index(t, (unsigned)cpu);
-    /* A PU's nodeset holds the nodes local to it; a CPU near several
-     * (or none) has no one node that a first touch there would take. */
-    if (!pu || !pu->nodeset || hwloc_bitmap_weight(pu->nodeset) != 1)
+    unsigned cpu, node;
+    if (syscall(SYS_getcpu, &cpu, &node, NULL) != 0)
         return false;
-    return hwloc_set_area_membind(t, addr, size, pu->nodeset, HWLOC_MEMBIND_BIND,
+    /* A node without memory: the kernel takes a fallback node, which a
+     * binding here would not be. */
+    hwloc_obj_t n = hwloc_get_numanode_obj_by_os_index(t, node);
+    if (!n || !n->nodeset || !n->attr->numanode.local_memory)
+        return false;
+    return hwloc_set_area_membind(t, addr, size, n->nodeset, HWLOC_MEMBIND_BIND,
                                   HWLOC_MEMBIND_BYNODESET) == 0;
 }
 
