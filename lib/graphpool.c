@@ -92,6 +92,7 @@
 #include "errors.h"
 #include "hostmem.h"
 #include "raise.h"
+#include "trace/trace.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -343,6 +344,11 @@ static gpuarena_status_t alloc_in(gpuarena_t *a, size_t size, void *stream, void
         st = ga_bm_make_pool(a->bm, s);
     if (st == GPUARENA_SUCCESS)
         st = ga_bm_alloc_on(a->bm, size, s, ptr, false);
+    /* Recorded as gpuarena_alloc records its own: the free goes through
+     * gpuarena_free, which finds the block by it (an untraced block's
+     * free writes nothing, and GPUARENA_TRACE missed the graphs). */
+    if (st == GPUARENA_SUCCESS && ga_trace_on())
+        ga_trace_record_alloc(a, a->kind, a->device, *ptr, size, stream);
     return st;
 }
 

@@ -20,6 +20,7 @@
 #include "gpuarena.h"
 #include "hostmem.h"
 #include "memline.h"
+#include "trace/trace.h"
 
 #include <check.h>
 #include <dlfcn.h>
@@ -1326,6 +1327,44 @@ START_TEST(torch_pool_of_a_failed_capture)
 }
 END_TEST
 
+/* GPUARENA_TRACE records a graph's allocations, in its pool's arena, and
+ * their frees: they were not recorded at all (the pool allocates below
+ * gpuarena_alloc, and a free of a block the recorder never saw writes
+ * nothing). */
+START_TEST(torch_pool_allocations_are_traced)
+{
+    fake_open();
+    void *const c = (void *)0x5000;
+    const gpuarena_torch_pool_t p = {0, 41};
+    char path[] = "/tmp/check_fakecuda_XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    ck_assert_int_eq(ga_trace_open(path), GPUARENA_SUCCESS);
+    void *e = gpuarena_torch_alloc(MIB, 0, c); /* the default arena's */
+    gpuarena_torch_free(e, MIB, 0, c);
+    gpuarena_torch_begin_allocate_to_pool(0, p, NULL);
+    fake.capture(c);
+    void *x = gpuarena_torch_alloc(3 * MIB, 0, c);
+    ck_assert_ptr_nonnull(x);
+    gpuarena_torch_free(x, 3 * MIB, 0, c);
+    fake.capture(NULL);
+    gpuarena_torch_end_allocate_to_pool(0, p);
+    gpuarena_torch_release_pool(0, p);
+    ga_trace_stop();
+    ga_trace_t *t = NULL;
+    ck_assert_msg(ga_trace_load(path, &t) == GPUARENA_SUCCESS, "%s", gpuarena_last_error());
+    unlink(path);
+    ck_assert_uint_eq(t->narenas, 2);
+    const ga_trace_arena_t *g = &t->arenas[1];
+    ck_assert_int_eq(g->kind, GPUARENA_DEVICE);
+    ck_assert_uint_eq(g->nevents, 2);
+    ck_assert_uint_eq(g->nfrees, 1);
+    ck_assert_uint_eq(g->peak_requested, 3 * MIB);
+    ga_trace_free(t);
+}
+END_TEST
+
 /* PyTorch: a graph's pool released while a tensor of it lives, that
  * tensor freed during the capture of another graph.  Its arena is not
  * destroyed there (the wait for the whole device would break the
@@ -1702,6 +1741,7 @@ int main(int argc, char **argv)
                             torch_pool_released_during_another_capture,
                             torch_pool_shared_by_two_graphs,
                             torch_pool_of_a_failed_capture,
+                            torch_pool_allocations_are_traced,
                             no_stream_work_during_a_blocking_capture,
                             captured_stream_of_another_device};
     return ga_check_tests("fakecuda", 0, tests, sizeof tests / sizeof tests[0]);
