@@ -96,7 +96,7 @@ void ga_key_format(const ga_key_t *k, const ga_settings_t *s, char *buf, size_t 
 void ga_key_copy(const ga_key_t *k, ga_settings_t *dst, const ga_settings_t *src);
 
 /* Rules between keys: A <= B for (round, small_max), (small_max,
- * small_segment), (thread_cache_max, small_max).  Returns true when S
+ * small_segment), (thread_cache_max, thread_cache_bytes).  Returns true when S
  * keeps them all; else the first rule broken, in *A and *B. */
 bool ga_settings_consistent(const ga_settings_t *s, const ga_key_t **a, const ga_key_t **b);
 
