@@ -746,6 +746,46 @@ static void *per_thread_alloc(void *arg)
     return NULL;
 }
 
+typedef struct late_free {
+    int *arena;
+    uint64_t id;
+} late_free_t;
+
+static void *alloc_and_begin_free(void *arg)
+{
+    late_free_t *l = arg;
+    ga_trace_record_alloc(l->arena, GPUARENA_DEVICE, 0, (void *)0x60000, 64, (void *)0x2);
+    l->id = ga_trace_free_begin(l->arena, GPUARENA_DEVICE, 0, (void *)0x60000, (void *)0x2);
+    return NULL;
+}
+
+/* A free on a thread's per-thread stream whose line another thread
+ * writes (handed the address first): on the freeing thread's stream.
+ * It was written on the writing thread's. */
+START_TEST(recorder_late_free_on_a_per_thread_stream)
+{
+    char path[] = "/tmp/check_trace_XXXXXX";
+    record_to_temp(path);
+    int dev;
+    late_free_t l = {&dev, 0};
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, alloc_and_begin_free, &l), 0);
+    ck_assert_int_eq(pthread_join(th, NULL), 0);
+    ck_assert_uint_ne(l.id, 0);
+    ga_trace_record_alloc(&dev, GPUARENA_DEVICE, 0, (void *)0x60000, 128, (void *)0x2);
+    ga_trace_free_end(&dev, GPUARENA_DEVICE, 0, (void *)0x60000, l.id, (void *)0x2,
+                      GPUARENA_SUCCESS);
+    ga_trace_stop();
+    ga_trace_t *t = load_and_remove(path);
+    const ga_trace_arena_t *d = &t->arenas[0];
+    ck_assert_uint_eq(d->nevents, 3);
+    ck_assert_uint_eq(d->events[1].op, GA_TRACE_FREE);
+    ck_assert_uint_eq(d->events[1].stream, d->events[0].stream); /* the other thread's */
+    ck_assert_uint_ne(d->events[2].stream, d->events[0].stream); /* this thread's */
+    ga_trace_free(t);
+}
+END_TEST
+
 /* Stream handles as each kind takes them: for a device arena NULL and
  * CU_STREAM_LEGACY (0x1) are the legacy stream, 0 in the trace, and
  * CU_STREAM_PER_THREAD (0x2) a stream of each thread's; for a sim arena
@@ -951,6 +991,7 @@ int main(void)
     tcase_add_test(tr, recorder_racing_double_frees);
     tcase_add_test(tr, recorder_address_reused_before_the_free_ends);
     tcase_add_test(tr, recorder_stream_handles_by_kind);
+    tcase_add_test(tr, recorder_late_free_on_a_per_thread_stream);
     tcase_add_test(tr, recorder_no_stream);
     tcase_add_test(tr, recorder_many);
     tcase_add_test(tr, recorder_threads);

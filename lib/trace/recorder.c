@@ -47,7 +47,7 @@ typedef struct rec_arena {
     unsigned instance;
     ga_map_t live;       /* pointer -> id */
     ga_map_t freeing;    /* pointer -> a free in flight (FREEING_*) */
-    ga_map_t freeing_on; /* pointer -> the stream handle of that free */
+    ga_map_t freeing_on; /* pointer -> the stream of that free (stream_key) */
 } rec_arena_t;
 
 /* A free in flight, between ga_trace_free_begin and ga_trace_free_end:
@@ -243,20 +243,33 @@ static bool cuda_names(gpuarena_kind_t kind)
 static atomic_uint_fast64_t threads_seen;
 static _Thread_local uint64_t thread_number;
 
-static uint64_t stream_of(gpuarena_kind_t kind, gpuarena_stream_t s)
+/* What names a stream across the recording: 0 for the legacy stream,
+ * KEY_NONE for no stream (GPUARENA_STREAM_HOST, whose handle it is), a
+ * per-thread stream by its thread (the top bit set, which no stream
+ * handle, a user-space address, has), any other stream by its handle.
+ * Worked out on the thread that names the stream: a free whose line
+ * another thread writes (settle_freeing) keeps its key. */
+#define KEY_NONE UINT64_MAX
+static uint64_t stream_key(gpuarena_kind_t kind, gpuarena_stream_t s)
 {
     uintptr_t h = (uintptr_t)s;
-    uint64_t key = h;
+    if (s == GPUARENA_STREAM_HOST)
+        return KEY_NONE;
     if (h == 0 || (h == 1 && cuda_names(kind)))
         return 0;
     if (h == 2 && cuda_names(kind)) {
-        /* One stream per thread: keyed by the thread's number with the
-         * top bit set, which no stream handle (a user-space address)
-         * has. */
         if (!thread_number)
             thread_number = atomic_fetch_add(&threads_seen, 1) + 1;
-        key = UINT64_C(1) << 63 | thread_number;
+        return UINT64_C(1) << 63 | thread_number;
     }
+    return h;
+}
+
+/* The stream number of KEY (not KEY_NONE), given at its first use. */
+static uint64_t stream_number(uint64_t key)
+{
+    if (key == 0)
+        return 0;
     uint64_t *v = ga_map_get(&R.streams, key);
     if (v)
         return *v;
@@ -269,13 +282,13 @@ static uint64_t stream_of(gpuarena_kind_t kind, gpuarena_stream_t s)
 
 /* The STREAM field: "-" for no stream, which takes no stream number (it
  * must not replay as stream-ordered on some stream), else the number. */
-static inline char *put_stream(char *p, gpuarena_kind_t kind, gpuarena_stream_t s)
+static inline char *put_stream(char *p, uint64_t key)
 {
-    if (s == GPUARENA_STREAM_HOST) {
+    if (key == KEY_NONE) {
         *p++ = '-';
         return p;
     }
-    return put_u64(p, stream_of(kind, s));
+    return put_u64(p, stream_number(key));
 }
 
 /* ---- Opening ---------------------------------------------------------- */
@@ -441,7 +454,7 @@ void ga_trace_flush(void)
 
 /* ---- Hooks ------------------------------------------------------------ */
 
-static void id_line(char op, uint64_t id, gpuarena_kind_t kind, gpuarena_stream_t stream);
+static void id_line(char op, uint64_t id, uint64_t key);
 
 /* PTR is handed out again while a free of it is still in flight (its
  * thread is between the arena's free and ga_trace_free_end): a free of
@@ -459,7 +472,7 @@ static void settle_freeing(rec_arena_t *a, const void *ptr)
         return;
     (void)ga_map_del(&a->freeing_on, (uintptr_t)ptr, &on);
     if (!(e & FREEING_DONE))
-        id_line('f', e & FREEING_ID, a->kind, (gpuarena_stream_t)(uintptr_t)on);
+        id_line('f', e & FREEING_ID, on);
 }
 
 void ga_trace_record_alloc(const void *arena, gpuarena_kind_t kind, int device, const void *ptr,
@@ -481,7 +494,7 @@ void ga_trace_record_alloc(const void *arena, gpuarena_kind_t kind, int device, 
             *p++ = ' ';
             p = put_u64(p, size);
             *p++ = ' ';
-            p = put_stream(p, kind, stream);
+            p = put_stream(p, stream_key(kind, stream));
             line_end(p);
         }
     }
@@ -489,14 +502,14 @@ void ga_trace_record_alloc(const void *arena, gpuarena_kind_t kind, int device, 
 }
 
 /* An "f" or "r" line for block ID.  R.lock held. */
-static void id_line(char op, uint64_t id, gpuarena_kind_t kind, gpuarena_stream_t stream)
+static void id_line(char op, uint64_t id, uint64_t key)
 {
     char *p = line_start();
     *p++ = op;
     *p++ = ' ';
     p = put_u64(p, id);
     *p++ = ' ';
-    p = put_stream(p, kind, stream);
+    p = put_stream(p, key);
     line_end(p);
 }
 
@@ -519,7 +532,8 @@ uint64_t ga_trace_free_begin(const void *arena, gpuarena_kind_t kind, int device
         /* Out of memory for the entry (or an id past FREEING_ID): the
          * free is not followed, and its "f" line is lost rather than the
          * pointer kept live. */
-        if (id > FREEING_ID || !ga_map_put(&a->freeing_on, (uintptr_t)ptr, (uintptr_t)stream))
+        if (id > FREEING_ID ||
+            !ga_map_put(&a->freeing_on, (uintptr_t)ptr, stream_key(kind, stream)))
             id = 0;
         else if (!ga_map_put(&a->freeing, (uintptr_t)ptr, id | FREEING_HOLDER)) {
             (void)ga_map_del(&a->freeing_on, (uintptr_t)ptr, NULL);
@@ -559,7 +573,7 @@ void ga_trace_free_end(const void *arena, gpuarena_kind_t kind, int device, cons
     bool gone = st == GPUARENA_SUCCESS || (freed_meanwhile(st) && e < FREEING_HOLDER);
     if (gone && !(e & FREEING_DONE)) {
         if (arena_of(arena, kind, device))
-            id_line('f', id, kind, stream);
+            id_line('f', id, stream_key(kind, stream));
         e |= FREEING_DONE;
     }
     a = find_arena(arena, kind, device); /* arena_of may have moved the records */
@@ -615,7 +629,7 @@ void ga_trace_record_stream(const void *arena, gpuarena_kind_t kind, int device,
     if (v) {
         uint64_t id = *v;
         if (arena_of(arena, kind, device))
-            id_line('r', id, kind, stream);
+            id_line('r', id, stream_key(kind, stream));
     }
     pthread_mutex_unlock(&R.lock);
 }
