@@ -138,7 +138,7 @@ static gpuarena_status_t host_memzero(ga_provider_t *p, void *ptr, size_t size, 
 static void host_stats(ga_provider_t *p, gpuarena_stats_t *st)
 {
     host_t *h = (host_t *)p;
-    st->numa_nodes = ga_topo_placed_nodes(&h->placement);
+    st->numa_nodes = h->placement.placed;
     st->numa_fallbacks = h->placement.fallback;
     st->numa_unbound = atomic_load_explicit(&h->unbound, memory_order_relaxed);
 }

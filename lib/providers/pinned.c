@@ -306,7 +306,7 @@ static gpuarena_status_t pin_memzero(ga_provider_t *p, void *ptr, size_t size, g
 static void pin_stats(ga_provider_t *p, gpuarena_stats_t *st)
 {
     pinned_t *pn = PIN(p);
-    st->numa_nodes = ga_topo_placed_nodes(&pn->placement);
+    st->numa_nodes = pn->placement.placed;
     st->numa_fallbacks = pn->placement.fallback;
     st->numa_unbound = atomic_load_explicit(&pn->unbound, memory_order_relaxed);
 }

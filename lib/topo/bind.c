@@ -24,11 +24,16 @@ static uint64_t bindable(hwloc_topology_t t, const ga_placement_t *pl)
 
 uint64_t ga_topo_placed_nodes(const ga_placement_t *pl)
 {
-    hwloc_topology_t t = NULL;
-    if (pl->policy == GA_NUMA_LOCAL || ga_topo_machine(&t) != GPUARENA_SUCCESS ||
-        !hwloc_topology_is_thissystem(t))
+    if (pl->policy == GA_NUMA_LOCAL)
         return 0;
-    return bindable(t, pl);
+    /* A topology that cannot be loaded is the first binding's failure
+     * to report, not this question's. */
+    ga_error_saved_t saved;
+    ga_error_save(&saved);
+    hwloc_topology_t t = NULL;
+    bool known = ga_topo_machine(&t) == GPUARENA_SUCCESS;
+    ga_error_restore(&saved);
+    return known && hwloc_topology_is_thissystem(t) ? bindable(t, pl) : 0;
 }
 
 gpuarena_status_t ga_topo_bind(const ga_placement_t *pl, void *addr, size_t size, bool *unbound)
@@ -70,9 +75,12 @@ gpuarena_status_t ga_topo_bind(const ga_placement_t *pl, void *addr, size_t size
         return GPUARENA_SUCCESS;
     }
     /* With one node there is no choice to make: a system that refuses
-     * binding (no NUMA support, a sandbox) loses nothing. */
-    if (hwloc_bitmap_weight(hwloc_topology_get_topology_nodeset(t)) == 1)
+     * binding (no NUMA support, a sandbox) loses nothing, but the nodes
+     * of the placement that it lacks are still lacking. */
+    if (hwloc_bitmap_weight(hwloc_topology_get_topology_nodeset(t)) == 1) {
+        *unbound = want != pl->nodes;
         return GPUARENA_SUCCESS;
+    }
     /* A system that refuses it with several nodes (Docker's default
      * seccomp profile allows mbind only with CAP_SYS_NICE; a cpuset
      * without the nodes; a kernel without NUMA) made every allocation

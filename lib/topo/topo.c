@@ -248,5 +248,7 @@ gpuarena_status_t ga_topo_placement(const ga_settings_t *s, int device, ga_place
     }
     st = ga_topo_resolve(t, s, gpu, out);
     free(gpus);
+    if (st == GPUARENA_SUCCESS)
+        out->placed = ga_topo_placed_nodes(out);
     return st;
 }

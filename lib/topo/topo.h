@@ -19,6 +19,7 @@ typedef struct ga_placement {
     ga_numa_policy_t policy; /* NODES and INTERLEAVE bind; LOCAL first-touch */
     uint64_t nodes;          /* bitmask of OS NUMA node indexes */
     bool fallback;           /* locality unknown: interleave over all nodes */
+    uint64_t placed;         /* ga_topo_placed_nodes, set by ga_topo_placement */
 } ga_placement_t;
 
 /* Resolve the NUMA settings of S for an arena near GPU DEVICE (-1: none)
@@ -36,8 +37,11 @@ gpuarena_status_t ga_topo_bind(const ga_placement_t *pl, void *addr, size_t size
 
 /* The nodes of PL that binding gives pages to on this machine: those it
  * has, with memory; 0 where it binds nothing (first touch, a topology
- * read from a file that is not this machine's).  The statistics'
- * numa_nodes. */
+ * read from a file that is not this machine's, or that cannot be read).
+ * The statistics' numa_nodes: ga_topo_placement keeps it in pl->placed,
+ * so that a report does not load this machine's topology (under the
+ * list of arenas, gpuarena_stats_print) where GPUARENA_TOPOLOGY made the
+ * decisions. */
 uint64_t ga_topo_placed_nodes(const ga_placement_t *pl);
 
 /* Write every page (PAGE bytes) of [ADDR, ADDR+SIZE), bound by
