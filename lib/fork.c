@@ -20,9 +20,10 @@
  *   thread caches, then each arena's block manager: its lock, taken from
  *   whichever thread it was biased to, and each of its thread caches,
  *   with every owner out of its fast path (block/tcache.c); last
- *   the leaves: the block room's list of lock cells (block/lock.c) and
- *   the loading of the CUDA driver (cuda/cuda.c), which a fork must not
- *   find half done.
+ *   the leaves: the block room's list of lock cells (block/lock.c), the
+ *   loading of the CUDA driver (cuda/cuda.c), which a fork must not
+ *   find half done, and the trace recorder (trace/recorder.c), which
+ *   the graph pools and the deferred frees reach through gpuarena_free.
  *
  * In the child, the thread caches of the threads that did not come along
  * give their blocks back to their arenas, which then serve the child as
@@ -34,8 +35,7 @@
  * once the parent had loaded the driver (lib/cuda/cuda.c); the block
  * manager's statistics still read what the parent had (the per-kind
  * ones read 0: gpuarena_stats skips the provider's hook there).  The
- * trace recorder has handlers of its own (trace/recorder.c); the child
- * prints no GPUARENA_STATS report, and its SIGUSR1 no longer reaches the
+ * child records no trace, prints no GPUARENA_STATS report, and its SIGUSR1 no longer reaches the
  * parent's report thread (report.c).
  *
  * The handlers cost nothing between forks: a fork pays for them, in
@@ -66,10 +66,12 @@ static void prepare(void)
     ga_arenas_fork_prepare();
     ga_cells_fork_lock();
     ga_cuda_fork_prepare();
+    ga_trace_fork_prepare();
 }
 
 static void parent(void)
 {
+    ga_trace_fork_parent();
     ga_cuda_fork_parent();
     ga_cells_fork_parent();
     ga_arenas_fork_parent();

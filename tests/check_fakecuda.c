@@ -29,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -1365,6 +1366,59 @@ START_TEST(torch_pool_allocations_are_traced)
 }
 END_TEST
 
+static _Atomic int pool_loop_stop;
+
+static void *pool_loop(void *arg)
+{
+    void *c = arg;
+    while (!pool_loop_stop) {
+        void *x = gpuarena_torch_alloc(MIB, 0, c);
+        if (x)
+            gpuarena_torch_free(x, MIB, 0, c);
+    }
+    return NULL;
+}
+
+/* A fork while another thread frees into a graph's pool with a trace
+ * being recorded: the pool frees into its arena under its lock, and the
+ * traced free takes the recorder's.  The recorder's own fork handler,
+ * registered at its first recording, ran first and took its lock before
+ * the pools' (fork runs the handlers registered last first): a fork hung
+ * within seconds.  The recorder's lock is now taken last (fork.c). */
+START_TEST(fork_while_a_traced_pool_frees)
+{
+    fake_open();
+    void *const c = (void *)0x5000;
+    const gpuarena_torch_pool_t p = {0, 42};
+    char path[] = "/tmp/check_fakecuda_XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    ck_assert_int_eq(ga_trace_open(path), GPUARENA_SUCCESS);
+    void *e = gpuarena_torch_alloc(MIB, 0, c);
+    gpuarena_torch_free(e, MIB, 0, c);
+    gpuarena_torch_begin_allocate_to_pool(0, p, NULL);
+    fake.capture(c);
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, pool_loop, c), 0);
+    for (int i = 0; i < 400; i++) {
+        pid_t pid = fork();
+        ck_assert_int_ge(pid, 0);
+        if (pid == 0)
+            _exit(0);
+        int status;
+        ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    }
+    pool_loop_stop = 1;
+    ck_assert_int_eq(pthread_join(th, NULL), 0);
+    fake.capture(NULL);
+    gpuarena_torch_end_allocate_to_pool(0, p);
+    gpuarena_torch_release_pool(0, p);
+    ga_trace_stop();
+    unlink(path);
+}
+END_TEST
+
 /* PyTorch: a graph's pool released while a tensor of it lives, that
  * tensor freed during the capture of another graph.  Its arena is not
  * destroyed there (the wait for the whole device would break the
@@ -1742,6 +1796,7 @@ int main(int argc, char **argv)
                             torch_pool_shared_by_two_graphs,
                             torch_pool_of_a_failed_capture,
                             torch_pool_allocations_are_traced,
+                            fork_while_a_traced_pool_frees,
                             no_stream_work_during_a_blocking_capture,
                             captured_stream_of_another_device};
     return ga_check_tests("fakecuda", 0, tests, sizeof tests / sizeof tests[0]);

@@ -300,25 +300,16 @@ static void at_exit(void)
     pthread_mutex_unlock(&R.lock);
 }
 
-static void fork_prepare(void)
+/* Fork (fork.c, which takes the recorder's lock among the last: it is
+ * taken under the locks of the graph pools and of the deferred frees,
+ * which free into arenas, and takes none). */
+void ga_trace_fork_prepare(void)
 {
     pthread_mutex_lock(&R.lock);
 }
 
-static void fork_parent(void)
+void ga_trace_fork_parent(void)
 {
-    pthread_mutex_unlock(&R.lock);
-}
-
-static void fork_child(void)
-{
-    /* The child would write the parent's buffer twice and mix its events
-     * into the parent's file: it records nothing. */
-    if (R.fd >= 0)
-        close(R.fd);
-    R.fd = -1;
-    R.len = 0;
-    atomic_store(&ga_trace_state, 0);
     pthread_mutex_unlock(&R.lock);
 }
 
@@ -373,7 +364,6 @@ static gpuarena_status_t open_locked(const char *pattern)
     }
     if (!hooks_installed) {
         atexit(at_exit);
-        pthread_atfork(fork_prepare, fork_parent, fork_child);
         hooks_installed = true;
     }
     if (R.fd >= 0) {
@@ -393,6 +383,18 @@ static gpuarena_status_t open_locked(const char *pattern)
 void ga_trace_fork_child(void)
 {
     in_fork_child = true;
+    /* A child of a recording process would write the parent's buffer
+     * twice and mix its events into the parent's file: it records
+     * nothing.  One forked before the recorder read GPUARENA_TRACE reads
+     * it later (read_env). */
+    if (hooks_installed) {
+        if (R.fd >= 0)
+            close(R.fd);
+        R.fd = -1;
+        R.len = 0;
+        atomic_store(&ga_trace_state, 0);
+    }
+    pthread_mutex_unlock(&R.lock);
 }
 
 static void read_env(void)

@@ -160,10 +160,12 @@ void ga_trace_record_stream(const void *arena, gpuarena_kind_t kind, int device,
 /* Write out what is buffered (also done at exit). */
 void ga_trace_flush(void);
 
-/* In a child made by fork(2) (fork.c): GPUARENA_TRACE, if the parent had
- * not read it yet, is never read, so the child records nothing (the
- * recorder's own fork handlers, installed when its file opens, stop a
- * recording the parent had begun). */
+/* Fork (fork.c): the recorder's lock, taken among the last before the
+ * fork and let go after it in both processes.  In the child a recording
+ * the parent had begun stops, and GPUARENA_TRACE, if the parent had not
+ * read it yet, is read only for a file of the child's own (%p). */
+void ga_trace_fork_prepare(void);
+void ga_trace_fork_parent(void);
 void ga_trace_fork_child(void);
 
 /* Start recording to PATH now, whatever GPUARENA_TRACE says (%r and %p
