@@ -542,7 +542,7 @@ END_TEST
  * memory, and gpuarena_check then reported a corrupt arena. */
 START_TEST(host_granule_larger_than_its_range)
 {
-    gpuarena_t *a;
+    gpuarena_t *a = NULL;
     ck_assert_int_eq(gpuarena_create(GPUARENA_HOST, 0, "granule=1T,expandable=true", &a),
                      GPUARENA_SUCCESS);
     void *p = NULL;

@@ -447,7 +447,7 @@ START_TEST(zero_fill_with_no_stream_during_a_blocking_capture)
     void *blocking;
     ck_assert_int_eq(ga_cuda_stream_create(false, &blocking), GPUARENA_SUCCESS);
     for (int i = 0; i < 2; i++) {
-        gpuarena_t *a;
+        gpuarena_t *a = NULL;
         ck_assert_int_eq(gpuarena_create(kinds[i], 0, "zero=true", &a), GPUARENA_SUCCESS);
         gpuarena_stats_t before, after;
         ck_assert_int_eq(gpuarena_stats(a, &before), GPUARENA_SUCCESS);

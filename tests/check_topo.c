@@ -475,7 +475,7 @@ START_TEST(file_nodes_this_machine_lacks)
     for (int refused = 0; refused < 2; refused++) {
         if (refused && !refuse_mbind())
             break;
-        gpuarena_t *a;
+        gpuarena_t *a = NULL;
         ck_assert_msg(gpuarena_create(GPUARENA_HOST, 0, "numa=interleave,expandable=false", &a) ==
                           GPUARENA_SUCCESS,
                       "%s", gpuarena_last_error());
