@@ -7,8 +7,11 @@
  */
 #include "errors.h"
 
+#include <pthread.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const char *const texts[] = {
@@ -50,35 +53,101 @@ const char *gpuarena_strerror(gpuarena_status_t status)
     return "unknown gpuarena status";
 }
 
-static _Thread_local char message[GA_ERROR_MAX];
+/* The message: a buffer of GA_ERROR_MAX bytes per thread, made at the
+ * thread's first message and freed when it exits, not thread-local
+ * storage itself.  The library's thread-local block is static (the fast
+ * path's variables use the initial-exec model, block/tcache.h), and
+ * glibc keeps some 1.5 KiB in all for the libraries a program loads with
+ * dlopen, as Python does gpuarena for PyTorch and CuPy: a message of 512
+ * bytes made 696 of gpuarena's, and a third library such as it could not
+ * be loaded.  A thread that has no room for a buffer (no host memory)
+ * reports the text of its last status. */
+static _Thread_local char *message;
+static _Thread_local const char *fallback;
+static pthread_key_t key;
+static pthread_once_t key_once = PTHREAD_ONCE_INIT;
+static bool key_made;
+
+static void free_message(void *m)
+{
+    message = NULL; /* a message made by a later destructor makes another */
+    free(m);
+}
+
+static void make_key(void)
+{
+    key_made = pthread_key_create(&key, free_message) == 0;
+}
+
+/* Once unloaded, the library's destructor must not run at a thread's
+ * exit: the buffers of live threads are left to the process. */
+__attribute__((destructor)) static void delete_key(void)
+{
+    if (key_made)
+        (void)pthread_key_delete(key);
+}
+
+/* The thread's buffer, made now if need be; NULL without host memory.
+ * Plain malloc, not hostmem.h's: a test's host-memory failure is not the
+ * message's. */
+static char *buffer(void)
+{
+    if (message)
+        return message;
+    pthread_once(&key_once, make_key);
+    char *m = key_made ? malloc(GA_ERROR_MAX) : NULL;
+    if (m && pthread_setspecific(key, m) != 0) {
+        free(m);
+        m = NULL;
+    }
+    if (m)
+        m[0] = '\0';
+    return message = m;
+}
 
 /* The name in parentheses: errors.h makes ga_error a macro for the static
  * analyzer, which this definition must not expand. */
 gpuarena_status_t(ga_error)(gpuarena_status_t status, const char *fmt, ...)
 {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(message, sizeof message, fmt, ap);
-    va_end(ap);
+    char *m = buffer();
+    fallback = m ? NULL : gpuarena_strerror(status);
+    if (m) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(m, GA_ERROR_MAX, fmt, ap);
+        va_end(ap);
+    }
     return status;
 }
 
 void ga_error_clear(void)
 {
-    message[0] = '\0';
+    fallback = NULL;
+    if (message)
+        message[0] = '\0';
 }
 
 void ga_error_save(ga_error_saved_t *s)
 {
-    memcpy(s->text, message, strlen(message) + 1);
+    const char *m = gpuarena_last_error();
+    memcpy(s->text, m, strlen(m) + 1);
 }
 
 void ga_error_restore(const ga_error_saved_t *s)
 {
-    memcpy(message, s->text, strlen(s->text) + 1);
+    ga_error_clear();
+    if (s->text[0] == '\0')
+        return;
+    char *m = buffer();
+    if (m)
+        memcpy(m, s->text, strlen(s->text) + 1);
+    else
+        fallback = "gpuarena: no host memory for the message";
 }
 
 const char *gpuarena_last_error(void)
 {
-    return message;
+    if (fallback)
+        return fallback;
+    return message ? message : "";
 }

@@ -62,5 +62,21 @@ if command -v readelf >/dev/null 2>&1 &&
     fail=1
 fi
 
-[ "$fail" = 0 ] && echo "PASS: $(printf '%s\n' "$syms" | wc -l) exported symbols, no libcuda"
+# Its thread-local storage is static (initial-exec, block/tcache.h), and
+# glibc keeps some 1.5 KiB of static TLS in all for the libraries that a
+# program loads with dlopen (Python for PyTorch and CuPy): the library's
+# block stays small (696 bytes, 512 of them a message buffer, before
+# errors.c made that buffer per thread on the heap).
+tls=0
+if command -v readelf >/dev/null 2>&1; then
+    tls=$(readelf -lW "$lib" | awk '$1 == "TLS" { print $6 }')
+    tls=$((${tls:-0}))
+    if [ "$tls" -gt 256 ]; then
+        echo "FAIL: $lib has $tls bytes of thread-local storage (at most 256)"
+        fail=1
+    fi
+fi
+
+[ "$fail" = 0 ] &&
+    echo "PASS: $(printf '%s\n' "$syms" | wc -l) exported symbols, no libcuda, $tls bytes of TLS"
 exit "$fail"
