@@ -49,6 +49,8 @@ if [ -f "$symfile" ]; then
             fail=1
         fi
     done
+else
+    echo "note: no $symfile (a tarball carries no debian/): symbols file not compared"
 fi
 
 if ldd "$lib" | grep -i 'libcuda' >/dev/null; then
