@@ -81,15 +81,31 @@ void gpuarena_torch_record_stream(void *ptr, void *stream)
                  ptr);
         return;
     }
-    (void)gpuarena_record_stream(a, ptr, stream);
+    /* Refused on a stream being captured (an event there would go into
+     * the graph), as when a side stream joins the capture and reads the
+     * tensor: dropped, the use let the block go back at its free and be
+     * handed out within the graph while that stream's reads were still
+     * ahead of it.  It counts as used by every stream instead: its free
+     * leaves it to a wait for the whole device (ga_bm_uses_unknown), as
+     * PyTorch's own allocator leaves such a block until the capture ends. */
+    if (gpuarena_record_stream(a, ptr, stream) == GPUARENA_ERR_STREAM_CAPTURE)
+        (void)ga_bm_uses_unknown(a->bm, ptr);
 }
 
 /* torch.cuda.empty_cache(): every default device arena that exists gives
  * back all its cached memory, as PyTorch's own allocator does; none is
- * made.  Never raises (see above). */
+ * made.  Never raises (see above).  Not while this process is making a
+ * graph (a pool between begin and end): a trim waits for the whole
+ * device, which would invalidate the capture; PyTorch's own allocator
+ * stops there with an error. */
 void gpuarena_torch_empty_cache(void)
 {
     ga_deferred_retry();
+    if (ga_graph_pool_capturing()) {
+        ga_error(GPUARENA_ERR_STREAM_CAPTURE,
+                 "gpuarena_torch_empty_cache: a CUDA graph is being captured: nothing released");
+        return;
+    }
     for (int d = 0; d < GA_MAX_DEVICES; d++) {
         gpuarena_t *a = ga_default_arena(GPUARENA_DEVICE, d);
         if (a)

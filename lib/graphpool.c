@@ -287,11 +287,19 @@ void gpuarena_torch_release_pool(int device, gpuarena_torch_pool_t pool)
  * meet the stream first in the capture. */
 static gpuarena_status_t make_arena(int device, gpuarena_t **out)
 {
+    /* Its free blocks are the graph's as much as its live ones (every
+     * replay writes them): nothing goes back to the driver before the
+     * arena is destroyed, whatever the configuration says for device
+     * arenas (max_cached, release_threshold; ga_bm_hold for the rest).
+     * Given back under a max_cached of the configuration, a live graph's
+     * memory was unmapped at the next free. */
     gpuarena_t *a = NULL;
     gpuarena_status_t st =
-        gpuarena_create(GPUARENA_DEVICE, device, "pool=arena,cross_stream=never", &a);
+        gpuarena_create(GPUARENA_DEVICE, device,
+                        "pool=arena,cross_stream=never,max_cached=none,release_threshold=max", &a);
     if (st != GPUARENA_SUCCESS)
         return st;
+    ga_bm_hold(a->bm);
     if (!a->prov->ops->name_by_handle) {
         (void)gpuarena_destroy(a);
         return ga_error(GPUARENA_ERR_NOT_SUPPORTED,
@@ -471,6 +479,18 @@ void ga_graph_pool_settle_all(void *stream)
         settle(g, stream);
     }
     pthread_mutex_unlock(&lock);
+}
+
+bool ga_graph_pool_capturing(void)
+{
+    if (!atomic_load_explicit(&ga_graph_pools, memory_order_relaxed))
+        return false;
+    pthread_mutex_lock(&lock);
+    bool any = false;
+    for (const gpool_t *g = pools; g && !any; g = g->next)
+        any = g->users != 0;
+    pthread_mutex_unlock(&lock);
+    return any;
 }
 
 gpuarena_t *ga_graph_pool_arena_of(const void *ptr)

@@ -65,6 +65,11 @@ void ga_graph_pool_settle_all(void *stream);
 /* The arena of the graph pool that holds PTR, or NULL. */
 gpuarena_t *ga_graph_pool_arena_of(const void *ptr);
 
+/* Whether a PyTorch pool is between its begin and end: this process is
+ * capturing a graph (or about to), and nothing may wait for the whole
+ * device. */
+bool ga_graph_pool_capturing(void);
+
 /* fork.c: the pools' lock held across fork(), outermost. */
 void ga_graph_pool_fork_lock(void);
 void ga_graph_pool_fork_unlock(void);

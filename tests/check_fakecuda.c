@@ -47,6 +47,7 @@ static struct {
     long (*pool_blocks)(void);
     void (*blocking_capture)(int on);
     void (*capture)(void *stream);
+    void (*capture_join)(void *stream);
     long (*count)(const char *what);
     void (*devices)(int n, unsigned peers);
     int (*access)(int pool, int *ids, int max);
@@ -76,6 +77,7 @@ static void fake_open(void)
     GET(pool_blocks, "fakecuda_pool_blocks");
     GET(blocking_capture, "fakecuda_blocking_capture");
     GET(capture, "fakecuda_capture");
+    GET(capture_join, "fakecuda_capture_join");
     GET(count, "fakecuda_count");
     GET(devices, "fakecuda_devices");
     GET(access, "fakecuda_access");
@@ -1419,6 +1421,166 @@ START_TEST(fork_while_a_traced_pool_frees)
 }
 END_TEST
 
+/* A graph's pool keeps its memory mapped for as long as the pool lives,
+ * whatever the configuration says for device arenas: every replay of
+ * the graph writes its blocks, freed during the capture or not.  With
+ * device.max_cached=0 the next free unmapped the temporary a capture had
+ * freed, and the output freed after it.  With fixed segments no free
+ * segment goes back (cuMemFree) for a later allocation either
+ * (release_threshold; a guard: the pool's frees stay in the capturing
+ * stream's own pool, which that path leaves alone).  The options are
+ * read once a process: main() makes Check fork for every test. */
+static void pool_keeps_its_memory(int growable)
+{
+    setenv("GPUARENA_OPTIONS",
+           growable ? "device.max_cached=0" : "device.expandable=false,device.thread_cache=false",
+           1);
+    fake_open();
+    void *const c = (void *)0x5000;
+    const gpuarena_torch_pool_t id = {0, 51};
+    const size_t SZ = 128 * MIB; /* above thread_cache_large */
+    void *e = gpuarena_torch_alloc(MIB, 0, c);
+    gpuarena_torch_free(e, MIB, 0, c);
+    gpuarena_torch_begin_allocate_to_pool(0, id, NULL);
+    fake.capture(c);
+    void *t = gpuarena_torch_alloc((ssize_t)SZ, 0, c);   /* a temporary */
+    void *out = gpuarena_torch_alloc((ssize_t)SZ, 0, c); /* the graph's output */
+    ck_assert_ptr_nonnull(t);
+    ck_assert_ptr_nonnull(out);
+    gpuarena_torch_free(t, (ssize_t)SZ, 0, c);
+    long frees = fake.count("cuMemFree");
+    void *x = gpuarena_torch_alloc((ssize_t)(2 * SZ), 0, c); /* needs new memory */
+    ck_assert_ptr_nonnull(x);
+    ck_assert_int_eq(fake.count("cuMemFree"), frees);
+    fake.capture(NULL);
+    gpuarena_torch_end_allocate_to_pool(0, id);
+    /* The graph lives; eager code frees its output and goes on. */
+    gpuarena_torch_free(out, (ssize_t)SZ, 0, c);
+    gpuarena_torch_free(x, (ssize_t)(2 * SZ), 0, c);
+    for (int i = 0; i < 3; i++) {
+        void *y = gpuarena_torch_alloc(MIB, 0, c);
+        gpuarena_torch_free(y, MIB, 0, c);
+    }
+    ck_assert_int_eq(fake.count("cuMemFree"), frees);
+    if (growable) { /* granules to look at */
+        ck_assert_uint_eq(fake.mapped(va(t), SZ), SZ);
+        ck_assert_uint_eq(fake.mapped(va(out), SZ), SZ);
+    }
+    int handles = fake.handles();
+    gpuarena_torch_release_pool(0, id); /* the graph deleted: now it goes */
+    gpuarena_torch_free(NULL, 0, 0, c);
+    if (growable)
+        ck_assert_int_lt(fake.handles(), handles);
+    else
+        ck_assert_int_gt(fake.count("cuMemFree"), frees);
+}
+
+START_TEST(graph_pool_keeps_its_memory_under_max_cached)
+{
+    pool_keeps_its_memory(1);
+}
+END_TEST
+
+START_TEST(graph_pool_keeps_its_fixed_segments)
+{
+    pool_keeps_its_memory(0);
+}
+END_TEST
+
+/* The device full once during a capture into a graph's pool: the
+ * allocation fails (PyTorch raises), and the capture goes on.  The
+ * retry of an arena's out-of-memory path recorded an event on the
+ * capturing stream and waited for it, and then for the whole device,
+ * which invalidate a capture. */
+START_TEST(graph_pool_out_of_memory_spares_the_capture)
+{
+    fake_open();
+    void *const c = (void *)0x5000;
+    const gpuarena_torch_pool_t id = {0, 52};
+    void *e = gpuarena_torch_alloc(MIB, 0, c);
+    gpuarena_torch_free(e, MIB, 0, c);
+    gpuarena_torch_begin_allocate_to_pool(0, id, NULL);
+    fake.capture(c);
+    void *t = gpuarena_torch_alloc(128 * MIB, 0, c);
+    ck_assert_ptr_nonnull(t);
+    gpuarena_torch_free(t, 128 * MIB, 0, c); /* a temporary, in the pool */
+    long disturbed = fake.count("disturbed");
+    fake.arm("cuMemCreate", 1); /* the device full once */
+    void *x = gpuarena_torch_alloc(256 * MIB, 0, c);
+    ck_assert_ptr_null(x);
+    ck_assert_int_eq(fake.count("disturbed"), disturbed);
+    void *y = gpuarena_torch_alloc(64 * MIB, 0, c); /* the temporary's memory serves */
+    ck_assert_ptr_nonnull(y);
+    gpuarena_torch_free(y, 64 * MIB, 0, c);
+    fake.capture(NULL);
+    gpuarena_torch_end_allocate_to_pool(0, id);
+    gpuarena_torch_release_pool(0, id);
+    ck_assert_int_eq(fake.count("disturbed"), disturbed);
+}
+END_TEST
+
+/* torch.cuda.empty_cache() while the process captures a graph: nothing
+ * is released (the trim's wait for the whole device would invalidate the
+ * capture); after the capture it releases as before. */
+START_TEST(empty_cache_during_a_capture)
+{
+    fake_open();
+    void *const u = (void *)0x7000, *const c = (void *)0x5000;
+    const gpuarena_torch_pool_t id = {0, 54};
+    void *p = gpuarena_torch_alloc(128 * MIB, 0, u);
+    ck_assert_ptr_nonnull(p);
+    gpuarena_torch_free(p, 128 * MIB, 0, u);
+    int handles = fake.handles();
+    long disturbed = fake.count("disturbed");
+    gpuarena_torch_begin_allocate_to_pool(0, id, NULL);
+    fake.capture(c);
+    gpuarena_torch_empty_cache();
+    ck_assert_int_eq(fake.count("disturbed"), disturbed);
+    ck_assert_int_eq(fake.handles(), handles);
+    ck_assert_ptr_nonnull(strstr(gpuarena_last_error(), "being captured"));
+    fake.capture(NULL);
+    gpuarena_torch_end_allocate_to_pool(0, id);
+    gpuarena_torch_release_pool(0, id);
+    gpuarena_torch_empty_cache();
+    ck_assert_int_lt(fake.handles(), handles);
+}
+END_TEST
+
+/* A capture that forks to a side stream D (it joins the capture): a
+ * block of the graph's pool read on D (record_stream) and freed on the
+ * capturing stream is not handed to the capture's next allocation, whose
+ * writes the graph would not order after D's reads.  The refused
+ * record_stream was dropped, and the block went straight back. */
+START_TEST(record_stream_of_a_captured_side_stream)
+{
+    fake_open();
+    void *const c = (void *)0x5000, *const d = (void *)0x6000;
+    const gpuarena_torch_pool_t id = {0, 53};
+    void *e = gpuarena_torch_alloc(MIB, 0, c);
+    gpuarena_torch_free(e, MIB, 0, c);
+    int handles = fake.handles();
+    gpuarena_torch_begin_allocate_to_pool(0, id, NULL);
+    fake.capture(c);
+    fake.capture_join(d);
+    long disturbed = fake.count("disturbed");
+    void *x = gpuarena_torch_alloc(128 * MIB, 0, c);
+    ck_assert_ptr_nonnull(x);
+    gpuarena_torch_record_stream(x, d);              /* y = g(x) on D */
+    gpuarena_torch_free(x, 128 * MIB, 0, c);         /* del x */
+    void *z = gpuarena_torch_alloc(128 * MIB, 0, c); /* z = h(inp) on C */
+    ck_assert_ptr_nonnull(z);
+    ck_assert_ptr_ne(z, x);
+    gpuarena_torch_free(z, 128 * MIB, 0, c);
+    ck_assert_int_eq(fake.count("disturbed"), disturbed);
+    fake.capture(NULL);
+    gpuarena_torch_end_allocate_to_pool(0, id);
+    gpuarena_torch_release_pool(0, id);
+    gpuarena_torch_free(NULL, 0, 0, c);
+    ck_assert_int_eq(fake.count("disturbed"), disturbed);
+    ck_assert_int_eq(fake.handles(), handles); /* the held block went with the pool */
+}
+END_TEST
+
 /* PyTorch: a graph's pool released while a tensor of it lives, that
  * tensor freed during the capture of another graph.  Its arena is not
  * destroyed there (the wait for the whole device would break the
@@ -1797,6 +1959,11 @@ int main(int argc, char **argv)
                             torch_pool_of_a_failed_capture,
                             torch_pool_allocations_are_traced,
                             fork_while_a_traced_pool_frees,
+                            graph_pool_keeps_its_memory_under_max_cached,
+                            graph_pool_keeps_its_fixed_segments,
+                            graph_pool_out_of_memory_spares_the_capture,
+                            empty_cache_during_a_capture,
+                            record_stream_of_a_captured_side_stream,
                             no_stream_work_during_a_blocking_capture,
                             captured_stream_of_another_device};
     return ga_check_tests("fakecuda", 0, tests, sizeof tests / sizeof tests[0]);

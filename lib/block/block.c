@@ -820,7 +820,10 @@ static __attribute__((noinline)) gpuarena_status_t alloc_miss(ga_bm_t *bm, int c
     ga_error_saved_t saved;
     ga_error_save(&saved);
     gpuarena_status_t st = ga_seg_grow(bm, cls, rs, s, &b);
-    if (st == GPUARENA_ERR_OUT_OF_MEMORY) {
+    /* A manager that holds its memory (a graph's pool, during a capture
+     * of S) fails at once: the retry's waits would invalidate the
+     * capture, and what it releases the graph still writes. */
+    if (st == GPUARENA_ERR_OUT_OF_MEMORY && !bm->hold) {
         /* Release everything cached, waiting for pending frees, and retry
          * once: the only path that blocks the host.  First what is freed
          * without waiting for the whole device (ga_sweep_settle: S's own
@@ -1272,6 +1275,31 @@ gpuarena_status_t ga_bm_record_stream(ga_bm_t *bm, void *ptr, ga_stream_t s)
         }
         if (!known)
             u->s[u->count++] = s;
+    }
+    ga_unlock(&bm->lock);
+    return st;
+}
+
+void ga_bm_hold(ga_bm_t *bm)
+{
+    ga_lock(&bm->lock);
+    bm->hold = true;
+    ga_unlock(&bm->lock);
+}
+
+gpuarena_status_t ga_bm_uses_unknown(ga_bm_t *bm, void *ptr)
+{
+    uintptr_t a = (uintptr_t)ptr;
+    ga_lock(&bm->lock);
+    gpuarena_status_t st = GPUARENA_SUCCESS;
+    ga_block_t *b = ga_lmap_find(&bm->live, a);
+    if (!b || b->addr != a || b->state != BLOCK_LIVE) {
+        st = bad_pointer(bm, a, "gpuarena_record_stream");
+    } else if (atomic_load_explicit(&b->cached, memory_order_relaxed)) {
+        st = ga_error(GPUARENA_ERR_DOUBLE_FREE, "gpuarena_record_stream: %p was freed", ptr);
+    } else if (bm->events) {
+        ga_uses_free(b->uses);
+        b->uses = GA_USES_UNKNOWN;
     }
     ga_unlock(&bm->lock);
     return st;

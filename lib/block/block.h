@@ -111,6 +111,22 @@ void ga_bm_fork_child(ga_bm_t *bm, bool usable);
  * is no memory for it. */
 gpuarena_status_t ga_bm_make_pool(ga_bm_t *bm, ga_stream_t s);
 
+/* From now on BM gives no memory back to the provider before it is
+ * destroyed, and its out-of-memory path neither waits nor releases: a
+ * CUDA graph's pool (graphpool.c), whose free blocks the graph's replays
+ * still write, and whose allocations come during a capture, which a wait
+ * on its stream or the device would invalidate.  Its settings keep
+ * nothing under max_cached or release_threshold either (make_arena). */
+void ga_bm_hold(ga_bm_t *bm);
+
+/* The live block PTR counts as used by every stream from now on, as when
+ * gpuarena_record_stream had no host memory for its list: its free puts
+ * it in limbo until a wait for the whole device (limbo.c).  For a use on
+ * a stream that is being captured, which gpuarena_record_stream refuses
+ * (an event on it would go into the graph): PyTorch's record_stream hook
+ * (frameworks.c).  No provider call. */
+gpuarena_status_t ga_bm_uses_unknown(ga_bm_t *bm, void *ptr);
+
 /* Whether PTR is the start of a block that BM handed out and that is
  * live or in a thread cache: one lookup with no lock, for telling which
  * of several arenas a pointer belongs to (graphpool.c).  A true answer

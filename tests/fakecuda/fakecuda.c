@@ -76,6 +76,10 @@ void fakecuda_blocking_capture(int on)
  * event on it, or cuCtxSynchronize, is refused and counted as a
  * disturbed capture. */
 static CUstream captured;
+/* A second stream in the capture of CAPTURED (the captured code forked
+ * to it: it waited on an event of the capturing stream), with the same
+ * capture id and graph; NULL for none. */
+static CUstream joined;
 
 static long captures; /* begun so far: each a graph of its own */
 
@@ -84,12 +88,21 @@ void fakecuda_capture(CUstream s)
     if (s)
         __atomic_add_fetch(&captures, 1, __ATOMIC_SEQ_CST);
     __atomic_store_n(&captured, s, __ATOMIC_SEQ_CST);
+    if (!s)
+        __atomic_store_n(&joined, NULL, __ATOMIC_SEQ_CST);
+}
+
+void fakecuda_capture_join(CUstream s);
+void fakecuda_capture_join(CUstream s)
+{
+    __atomic_store_n(&joined, s, __ATOMIC_SEQ_CST);
 }
 
 static bool is_captured(CUstream s)
 {
     CUstream c = __atomic_load_n(&captured, __ATOMIC_SEQ_CST);
-    return c != NULL && s == c;
+    CUstream j = __atomic_load_n(&joined, __ATOMIC_SEQ_CST);
+    return c != NULL && (s == c || (j != NULL && s == j));
 }
 
 /* Exportable allocations (key ipc): whether the device says it can make
@@ -98,7 +111,7 @@ static bool is_captured(CUstream s)
  * whether cuMemCreate and cuMemPoolCreate refuse them (NOT_PERMITTED, as
  * a container that forbids them would), and how many creations asked for
  * one. */
-static long n_retain, n_primary_release, n_prefetch;
+static long n_retain, n_primary_release, n_prefetch, n_mem_free;
 static int fd_supported = 1, fd_refused;
 static long n_create_fd, n_create_plain, n_pool_fd, n_pool_plain;
 
@@ -120,7 +133,8 @@ long fakecuda_count(const char *what)
         {"cuDevicePrimaryCtxRetain", &n_retain},
         {"cuDevicePrimaryCtxRelease", &n_primary_release},
         {"cuMemPrefetchAsync", &n_prefetch},
-        {"cuInit", &n_init},                      /* calls begun */
+        {"cuInit", &n_init}, /* calls begun */
+        {"cuMemFree", &n_mem_free},
         {"cuMemCreate exportable", &n_create_fd}, /* asked for, made or not */
         {"cuMemCreate plain", &n_create_plain},
         {"cuMemPoolCreate exportable", &n_pool_fd},
@@ -492,7 +506,8 @@ static CUresult f_capture_info(CUstream s, CUstreamCaptureStatus *st, cuuint64_t
     bool on = !is_legacy(s) && is_captured(s);
     long n = __atomic_load_n(&captures, __ATOMIC_SEQ_CST);
     *st = on ? CU_STREAM_CAPTURE_STATUS_ACTIVE : CU_STREAM_CAPTURE_STATUS_NONE;
-    *id = on ? (cuuint64_t)(uintptr_t)s + (cuuint64_t)n : 0;
+    *id = on ? (cuuint64_t)(uintptr_t)__atomic_load_n(&captured, __ATOMIC_SEQ_CST) + (cuuint64_t)n
+             : 0;
     if (graph)
         *graph = on ? (CUgraph)(uintptr_t)n : NULL;
     if (deps)
@@ -687,6 +702,7 @@ static CUresult f_prefetch(CUdeviceptr p, size_t size, CUmemLocation loc, unsign
 static CUresult f_mem_free(CUdeviceptr p)
 {
     (void)p;
+    __atomic_add_fetch(&n_mem_free, 1, __ATOMIC_SEQ_CST);
     return CUDA_SUCCESS;
 }
 
