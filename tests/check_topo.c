@@ -24,6 +24,7 @@
  */
 #include "checkrun.h"
 #include "config.h"
+#include "nombind.h"
 
 #include "config/config.h"
 #include "errors.h"
@@ -32,14 +33,11 @@
 
 #include <check.h>
 #include <errno.h>
-#include <linux/filter.h>
-#include <linux/seccomp.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -446,22 +444,6 @@ END_TEST
  * out and the segments bound to a part of their nodes count in
  * numa_unbound (gpuarena.conf(5)).  numa_nodes said 0-1 and numa_unbound
  * 0 on a machine of one node. */
-/* A seccomp filter that makes mbind(2) fail with EPERM, as Docker's
- * default profile does without CAP_SYS_NICE; false where none can be
- * set. */
-static bool refuse_mbind(void)
-{
-    struct sock_filter f[] = {
-        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_mbind, 0, 1),
-        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA)),
-        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-    };
-    struct sock_fprog prog = {(unsigned short)(sizeof f / sizeof f[0]), f};
-    return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 &&
-           syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) == 0;
-}
-
 START_TEST(file_nodes_this_machine_lacks)
 {
     char path[4096];
@@ -473,7 +455,7 @@ START_TEST(file_nodes_this_machine_lacks)
     /* Bound as far as this machine goes, then with binding refused by
      * the system (the test's own process: Check forks it). */
     for (int refused = 0; refused < 2; refused++) {
-        if (refused && !refuse_mbind())
+        if (refused && !ga_refuse_mbind())
             break;
         gpuarena_t *a = NULL;
         ck_assert_msg(gpuarena_create(GPUARENA_HOST, 0, "numa=interleave,expandable=false", &a) ==

@@ -1239,17 +1239,27 @@ free_slow(ga_bm_t *bm, void *ptr, ga_stream_t s, ga_block_t *b, bool done, bool 
     return st;
 }
 
-gpuarena_status_t ga_bm_record_stream(ga_bm_t *bm, void *ptr, ga_stream_t s)
+/* The live block at PTR for gpuarena_record_stream, in *B; else its
+ * status (a bad pointer, a block freed into a thread cache).  The lock
+ * held. */
+static gpuarena_status_t recorded_block(ga_bm_t *bm, void *ptr, ga_block_t **out)
 {
     uintptr_t a = (uintptr_t)ptr;
-    ga_lock(&bm->lock);
-    gpuarena_status_t st = GPUARENA_SUCCESS;
     ga_block_t *b = ga_lmap_find(&bm->live, a);
-    if (!b || b->addr != a || b->state != BLOCK_LIVE) {
-        st = bad_pointer(bm, a, "gpuarena_record_stream");
-    } else if (atomic_load_explicit(&b->cached, memory_order_relaxed)) {
-        st = ga_error(GPUARENA_ERR_DOUBLE_FREE, "gpuarena_record_stream: %p was freed", ptr);
-    } else if (bm->events) {
+    if (!b || b->addr != a || b->state != BLOCK_LIVE)
+        return bad_pointer(bm, a, "gpuarena_record_stream");
+    if (atomic_load_explicit(&b->cached, memory_order_relaxed))
+        return ga_error(GPUARENA_ERR_DOUBLE_FREE, "gpuarena_record_stream: %p was freed", ptr);
+    *out = b;
+    return GPUARENA_SUCCESS;
+}
+
+gpuarena_status_t ga_bm_record_stream(ga_bm_t *bm, void *ptr, ga_stream_t s)
+{
+    ga_lock(&bm->lock);
+    ga_block_t *b = NULL;
+    gpuarena_status_t st = recorded_block(bm, ptr, &b);
+    if (st == GPUARENA_SUCCESS && bm->events) {
         /* The allocation's stream too: the free may come on another one
          * (a free on the recorded stream itself waits for nothing). */
         ga_uses_t *u = b->uses;
@@ -1289,15 +1299,10 @@ void ga_bm_hold(ga_bm_t *bm)
 
 gpuarena_status_t ga_bm_uses_unknown(ga_bm_t *bm, void *ptr)
 {
-    uintptr_t a = (uintptr_t)ptr;
     ga_lock(&bm->lock);
-    gpuarena_status_t st = GPUARENA_SUCCESS;
-    ga_block_t *b = ga_lmap_find(&bm->live, a);
-    if (!b || b->addr != a || b->state != BLOCK_LIVE) {
-        st = bad_pointer(bm, a, "gpuarena_record_stream");
-    } else if (atomic_load_explicit(&b->cached, memory_order_relaxed)) {
-        st = ga_error(GPUARENA_ERR_DOUBLE_FREE, "gpuarena_record_stream: %p was freed", ptr);
-    } else if (bm->events) {
+    ga_block_t *b = NULL;
+    gpuarena_status_t st = recorded_block(bm, ptr, &b);
+    if (st == GPUARENA_SUCCESS && bm->events) {
         ga_uses_free(b->uses);
         b->uses = GA_USES_UNKNOWN;
     }

@@ -67,12 +67,11 @@
 
 #include "config/config.h"
 #include "gpuarena.h"
+#include "nombind.h"
 #include "topo/topo_internal.h"
 
 #include <errno.h>
 #include <hwloc.h>
-#include <linux/filter.h>
-#include <linux/seccomp.h>
 #include <sched.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -81,7 +80,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -626,22 +624,6 @@ static void test_local_prefault_policy(void)
     hwloc_bitmap_free(saved);
 }
 
-/* A host arena has no GPU: "nearest" falls back to all nodes. */
-/* From now on mbind fails with EPERM in this process (a seccomp filter,
- * as a container's); false when it cannot be set. */
-static bool refuse_mbind(void)
-{
-    struct sock_filter f[] = {
-        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_mbind, 0, 1),
-        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA)),
-        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-    };
-    struct sock_fprog prog = {(unsigned short)(sizeof f / sizeof f[0]), f};
-    return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 &&
-           syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) == 0;
-}
-
 /* Binding refused by the system: a child process (the filter stays for
  * its life) runs the arena tests with the thread on the first node and
  * the arena bound to the second; its RESULT lines are its own, its
@@ -653,7 +635,7 @@ static void test_refused(void)
     pid_t pid = fork();
     if (pid == 0) {
         passed = failed = 0;
-        if (!pin_to(planted(a)) || !refuse_mbind()) {
+        if (!pin_to(planted(a)) || !ga_refuse_mbind()) {
             result("refused", false, "cannot pin to node %d or set the filter: %s", planted(a),
                    strerror(errno));
             fflush(stdout);
@@ -677,6 +659,7 @@ static void test_refused(void)
     failed += WEXITSTATUS(status) % 16;
 }
 
+/* A host arena has no GPU: "nearest" falls back to all nodes. */
 static void test_nearest_host(void)
 {
     expect_t e = {all_nodes, true};
