@@ -1330,6 +1330,16 @@ START_TEST(torch_pool_of_a_failed_capture)
 }
 END_TEST
 
+/* Record a trace (GPUARENA_TRACE's recorder) to a new empty file made
+ * from the template PATH. */
+static void record_to_temp(char *path)
+{
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    ck_assert_int_eq(ga_trace_open(path), GPUARENA_SUCCESS);
+}
+
 /* GPUARENA_TRACE records a graph's allocations, in its pool's arena, and
  * their frees: they were not recorded at all (the pool allocates below
  * gpuarena_alloc, and a free of a block the recorder never saw writes
@@ -1340,10 +1350,7 @@ START_TEST(torch_pool_allocations_are_traced)
     void *const c = (void *)0x5000;
     const gpuarena_torch_pool_t p = {0, 41};
     char path[] = "/tmp/check_fakecuda_XXXXXX";
-    int fd = mkstemp(path);
-    ck_assert_int_ge(fd, 0);
-    close(fd);
-    ck_assert_int_eq(ga_trace_open(path), GPUARENA_SUCCESS);
+    record_to_temp(path);
     void *e = gpuarena_torch_alloc(MIB, 0, c); /* the default arena's */
     gpuarena_torch_free(e, MIB, 0, c);
     gpuarena_torch_begin_allocate_to_pool(0, p, NULL);
@@ -1393,10 +1400,7 @@ START_TEST(fork_while_a_traced_pool_frees)
     void *const c = (void *)0x5000;
     const gpuarena_torch_pool_t p = {0, 42};
     char path[] = "/tmp/check_fakecuda_XXXXXX";
-    int fd = mkstemp(path);
-    ck_assert_int_ge(fd, 0);
-    close(fd);
-    ck_assert_int_eq(ga_trace_open(path), GPUARENA_SUCCESS);
+    record_to_temp(path);
     void *e = gpuarena_torch_alloc(MIB, 0, c);
     gpuarena_torch_free(e, MIB, 0, c);
     gpuarena_torch_begin_allocate_to_pool(0, p, NULL);
