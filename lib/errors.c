@@ -129,20 +129,19 @@ void ga_error_clear(void)
 
 void ga_error_save(ga_error_saved_t *s)
 {
-    const char *m = gpuarena_last_error();
+    s->fallback = fallback;
+    const char *m = message && !fallback ? message : "";
     memcpy(s->text, m, strlen(m) + 1);
 }
 
+/* A text saved from a buffer goes back into it: the thread had one then,
+ * and keeps it until it exits. */
 void ga_error_restore(const ga_error_saved_t *s)
 {
     ga_error_clear();
-    if (s->text[0] == '\0')
-        return;
-    char *m = buffer();
-    if (m)
-        memcpy(m, s->text, strlen(s->text) + 1);
-    else
-        fallback = "gpuarena: no host memory for the message";
+    fallback = s->fallback;
+    if (!fallback && s->text[0] && message)
+        memcpy(message, s->text, strlen(s->text) + 1);
 }
 
 const char *gpuarena_last_error(void)

@@ -37,6 +37,7 @@ void ga_error_clear(void);
  * from. */
 typedef struct ga_error_saved {
     char text[GA_ERROR_MAX];
+    const char *fallback; /* a status's text, where the thread had no buffer (errors.c) */
 } ga_error_saved_t;
 void ga_error_save(ga_error_saved_t *s);
 void ga_error_restore(const ga_error_saved_t *s);

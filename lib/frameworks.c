@@ -73,8 +73,9 @@ void gpuarena_torch_record_stream(void *ptr, void *stream)
     if (!ptr)
         return;
     gpuarena_t *a = ga_default_arena_of(GPUARENA_DEVICE, ptr);
+    bool pool = false;
     if (!a && atomic_load_explicit(&ga_graph_pools, memory_order_relaxed))
-        a = ga_graph_pool_arena_of(ptr);
+        pool = (a = ga_graph_pool_arena_of(ptr)) != NULL;
     if (!a) {
         ga_error(GPUARENA_ERR_INVALID_POINTER,
                  "gpuarena_torch_record_stream: %p is not a live block of a default device arena",
@@ -88,28 +89,32 @@ void gpuarena_torch_record_stream(void *ptr, void *stream)
      * ahead of it.  It counts as used by every stream instead: its free
      * leaves it to a wait for the whole device (ga_bm_uses_unknown), as
      * PyTorch's own allocator leaves such a block until the capture ends. */
-    if (gpuarena_record_stream(a, ptr, stream) == GPUARENA_ERR_STREAM_CAPTURE)
-        (void)ga_bm_uses_unknown(a->bm, ptr);
+    if (gpuarena_record_stream(a, ptr, stream) != GPUARENA_ERR_STREAM_CAPTURE)
+        return;
+    /* A pool's arena names streams by their handles, with no driver call
+     * (graphpool.c): a use on the block's own stream changes nothing.  A
+     * default arena's stream id would ask the driver, which fails on a
+     * capturing stream and invalidates the capture: not asked. */
+    uint64_t id;
+    bool named = pool && a->prov->ops->stream_id(a->prov, stream, &id) == GPUARENA_SUCCESS;
+    (void)ga_bm_uses_unknown(a->bm, ptr, named ? &id : NULL);
 }
 
 /* torch.cuda.empty_cache(): every default device arena that exists gives
  * back all its cached memory, as PyTorch's own allocator does; none is
- * made.  Never raises (see above).  Not while this process is making a
- * graph (a pool between begin and end): a trim waits for the whole
- * device, which would invalidate the capture; PyTorch's own allocator
- * stops there with an error. */
+ * made.  Never raises (see above).  While this process may be making a
+ * graph (a pool between begin and end, which a capture the driver
+ * invalidated leaves so until its thread begins another), without the
+ * trim's wait for the whole device, which would invalidate the capture:
+ * what needs it stays for a later call. */
 void gpuarena_torch_empty_cache(void)
 {
     ga_deferred_retry();
-    if (ga_graph_pool_capturing()) {
-        ga_error(GPUARENA_ERR_STREAM_CAPTURE,
-                 "gpuarena_torch_empty_cache: a CUDA graph is being captured: nothing released");
-        return;
-    }
+    bool wait = !ga_graph_pool_capturing();
     for (int d = 0; d < GA_MAX_DEVICES; d++) {
         gpuarena_t *a = ga_default_arena(GPUARENA_DEVICE, d);
-        if (a)
-            (void)gpuarena_trim(a, 0);
+        if (a && !a->forked)
+            (void)ga_bm_trim(a->bm, 0, wait);
     }
 }
 

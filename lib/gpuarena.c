@@ -276,7 +276,7 @@ gpuarena_status_t gpuarena_trim(gpuarena_t *a, size_t keep_bytes)
     if (a->forked)
         return ga_arena_forked(a, "gpuarena_trim");
     ga_deferred_retry();
-    return ga_bm_trim(a->bm, keep_bytes);
+    return ga_bm_trim(a->bm, keep_bytes, true);
 }
 
 gpuarena_status_t gpuarena_stats(gpuarena_t *a, gpuarena_stats_t *st)

@@ -167,18 +167,16 @@ static bool given_back(const gpool_t *g)
     return g->released || atomic_load_explicit(&g->graph_gone, memory_order_acquire);
 }
 
-/* Whether a pool's arena may be destroyed now, from a hook call on
- * STREAM (NULL: the legacy stream, or none known).  Destroying it waits
- * for the whole device (its blocks' last frees may be ahead of the GPU;
- * block.c, ga_bm_destroy), which no capture mode allows: the driver
- * refuses it and invalidates a capture in progress.  So not while one
- * may be: a PyTorch pool between begin and end (this process is making
- * a graph), STREAM being captured, or a blocking stream of the context
- * (the legacy stream's check says so), or the driver unable to say.  A
- * capture of another thread on a non-blocking stream, with no pool of its
- * own, cannot be seen.  Put off, the pool is settled by a later hook call
- * (ga_graph_pool_collect).  The lock held. */
-static bool may_destroy(const gpool_t *g, void *stream)
+/* Whether G's arena may wait for the whole device now (be destroyed, or
+ * drained), from a hook call on STREAM (NULL: the legacy stream, or none
+ * known).  Destroying it waits for the whole device (its blocks' last frees may be ahead of the
+ * GPU; block.c, ga_bm_destroy), which no capture mode allows: the driver refuses it and invalidates
+ * a capture in progress.  So not while one may be: a PyTorch pool between begin and end (this
+ * process is making a graph), STREAM being captured, or a blocking stream of the context (the
+ * legacy stream's check says so), or the driver unable to say.  A capture of another thread on a
+ * non-blocking stream, with no pool of its own, cannot be seen.  Put off, the pool is settled by a
+ * later hook call (ga_graph_pool_collect).  The lock held. */
+static bool may_wait_for_device(const gpool_t *g, void *stream)
 {
     for (const gpool_t *o = pools; o; o = o->next)
         if (o->users)
@@ -190,7 +188,7 @@ static bool may_destroy(const gpool_t *g, void *stream)
 }
 
 /* Destroy G if it was released, no thread allocates to it, none of its
- * blocks is live and no capture may be under way (may_destroy; STREAM:
+ * blocks is live and no capture may be under way (may_wait_for_device; STREAM:
  * the hook's).  The lock held. */
 static void settle(gpool_t *g, void *stream)
 {
@@ -200,7 +198,7 @@ static void settle(gpool_t *g, void *stream)
      * stays, as its arena does (gpuarena(7), Fork). */
     if (g->arena && g->arena->forked)
         return;
-    if (g->arena && !may_destroy(g, stream)) {
+    if (g->arena && !may_wait_for_device(g, stream)) {
         /* For a later hook call: the same count as a graph gone. */
         atomic_fetch_add_explicit(&ga_graph_pools_gone, 1, memory_order_release);
         return;
@@ -236,6 +234,15 @@ void gpuarena_torch_begin_allocate_to_pool(int device, gpuarena_torch_pool_t poo
         pools = g;
         atomic_fetch_add_explicit(&ga_graph_pools, 1, memory_order_relaxed);
     }
+    /* Blocks that the captures into the pool freed with uses on other
+     * captured streams (gpuarena_torch_record_stream) wait in limbo for a
+     * wait for the whole device, which the pool's arena never makes on
+     * its own (ga_bm_hold): made here, before this capture begins (PyTorch
+     * has synchronised the device already), if no capture may be under
+     * way, so that the pool reuses them.  Each capture made the pool grow
+     * by them otherwise. */
+    if (g && g->arena && may_wait_for_device(g, NULL))
+        (void)ga_bm_drain(g->arena->bm);
     if (g) {
         g->users++;
         g->graphs++;

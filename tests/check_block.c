@@ -130,7 +130,7 @@ static gpuarena_stats_t fx_stats(fx_t *f)
  * provider got every mapping and event back. */
 static void fx_done(fx_t *f)
 {
-    ck_assert_int_eq(ga_bm_trim(f->bm, 0), GPUARENA_SUCCESS);
+    ck_assert_int_eq(ga_bm_trim(f->bm, 0, true), GPUARENA_SUCCESS);
     ck_assert_int_eq(ga_bm_check(f->bm), GPUARENA_SUCCESS);
     gpuarena_stats_t st = fx_stats(f);
     ck_assert_uint_eq(st.live_blocks, 0);
@@ -1140,7 +1140,7 @@ START_TEST(cold_cache_parks_one_block)
     st = fx_stats(f);
     ck_assert_uint_eq(st.live_blocks, 0);
     ck_assert_uint_eq(st.in_use, 0);
-    ck_assert_int_eq(ga_bm_trim(f->bm, 0), GPUARENA_SUCCESS);
+    ck_assert_int_eq(ga_bm_trim(f->bm, 0, true), GPUARENA_SUCCESS);
     ck_assert_ptr_null(t->large);
     ck_assert_uint_eq(f->bm->c.live, 0);
     ck_assert(t->cold); /* trim does not warm it */
@@ -1292,7 +1292,7 @@ START_TEST(record_stream_event_failure_is_safe)
                       "block handed out while a recorded use may still run (fault %u)", nth);
         fx_free(f, x, 1);
         fx_free(f, keep, 1);
-        ck_assert_int_eq(ga_bm_trim(f->bm, 0), GPUARENA_SUCCESS);
+        ck_assert_int_eq(ga_bm_trim(f->bm, 0, true), GPUARENA_SUCCESS);
         ck_assert_uint_eq(f->tp.device_syncs, 1); /* the trim's drain */
         ck_assert_uint_eq(fx_stats(f).retired_cached, 0);
         fx_done(f);
@@ -1356,9 +1356,9 @@ START_TEST(record_stream_without_host_memory)
         ck_assert_ptr_ne(got[s - 1], p);
     }
     tp_complete(&f->tp, 4);
-    ck_assert_int_eq(ga_bm_trim(f->bm, SIZE_MAX - 1), GPUARENA_SUCCESS);
+    ck_assert_int_eq(ga_bm_trim(f->bm, SIZE_MAX - 1, true), GPUARENA_SUCCESS);
     ck_assert_uint_eq(fx_stats(f).retired_cached, 32 * KI); /* no drain asked */
-    ck_assert_int_eq(ga_bm_trim(f->bm, 0), GPUARENA_SUCCESS);
+    ck_assert_int_eq(ga_bm_trim(f->bm, 0, true), GPUARENA_SUCCESS);
     ck_assert_uint_eq(f->tp.device_syncs, 1);
     ck_assert_uint_eq(fx_stats(f).retired_cached, 0);
     for (unsigned s = 1; s <= 3; s++)
@@ -1393,7 +1393,7 @@ START_TEST(trim_keeps_at_most_keep)
     ck_assert_uint_eq(st.reserved, full);
     size_t keeps[] = {full - 64 * KI, full / 2, 300 * KI, 64 * KI, 0};
     for (unsigned i = 0; i < 5; i++) {
-        ck_assert_int_eq(ga_bm_trim(f->bm, keeps[i]), GPUARENA_SUCCESS);
+        ck_assert_int_eq(ga_bm_trim(f->bm, keeps[i], true), GPUARENA_SUCCESS);
         ck_assert_int_eq(ga_bm_check(f->bm), GPUARENA_SUCCESS);
         gpuarena_stats_t t = fx_stats(f);
         ck_assert_uint_le(t.cached, keeps[i]);
@@ -1422,7 +1422,7 @@ START_TEST(trim_fixed_segments)
     ck_assert_uint_eq(f->tp.base.live_maps, 8);
     for (unsigned i = 0; i < 8; i++)
         fx_free(f, p[i], 1);
-    ck_assert_int_eq(ga_bm_trim(f->bm, 3 * 64 * KI), GPUARENA_SUCCESS);
+    ck_assert_int_eq(ga_bm_trim(f->bm, 3 * 64 * KI, true), GPUARENA_SUCCESS);
     gpuarena_stats_t st = fx_stats(f);
     ck_assert_uint_eq(st.reserved, 3 * 64 * KI);
     ck_assert_uint_eq(st.provider_unmaps, 5);
@@ -2067,7 +2067,7 @@ START_TEST(drain_needs_no_event)
     fx_free(f, fx_alloc(f, 4 * MI, 1), 1);
     ck_assert_uint_eq(fx_stats(f).stream_cached, fx_stats(f).cached);
     f->tp.events_refused = true;
-    ck_assert_int_eq(ga_bm_trim(f->bm, 0), GPUARENA_SUCCESS);
+    ck_assert_int_eq(ga_bm_trim(f->bm, 0, true), GPUARENA_SUCCESS);
     f->tp.events_refused = false;
     ck_assert_uint_eq(fx_stats(f).reserved, 0);
     fx_done(f);
@@ -2756,7 +2756,7 @@ START_TEST(oom_waits_for_its_own_stream_only)
      * covered by no event, and only the device's wait releases them. */
     fx_free(f, l, 1);
     fx_free(f, b, 1);
-    ck_assert_int_eq(ga_bm_trim(f->bm, 0), GPUARENA_SUCCESS);
+    ck_assert_int_eq(ga_bm_trim(f->bm, 0, true), GPUARENA_SUCCESS);
     ck_assert_uint_eq(f->tp.device_syncs, 1);
     ck_assert_uint_eq(fx_stats(f).reserved, 2 * MI); /* the segment A is in */
     fx_free(f, a, 1);
@@ -2849,13 +2849,13 @@ static void fi_workload(fi_t *w)
     fi_alloc(w, 1000, 3);
     fi_alloc(w, 8 * MI, 3);
     fi_free(w, 0, 3);
-    ck_assert_int_eq(ga_bm_trim(f->bm, 1 * MI), GPUARENA_SUCCESS);
+    ck_assert_int_eq(ga_bm_trim(f->bm, 1 * MI, true), GPUARENA_SUCCESS);
     ck_assert_int_eq(ga_bm_check(f->bm), GPUARENA_SUCCESS);
     fi_alloc(w, 2 * MI, 2);
     fi_alloc(w, 300, 1);
     while (w->n > 2)
         fi_free(w, 0, w->s[0]);
-    ck_assert_int_eq(ga_bm_trim(f->bm, 0), GPUARENA_SUCCESS);
+    ck_assert_int_eq(ga_bm_trim(f->bm, 0, true), GPUARENA_SUCCESS);
     ck_assert_int_eq(ga_bm_check(f->bm), GPUARENA_SUCCESS);
 }
 
@@ -3078,7 +3078,7 @@ static void destroy_one(bool growable, uint64_t k, uint64_t *calls, unsigned *re
         /* A hole between the first and the last block: two runs to
          * decommit at destroy. */
         fx_free(f, p[1], 1);
-        ck_assert_int_eq(ga_bm_trim(f->bm, 0), GPUARENA_SUCCESS);
+        ck_assert_int_eq(ga_bm_trim(f->bm, 0, true), GPUARENA_SUCCESS);
         fx_free(f, p[0], 1);
         fx_free(f, p[2], 1);
     } else {

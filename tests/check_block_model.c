@@ -240,7 +240,8 @@ static void run_model(unsigned long ops, bool growable, bool tcache, ga_cross_st
             prune(m);
         } else {
             size_t keep = rnd(m) % 2 ? 0 : (size_t)(rnd(m) % (64u << 20));
-            REQUIRE(ga_bm_trim(m->bm, keep) == GPUARENA_SUCCESS, "trim: %s", gpuarena_last_error());
+            REQUIRE(ga_bm_trim(m->bm, keep, true) == GPUARENA_SUCCESS, "trim: %s",
+                    gpuarena_last_error());
             prune(m);
         }
         if (getenv("GA_MODEL_TRACE")) {
@@ -277,7 +278,7 @@ static void run_model(unsigned long ops, bool growable, bool tcache, ga_cross_st
     }
     while (m->nlive)
         do_free(m, 0, m->live[0].stream);
-    ck_assert_int_eq(ga_bm_trim(m->bm, 0), GPUARENA_SUCCESS);
+    ck_assert_int_eq(ga_bm_trim(m->bm, 0, true), GPUARENA_SUCCESS);
     ck_assert_int_eq(ga_bm_check(m->bm), GPUARENA_SUCCESS);
     gpuarena_stats_t stats;
     ga_bm_stats(m->bm, &stats);

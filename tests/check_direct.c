@@ -93,7 +93,7 @@ static void fx_free(fx_t *f, void *p, unsigned s)
 /* Nothing live, everything released, every event given back. */
 static void fx_done(fx_t *f)
 {
-    ck_assert_int_eq(ga_bm_trim(f->bm, 0), GPUARENA_SUCCESS);
+    ck_assert_int_eq(ga_bm_trim(f->bm, 0, true), GPUARENA_SUCCESS);
     fx_check(f);
     ck_assert_uint_eq(fx_stats(f).live_blocks, 0);
     ck_assert_uint_eq(f->tp.base.live_maps, 0);
@@ -284,12 +284,12 @@ START_TEST(record_stream_failure_holds_the_block)
         ck_assert_uint_eq(st.retired_cached, 64 * KI);
         /* A trim that a capture refuses keeps it held. */
         f->tp.capturing = 1u << 3;
-        ck_assert_int_eq(ga_bm_trim(f->bm, 0), GPUARENA_ERR_STREAM_CAPTURE);
+        ck_assert_int_eq(ga_bm_trim(f->bm, 0, true), GPUARENA_ERR_STREAM_CAPTURE);
         f->tp.capturing = 0;
         f->tp.disturbed = 0;
         ck_assert_uint_eq(f->tp.direct_frees, frees);
         fx_check(f);
-        ck_assert_int_eq(ga_bm_trim(f->bm, 0), GPUARENA_SUCCESS);
+        ck_assert_int_eq(ga_bm_trim(f->bm, 0, true), GPUARENA_SUCCESS);
         ck_assert_msg(f->tp.direct_frees == frees + 1 && f->tp.completed[2] == f->tp.enqueued[2],
                       "held block not given back after the wait (case %u)", nth);
         ck_assert_uint_eq(fx_stats(f).retired_cached, 0);
@@ -395,13 +395,13 @@ START_TEST(trim_and_max_cached_release_the_pool)
     ck_assert_uint_eq(f->tp.trims, 0);
     /* trim waits for the GPU, then releases down to KEEP cached bytes. */
     uint64_t syncs = f->tp.syncs;
-    ck_assert_int_eq(ga_bm_trim(f->bm, 20 * MI), GPUARENA_SUCCESS);
+    ck_assert_int_eq(ga_bm_trim(f->bm, 20 * MI, true), GPUARENA_SUCCESS);
     ck_assert_uint_eq(f->tp.syncs, syncs + 1);
     ck_assert_uint_eq(f->tp.trims, 1);
     ck_assert_uint_le(f->tp.committed, 20 * MI);
     /* Live blocks are never released. */
     void *live = fx_alloc(f, 5 * MI, 1);
-    ck_assert_int_eq(ga_bm_trim(f->bm, 0), GPUARENA_SUCCESS);
+    ck_assert_int_eq(ga_bm_trim(f->bm, 0, true), GPUARENA_SUCCESS);
     ck_assert_uint_eq(f->tp.committed, 5 * MI);
     ck_assert_uint_ge(fx_stats(f).trims, 2);
     fx_free(f, live, 1);
@@ -512,7 +512,7 @@ static uint64_t fault_run(uint64_t fail_at, const char *opts)
             fx_check(f);
         }
         if (i == 9)
-            (void)ga_bm_trim(f->bm, MI);
+            (void)ga_bm_trim(f->bm, MI, true);
         fx_check(f);
     }
     uint64_t calls = f->tp.calls - start;

@@ -1523,30 +1523,48 @@ START_TEST(graph_pool_out_of_memory_spares_the_capture)
 }
 END_TEST
 
-/* torch.cuda.empty_cache() while the process captures a graph: nothing
- * is released (the trim's wait for the whole device would invalidate the
- * capture); after the capture it releases as before. */
+/* torch.cuda.empty_cache() while the process captures a graph: no wait
+ * for the whole device (it invalidated the capture), so what only that
+ * wait frees (a block freed on a stream) stays, and what needs none goes
+ * (a block freed with no stream); after the capture the rest goes too.
+ * A capture the driver invalidated leaves its pool begun (PyTorch raises
+ * before it ends it): empty_cache still gives back what needs no wait. */
 START_TEST(empty_cache_during_a_capture)
 {
     fake_open();
     void *const u = (void *)0x7000, *const c = (void *)0x5000;
-    const gpuarena_torch_pool_t id = {0, 54};
-    void *p = gpuarena_torch_alloc(128 * MIB, 0, u);
-    ck_assert_ptr_nonnull(p);
-    gpuarena_torch_free(p, 128 * MIB, 0, u);
-    int handles = fake.handles();
-    long disturbed = fake.count("disturbed");
-    gpuarena_torch_begin_allocate_to_pool(0, id, NULL);
-    fake.capture(c);
-    gpuarena_torch_empty_cache();
-    ck_assert_int_eq(fake.count("disturbed"), disturbed);
-    ck_assert_int_eq(fake.handles(), handles);
-    ck_assert_ptr_nonnull(strstr(gpuarena_last_error(), "being captured"));
-    fake.capture(NULL);
-    gpuarena_torch_end_allocate_to_pool(0, id);
-    gpuarena_torch_release_pool(0, id);
-    gpuarena_torch_empty_cache();
-    ck_assert_int_lt(fake.handles(), handles);
+    const gpuarena_torch_pool_t id = {0, 54}, failed = {0, 55};
+    gpuarena_t *dev = NULL;
+    ck_assert_int_eq(gpuarena_get(GPUARENA_DEVICE, 0, &dev), GPUARENA_SUCCESS);
+    for (int round = 0; round < 2; round++) {
+        void *p = gpuarena_torch_alloc(128 * MIB, 0, u);
+        void *h = gpuarena_torch_alloc(128 * MIB, 0, u);
+        ck_assert_ptr_nonnull(p);
+        ck_assert_ptr_nonnull(h);
+        gpuarena_torch_free(p, 128 * MIB, 0, u);
+        ck_assert_int_eq(gpuarena_free(dev, h, HOST), GPUARENA_SUCCESS); /* every stream's */
+        int handles = fake.handles();
+        long disturbed = fake.count("disturbed");
+        const gpuarena_torch_pool_t pool = round ? failed : id;
+        gpuarena_torch_begin_allocate_to_pool(0, pool, NULL);
+        fake.capture(c);
+        void *x = gpuarena_torch_alloc(MIB, 0, c); /* binds the pool */
+        ck_assert_ptr_nonnull(x);
+        if (round) /* the capture invalidated: PyTorch never ends the pool */
+            fake.capture(NULL);
+        gpuarena_torch_empty_cache();
+        ck_assert_int_eq(fake.count("disturbed"), disturbed);
+        int during = fake.handles();
+        ck_assert_int_lt(during, handles); /* the block freed with no stream */
+        if (!round) {
+            gpuarena_torch_free(x, MIB, 0, c);
+            fake.capture(NULL);
+            gpuarena_torch_end_allocate_to_pool(0, pool);
+            gpuarena_torch_release_pool(0, pool);
+            gpuarena_torch_empty_cache();
+            ck_assert_int_lt(fake.handles(), during); /* the one freed on U */
+        }
+    }
 }
 END_TEST
 
@@ -1582,6 +1600,119 @@ START_TEST(record_stream_of_a_captured_side_stream)
     gpuarena_torch_free(NULL, 0, 0, c);
     ck_assert_int_eq(fake.count("disturbed"), disturbed);
     ck_assert_int_eq(fake.handles(), handles); /* the held block went with the pool */
+}
+END_TEST
+
+/* Captures into one pool (a shared pool: make_graphed_callables), each
+ * with a block read on a side stream (record_stream) and freed: such a
+ * block waits for a wait for the whole device, which the pool's arena
+ * makes at the next begin (no capture under way then), so the next
+ * capture reuses it.  Each capture added its block to the pool before. */
+START_TEST(pool_reuses_side_stream_blocks_across_captures)
+{
+    fake_open();
+    void *const c = (void *)0x5000, *const d = (void *)0x6000;
+    const gpuarena_torch_pool_t id = {0, 56};
+    void *e = gpuarena_torch_alloc(MIB, 0, c);
+    gpuarena_torch_free(e, MIB, 0, c);
+    long disturbed = fake.count("disturbed");
+    int after_first = 0;
+    for (int g = 0; g < 4; g++) {
+        gpuarena_torch_begin_allocate_to_pool(0, id, NULL);
+        fake.capture(c);
+        fake.capture_join(d);
+        void *x = gpuarena_torch_alloc(128 * MIB, 0, c);
+        ck_assert_ptr_nonnull(x);
+        gpuarena_torch_record_stream(x, d);
+        gpuarena_torch_free(x, 128 * MIB, 0, c);
+        fake.capture(NULL);
+        gpuarena_torch_end_allocate_to_pool(0, id);
+        if (g == 0)
+            after_first = fake.handles();
+        ck_assert_int_eq(fake.handles(), after_first);
+    }
+    ck_assert_int_eq(fake.count("disturbed"), disturbed);
+    for (int g = 0; g < 4; g++)
+        gpuarena_torch_release_pool(0, id);
+}
+END_TEST
+
+/* record_stream on the block's own capturing stream, which stream order
+ * covers: the block goes back to the pool at its free and serves the
+ * capture's next allocation, as without the call. */
+START_TEST(record_stream_of_the_blocks_own_captured_stream)
+{
+    fake_open();
+    void *const c = (void *)0x5000;
+    const gpuarena_torch_pool_t id = {0, 57};
+    void *e = gpuarena_torch_alloc(MIB, 0, c);
+    gpuarena_torch_free(e, MIB, 0, c);
+    gpuarena_torch_begin_allocate_to_pool(0, id, NULL);
+    fake.capture(c);
+    void *x = gpuarena_torch_alloc(128 * MIB, 0, c);
+    ck_assert_ptr_nonnull(x);
+    gpuarena_torch_record_stream(x, c);
+    gpuarena_torch_free(x, 128 * MIB, 0, c);
+    void *z = gpuarena_torch_alloc(128 * MIB, 0, c);
+    ck_assert_ptr_eq(z, x);
+    gpuarena_torch_free(z, 128 * MIB, 0, c);
+    fake.capture(NULL);
+    gpuarena_torch_end_allocate_to_pool(0, id);
+    gpuarena_torch_release_pool(0, id);
+}
+END_TEST
+
+static _Atomic int cached_phase;
+
+/* Autograd's thread: a block of the capture's pool, freed into this
+ * thread's cache, which stays while the thread waits. */
+static void *cache_a_pool_block(void *arg)
+{
+    void *c = arg;
+    void *x = gpuarena_torch_alloc(8 * MIB, 0, c);
+    ck_assert_ptr_nonnull(x);
+    gpuarena_torch_free(x, 8 * MIB, 0, c);
+    cached_phase = 1;
+    while (cached_phase != 2) {
+        struct timespec t = {0, 1000000};
+        nanosleep(&t, NULL);
+    }
+    return NULL;
+}
+
+/* Out of memory in a graph's pool during its capture still takes back
+ * what other threads' caches hold of the pool (no driver call): the
+ * allocation is served.  With the retry skipped whole it failed. */
+START_TEST(pool_out_of_memory_takes_other_threads_caches)
+{
+    fake_open();
+    void *const c = (void *)0x5000;
+    const gpuarena_torch_pool_t id = {0, 59};
+    void *e = gpuarena_torch_alloc(MIB, 0, c);
+    gpuarena_torch_free(e, MIB, 0, c);
+    gpuarena_torch_begin_allocate_to_pool(0, id, NULL);
+    fake.capture(c);
+    void *keep = gpuarena_torch_alloc(8 * MIB, 0, c); /* binds the pool here */
+    ck_assert_ptr_nonnull(keep);
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, cache_a_pool_block, c), 0);
+    while (cached_phase != 1) {
+        struct timespec t = {0, 1000000};
+        nanosleep(&t, NULL);
+    }
+    long disturbed = fake.count("disturbed");
+    fake.arm("cuMemCreate", -1); /* the device full */
+    void *y = gpuarena_torch_alloc(8 * MIB, 0, c);
+    fake.arm("cuMemCreate", 0);
+    ck_assert_msg(y != NULL, "%s", gpuarena_last_error());
+    ck_assert_int_eq(fake.count("disturbed"), disturbed);
+    cached_phase = 2;
+    ck_assert_int_eq(pthread_join(th, NULL), 0);
+    gpuarena_torch_free(y, 8 * MIB, 0, c);
+    gpuarena_torch_free(keep, 8 * MIB, 0, c);
+    fake.capture(NULL);
+    gpuarena_torch_end_allocate_to_pool(0, id);
+    gpuarena_torch_release_pool(0, id);
 }
 END_TEST
 
@@ -1968,6 +2099,9 @@ int main(int argc, char **argv)
                             graph_pool_out_of_memory_spares_the_capture,
                             empty_cache_during_a_capture,
                             record_stream_of_a_captured_side_stream,
+                            pool_reuses_side_stream_blocks_across_captures,
+                            record_stream_of_the_blocks_own_captured_stream,
+                            pool_out_of_memory_takes_other_threads_caches,
                             no_stream_work_during_a_blocking_capture,
                             captured_stream_of_another_device};
     return ga_check_tests("fakecuda", 0, tests, sizeof tests / sizeof tests[0]);

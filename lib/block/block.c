@@ -820,10 +820,22 @@ static __attribute__((noinline)) gpuarena_status_t alloc_miss(ga_bm_t *bm, int c
     ga_error_saved_t saved;
     ga_error_save(&saved);
     gpuarena_status_t st = ga_seg_grow(bm, cls, rs, s, &b);
-    /* A manager that holds its memory (a graph's pool, during a capture
-     * of S) fails at once: the retry's waits would invalidate the
-     * capture, and what it releases the graph still writes. */
-    if (st == GPUARENA_ERR_OUT_OF_MEMORY && !bm->hold) {
+    if (st == GPUARENA_ERR_OUT_OF_MEMORY) {
+        /* Every thread's cached blocks first (no provider call). */
+        bm->c.oom_retries++;
+        ga_tcache_flush_all(bm);
+        *returned = true;
+    }
+    if (st == GPUARENA_ERR_OUT_OF_MEMORY && bm->hold) {
+        /* A manager that holds its memory (a graph's pool, during a
+         * capture of S) stops there: the waits below would invalidate the
+         * capture, and what they release the graph still writes. */
+        b = find_free(bm, cls, rs, s);
+        if (b) {
+            *grown = false;
+            st = GPUARENA_SUCCESS;
+        }
+    } else if (st == GPUARENA_ERR_OUT_OF_MEMORY) {
         /* Release everything cached, waiting for pending frees, and retry
          * once: the only path that blocks the host.  First what is freed
          * without waiting for the whole device (ga_sweep_settle: S's own
@@ -831,9 +843,6 @@ static __attribute__((noinline)) gpuarena_status_t alloc_miss(ga_bm_t *bm, int c
          * thread's capture; the wait for the device (ga_sweep_drain) only
          * when that was not enough and frees of other streams are still
          * uncovered. */
-        bm->c.oom_retries++;
-        ga_tcache_flush_all(bm);
-        *returned = true;
         ga_sweep_settle(bm, s);
         st = release_and_retry(bm, cls, rs, s, &b, grown);
         if (st == GPUARENA_ERR_OUT_OF_MEMORY && ga_sweep_unsettled(bm)) {
@@ -1297,15 +1306,24 @@ void ga_bm_hold(ga_bm_t *bm)
     ga_unlock(&bm->lock);
 }
 
-gpuarena_status_t ga_bm_uses_unknown(ga_bm_t *bm, void *ptr)
+gpuarena_status_t ga_bm_uses_unknown(ga_bm_t *bm, void *ptr, const uint64_t *own)
 {
     ga_lock(&bm->lock);
     ga_block_t *b = NULL;
     gpuarena_status_t st = recorded_block(bm, ptr, &b);
-    if (st == GPUARENA_SUCCESS && bm->events) {
+    if (st == GPUARENA_SUCCESS && bm->events && !(own && *own == b->stream_id)) {
         ga_uses_free(b->uses);
         b->uses = GA_USES_UNKNOWN;
     }
+    ga_unlock(&bm->lock);
+    return st;
+}
+
+gpuarena_status_t ga_bm_drain(ga_bm_t *bm)
+{
+    ga_lock(&bm->lock);
+    ga_tcache_flush_all(bm);
+    gpuarena_status_t st = ga_sweep_unsettled(bm) ? ga_sweep_drain(bm) : GPUARENA_SUCCESS;
     ga_unlock(&bm->lock);
     return st;
 }
@@ -1347,10 +1365,10 @@ gpuarena_status_t ga_bm_lookup(ga_bm_t *bm, const void *ptr, size_t *requested)
 /* ------------------------------------------------------------------ */
 /* Trim and life cycle.                                                 */
 
-gpuarena_status_t ga_bm_trim(ga_bm_t *bm, size_t keep)
+gpuarena_status_t ga_bm_trim(ga_bm_t *bm, size_t keep, bool wait)
 {
     if (bm->direct)
-        return ga_direct_trim(bm, keep);
+        return wait ? ga_direct_trim(bm, keep) : GPUARENA_SUCCESS;
     ga_lock(&bm->lock);
     ga_tcache_flush_all(bm);
     /* What came back counts against max_cached, whatever KEEP is. */
@@ -1365,7 +1383,8 @@ gpuarena_status_t ga_bm_trim(ga_bm_t *bm, size_t keep)
     if (cached > keep)
         ga_seg_release(bm, cached - keep);
     cached = bm->c.reserved - bm->c.in_use;
-    if (cached > keep && ga_sweep_unsettled(bm) && (st = ga_sweep_drain(bm)) == GPUARENA_SUCCESS)
+    if (wait && cached > keep && ga_sweep_unsettled(bm) &&
+        (st = ga_sweep_drain(bm)) == GPUARENA_SUCCESS)
         ga_seg_release(bm, cached - keep);
     if (bm->prov->ops->tidy)
         bm->prov->ops->tidy(bm->prov);

@@ -72,8 +72,13 @@ gpuarena_status_t ga_bm_record_stream(ga_bm_t *bm, void *ptr, ga_stream_t s);
 gpuarena_status_t ga_bm_lookup(ga_bm_t *bm, const void *ptr, size_t *requested);
 
 /* Return cached memory to the provider until at most KEEP bytes stay
- * cached.  Flushes the thread caches. */
-gpuarena_status_t ga_bm_trim(ga_bm_t *bm, size_t keep);
+ * cached.  Flushes the thread caches.  WAIT false: without the wait for
+ * the whole device (or, for the driver's pool, any wait), which a capture
+ * in progress refuses and which would invalidate it: only what is
+ * reusable by every stream already, or once events recorded before
+ * (which are waited on in relaxed capture mode) complete, goes back
+ * (PyTorch's empty_cache during a capture, frameworks.c). */
+gpuarena_status_t ga_bm_trim(ga_bm_t *bm, size_t keep, bool wait);
 
 /* Change the caps of a live manager (gpuarena_set(3)); a NULL one stays
  * as it is.  From the next operation on, and a max_cached lower than the
@@ -124,8 +129,17 @@ void ga_bm_hold(ga_bm_t *bm);
  * it in limbo until a wait for the whole device (limbo.c).  For a use on
  * a stream that is being captured, which gpuarena_record_stream refuses
  * (an event on it would go into the graph): PyTorch's record_stream hook
- * (frameworks.c).  No provider call. */
-gpuarena_status_t ga_bm_uses_unknown(ga_bm_t *bm, void *ptr);
+ * (frameworks.c).  OWN, where not NULL, is that stream's id: a use on
+ * the block's own stream, which stream order covers, changes nothing.
+ * No provider call. */
+gpuarena_status_t ga_bm_uses_unknown(ga_bm_t *bm, void *ptr, const uint64_t *own);
+
+/* Where some free block is kept from the streams that did not free it
+ * (limbo, pending events, stream pools): wait for the whole device and
+ * make every one reusable (ga_sweep_drain).  For a held manager, whose
+ * out-of-memory path makes no such wait, at a moment when no capture is
+ * under way (graphpool.c, at a pool's begin).  The wait's status. */
+gpuarena_status_t ga_bm_drain(ga_bm_t *bm);
 
 /* Whether PTR is the start of a block that BM handed out and that is
  * live or in a thread cache: one lookup with no lock, for telling which
