@@ -1268,7 +1268,9 @@ gpuarena_status_t ga_bm_record_stream(ga_bm_t *bm, void *ptr, ga_stream_t s)
     ga_lock(&bm->lock);
     ga_block_t *b = NULL;
     gpuarena_status_t st = recorded_block(bm, ptr, &b);
-    if (st == GPUARENA_SUCCESS && bm->events) {
+    /* B is set on success (said for scan-build: the failures' statuses
+     * come through ga_error). */
+    if (st == GPUARENA_SUCCESS && b && bm->events) {
         /* The allocation's stream too: the free may come on another one
          * (a free on the recorded stream itself waits for nothing). */
         ga_uses_t *u = b->uses;
@@ -1311,7 +1313,7 @@ gpuarena_status_t ga_bm_uses_unknown(ga_bm_t *bm, void *ptr, const uint64_t *own
     ga_lock(&bm->lock);
     ga_block_t *b = NULL;
     gpuarena_status_t st = recorded_block(bm, ptr, &b);
-    if (st == GPUARENA_SUCCESS && bm->events && !(own && *own == b->stream_id)) {
+    if (st == GPUARENA_SUCCESS && b && bm->events && !(own && *own == b->stream_id)) {
         ga_uses_free(b->uses);
         b->uses = GA_USES_UNKNOWN;
     }
