@@ -162,7 +162,8 @@ assert n >= 1' "$tmp/storm.json" || fail "storm: the reports are not whole JSON 
 fi
 
 # 8. A library unloaded with dlclose leaves no handler or thread of its
-# own behind: a SIGUSR1 after it (now ignored) crashed the program.
+# own behind: a SIGUSR1 after it (now ignored) crashed the program, and
+# so did the exit of a thread that had used an arena.
 so=../lib/.libs/libgpuarena.so.0
 if [ -x ./report_unload ] && [ -f "$so" ]; then
     GPUARENA_STATS="$tmp/unload.txt" GPUARENA_STATS_SIGNAL=1 ./report_unload "$so"
