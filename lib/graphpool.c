@@ -215,6 +215,17 @@ static void settle(gpool_t *g, void *stream)
     atomic_fetch_sub_explicit(&ga_graph_pools, 1, memory_order_relaxed);
 }
 
+/* Whether a CuPy capture's pool lives (its graph not yet destroyed): its
+ * capture may still be under way, on a stream no hook named.  The lock
+ * held. */
+static bool cupy_capture_alive(void)
+{
+    for (const gpool_t *o = pools; o; o = o->next)
+        if (o->by_capture && !given_back(o))
+            return true;
+    return false;
+}
+
 void gpuarena_torch_begin_allocate_to_pool(int device, gpuarena_torch_pool_t pool, void *filter)
 {
     (void)filter; /* PyTorch's std::function, which C cannot call (see above) */
@@ -238,11 +249,12 @@ void gpuarena_torch_begin_allocate_to_pool(int device, gpuarena_torch_pool_t poo
      * captured streams (gpuarena_torch_record_stream) wait in limbo for a
      * wait for the whole device, which the pool's arena never makes on
      * its own (ga_bm_hold): made here, before this capture begins (PyTorch
-     * has synchronised the device already), if no capture may be under
-     * way, so that the pool reuses them.  Each capture made the pool grow
-     * by them otherwise. */
-    if (g && g->arena && may_wait_for_device(g, NULL))
-        (void)ga_bm_drain(g->arena->bm);
+     * has synchronised the device already), where there are such blocks
+     * and no capture may be under way, CuPy's included, so that the pool
+     * reuses them.  Each such capture made the pool grow by them
+     * otherwise; where a capture may be under way, it still does. */
+    if (g && g->arena && may_wait_for_device(g, NULL) && !cupy_capture_alive())
+        (void)ga_bm_drain_limbo(g->arena->bm);
     if (g) {
         g->users++;
         g->graphs++;

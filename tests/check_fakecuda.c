@@ -1637,6 +1637,35 @@ START_TEST(pool_reuses_side_stream_blocks_across_captures)
 }
 END_TEST
 
+/* A pool begun again while a capture the hooks do not see runs on another
+ * stream (a CuPy capture, a program's own): the begin makes no wait for
+ * the device where the pool holds nothing in limbo.  It drained at every
+ * begin of a pool whose stream pools held blocks, and broke that capture. */
+START_TEST(pool_begin_spares_another_capture)
+{
+    fake_open();
+    void *const c = (void *)0x5000, *const d = (void *)0x6000;
+    const gpuarena_torch_pool_t id = {0, 91};
+    void *e = gpuarena_torch_alloc(MIB, 0, c);
+    gpuarena_torch_free(e, MIB, 0, c);
+    gpuarena_torch_begin_allocate_to_pool(0, id, NULL);
+    fake.capture(c);
+    void *x = gpuarena_torch_alloc(8 * MIB, 0, c);
+    ck_assert_ptr_nonnull(x);
+    gpuarena_torch_free(x, 8 * MIB, 0, c);
+    fake.capture(NULL);
+    gpuarena_torch_end_allocate_to_pool(0, id);
+    long disturbed = fake.count("disturbed");
+    fake.capture(d); /* a capture no hook was told of */
+    gpuarena_torch_begin_allocate_to_pool(0, id, NULL);
+    ck_assert_int_eq(fake.count("disturbed"), disturbed);
+    fake.capture(NULL);
+    gpuarena_torch_end_allocate_to_pool(0, id);
+    gpuarena_torch_release_pool(0, id);
+    gpuarena_torch_release_pool(0, id);
+}
+END_TEST
+
 /* record_stream on the block's own capturing stream, which stream order
  * covers: the block goes back to the pool at its free and serves the
  * capture's next allocation, as without the call. */
@@ -2100,6 +2129,7 @@ int main(int argc, char **argv)
                             empty_cache_during_a_capture,
                             record_stream_of_a_captured_side_stream,
                             pool_reuses_side_stream_blocks_across_captures,
+                            pool_begin_spares_another_capture,
                             record_stream_of_the_blocks_own_captured_stream,
                             pool_out_of_memory_takes_other_threads_caches,
                             no_stream_work_during_a_blocking_capture,

@@ -1321,11 +1321,11 @@ gpuarena_status_t ga_bm_uses_unknown(ga_bm_t *bm, void *ptr, const uint64_t *own
     return st;
 }
 
-gpuarena_status_t ga_bm_drain(ga_bm_t *bm)
+gpuarena_status_t ga_bm_drain_limbo(ga_bm_t *bm)
 {
     ga_lock(&bm->lock);
-    ga_tcache_flush_all(bm);
-    gpuarena_status_t st = ga_sweep_unsettled(bm) ? ga_sweep_drain(bm) : GPUARENA_SUCCESS;
+    gpuarena_status_t st =
+        bm->events && ga_pool_holds(&bm->limbo) ? ga_sweep_drain(bm) : GPUARENA_SUCCESS;
     ga_unlock(&bm->lock);
     return st;
 }

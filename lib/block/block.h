@@ -134,12 +134,13 @@ void ga_bm_hold(ga_bm_t *bm);
  * No provider call. */
 gpuarena_status_t ga_bm_uses_unknown(ga_bm_t *bm, void *ptr, const uint64_t *own);
 
-/* Where some free block is kept from the streams that did not free it
- * (limbo, pending events, stream pools): wait for the whole device and
- * make every one reusable (ga_sweep_drain).  For a held manager, whose
- * out-of-memory path makes no such wait, at a moment when no capture is
- * under way (graphpool.c, at a pool's begin).  The wait's status. */
-gpuarena_status_t ga_bm_drain(ga_bm_t *bm);
+/* Where limbo holds blocks (their uses unknown: ga_bm_uses_unknown),
+ * wait for the whole device and make every free block reusable
+ * (ga_sweep_drain); else nothing, no provider call.  For a held manager,
+ * whose out-of-memory path makes no such wait, at a moment when no
+ * capture is under way (graphpool.c, at a pool's begin).  The wait's
+ * status. */
+gpuarena_status_t ga_bm_drain_limbo(ga_bm_t *bm);
 
 /* Whether PTR is the start of a block that BM handed out and that is
  * live or in a thread cache: one lookup with no lock, for telling which
