@@ -64,7 +64,7 @@ const char *gpuarena_strerror(gpuarena_status_t status)
  * reports the text of its last status. */
 static _Thread_local char *message;
 static _Thread_local const char *fallback;
-static pthread_key_t key;
+static pthread_key_t key; /* never deleted: the library is never unloaded (lib/Makefile.am) */
 static pthread_once_t key_once = PTHREAD_ONCE_INIT;
 static bool key_made;
 
@@ -77,14 +77,6 @@ static void free_message(void *m)
 static void make_key(void)
 {
     key_made = pthread_key_create(&key, free_message) == 0;
-}
-
-/* Once unloaded, the library's destructor must not run at a thread's
- * exit: the buffers of live threads are left to the process. */
-__attribute__((destructor)) static void delete_key(void)
-{
-    if (key_made)
-        (void)pthread_key_delete(key);
 }
 
 /* The thread's buffer, made now if need be; NULL without host memory.

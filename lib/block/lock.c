@@ -39,20 +39,9 @@ static void cell_release(void *arg)
     pthread_mutex_unlock(&cells_lock);
 }
 
-static bool cell_key_made;
-
 static void cell_key_make(void)
 {
-    cell_key_made = pthread_key_create(&cell_key, cell_release) == 0;
-}
-
-/* Unloaded (dlclose), the library's cell_release must not run when a
- * thread that took a lock exits later (tcache.c says the same of its
- * key). */
-__attribute__((destructor)) static void cell_key_delete(void)
-{
-    if (cell_key_made)
-        (void)pthread_key_delete(cell_key);
+    (void)pthread_key_create(&cell_key, cell_release);
 }
 
 /* This thread's cell, made on first use; NULL without memory. */

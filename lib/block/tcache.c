@@ -308,20 +308,9 @@ static void renew(ga_tcache_t *t)
     t->allocs_mark = 0;
 }
 
-static bool key_made;
-
 static void make_key(void)
 {
-    key_made = pthread_key_create(&exit_key, thread_exit) == 0;
-}
-
-/* Unloaded (dlclose), the library's thread_exit must not run when a
- * thread that used a cache exits later: it crashed there.  Such a
- * thread's caches are left to the process, as at exit. */
-__attribute__((destructor)) static void delete_key(void)
-{
-    if (key_made)
-        (void)pthread_key_delete(exit_key);
+    pthread_key_create(&exit_key, thread_exit);
 }
 
 ga_tcache_t *ga_tcache_create(ga_bm_t *bm, ga_stream_t s)
