@@ -1340,6 +1340,17 @@ static void record_to_temp(char *path)
     ck_assert_int_eq(ga_trace_open(path), GPUARENA_SUCCESS);
 }
 
+/* A graph's capture into POOL on stream C, as PyTorch makes one: the
+ * default arena has served C before (eager code), the pool is begun, the
+ * capture begins. */
+static void begin_capture(void *c, gpuarena_torch_pool_t pool)
+{
+    void *e = gpuarena_torch_alloc(MIB, 0, c);
+    gpuarena_torch_free(e, MIB, 0, c);
+    gpuarena_torch_begin_allocate_to_pool(0, pool, NULL);
+    fake.capture(c);
+}
+
 /* GPUARENA_TRACE records a graph's allocations, in its pool's arena, and
  * their frees: they were not recorded at all (the pool allocates below
  * gpuarena_alloc, and a free of a block the recorder never saw writes
@@ -1351,10 +1362,7 @@ START_TEST(torch_pool_allocations_are_traced)
     const gpuarena_torch_pool_t p = {0, 41};
     char path[] = "/tmp/check_fakecuda_XXXXXX";
     record_to_temp(path);
-    void *e = gpuarena_torch_alloc(MIB, 0, c); /* the default arena's */
-    gpuarena_torch_free(e, MIB, 0, c);
-    gpuarena_torch_begin_allocate_to_pool(0, p, NULL);
-    fake.capture(c);
+    begin_capture(c, p);
     void *x = gpuarena_torch_alloc(3 * MIB, 0, c);
     ck_assert_ptr_nonnull(x);
     gpuarena_torch_free(x, 3 * MIB, 0, c);
@@ -1401,10 +1409,7 @@ START_TEST(fork_while_a_traced_pool_frees)
     const gpuarena_torch_pool_t p = {0, 42};
     char path[] = "/tmp/check_fakecuda_XXXXXX";
     record_to_temp(path);
-    void *e = gpuarena_torch_alloc(MIB, 0, c);
-    gpuarena_torch_free(e, MIB, 0, c);
-    gpuarena_torch_begin_allocate_to_pool(0, p, NULL);
-    fake.capture(c);
+    begin_capture(c, p);
     pthread_t th;
     ck_assert_int_eq(pthread_create(&th, NULL, pool_loop, c), 0);
     for (int i = 0; i < 400; i++) {
@@ -1443,10 +1448,7 @@ static void pool_keeps_its_memory(int growable)
     void *const c = (void *)0x5000;
     const gpuarena_torch_pool_t id = {0, 51};
     const size_t SZ = 128 * MIB; /* above thread_cache_large */
-    void *e = gpuarena_torch_alloc(MIB, 0, c);
-    gpuarena_torch_free(e, MIB, 0, c);
-    gpuarena_torch_begin_allocate_to_pool(0, id, NULL);
-    fake.capture(c);
+    begin_capture(c, id);
     void *t = gpuarena_torch_alloc((ssize_t)SZ, 0, c);   /* a temporary */
     void *out = gpuarena_torch_alloc((ssize_t)SZ, 0, c); /* the graph's output */
     ck_assert_ptr_nonnull(t);
@@ -1501,10 +1503,7 @@ START_TEST(graph_pool_out_of_memory_spares_the_capture)
     fake_open();
     void *const c = (void *)0x5000;
     const gpuarena_torch_pool_t id = {0, 52};
-    void *e = gpuarena_torch_alloc(MIB, 0, c);
-    gpuarena_torch_free(e, MIB, 0, c);
-    gpuarena_torch_begin_allocate_to_pool(0, id, NULL);
-    fake.capture(c);
+    begin_capture(c, id);
     void *t = gpuarena_torch_alloc(128 * MIB, 0, c);
     ck_assert_ptr_nonnull(t);
     gpuarena_torch_free(t, 128 * MIB, 0, c); /* a temporary, in the pool */
@@ -1646,10 +1645,7 @@ START_TEST(pool_begin_spares_another_capture)
     fake_open();
     void *const c = (void *)0x5000, *const d = (void *)0x6000;
     const gpuarena_torch_pool_t id = {0, 91};
-    void *e = gpuarena_torch_alloc(MIB, 0, c);
-    gpuarena_torch_free(e, MIB, 0, c);
-    gpuarena_torch_begin_allocate_to_pool(0, id, NULL);
-    fake.capture(c);
+    begin_capture(c, id);
     void *x = gpuarena_torch_alloc(8 * MIB, 0, c);
     ck_assert_ptr_nonnull(x);
     gpuarena_torch_free(x, 8 * MIB, 0, c);
@@ -1674,10 +1670,7 @@ START_TEST(record_stream_of_the_blocks_own_captured_stream)
     fake_open();
     void *const c = (void *)0x5000;
     const gpuarena_torch_pool_t id = {0, 57};
-    void *e = gpuarena_torch_alloc(MIB, 0, c);
-    gpuarena_torch_free(e, MIB, 0, c);
-    gpuarena_torch_begin_allocate_to_pool(0, id, NULL);
-    fake.capture(c);
+    begin_capture(c, id);
     void *x = gpuarena_torch_alloc(128 * MIB, 0, c);
     ck_assert_ptr_nonnull(x);
     gpuarena_torch_record_stream(x, c);
@@ -1717,10 +1710,7 @@ START_TEST(pool_out_of_memory_takes_other_threads_caches)
     fake_open();
     void *const c = (void *)0x5000;
     const gpuarena_torch_pool_t id = {0, 59};
-    void *e = gpuarena_torch_alloc(MIB, 0, c);
-    gpuarena_torch_free(e, MIB, 0, c);
-    gpuarena_torch_begin_allocate_to_pool(0, id, NULL);
-    fake.capture(c);
+    begin_capture(c, id);
     void *keep = gpuarena_torch_alloc(8 * MIB, 0, c); /* binds the pool here */
     ck_assert_ptr_nonnull(keep);
     pthread_t th;
