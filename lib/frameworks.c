@@ -73,9 +73,8 @@ void gpuarena_torch_record_stream(void *ptr, void *stream)
     if (!ptr)
         return;
     gpuarena_t *a = ga_default_arena_of(GPUARENA_DEVICE, ptr);
-    bool pool = false;
     if (!a && atomic_load_explicit(&ga_graph_pools, memory_order_relaxed))
-        pool = (a = ga_graph_pool_arena_of(ptr)) != NULL;
+        a = ga_graph_pool_arena_of(ptr);
     if (!a) {
         ga_error(GPUARENA_ERR_INVALID_POINTER,
                  "gpuarena_torch_record_stream: %p is not a live block of a default device arena",
@@ -91,12 +90,14 @@ void gpuarena_torch_record_stream(void *ptr, void *stream)
      * PyTorch's own allocator leaves such a block until the capture ends. */
     if (gpuarena_record_stream(a, ptr, stream) != GPUARENA_ERR_STREAM_CAPTURE)
         return;
-    /* A pool's arena names streams by their handles, with no driver call
-     * (graphpool.c): a use on the block's own stream changes nothing.  A
-     * default arena's stream id would ask the driver, which fails on a
-     * capturing stream and invalidates the capture: not asked. */
+    /* A use on the block's own stream changes nothing, where the stream's
+     * id is known with no driver call (a pool's arena names streams by
+     * their handles, graphpool.c; a default arena, by the id this thread
+     * remembers): asking the driver fails on a capturing stream and
+     * invalidates the capture. */
+    const ga_provider_ops_t *ops = a->prov->ops;
     uint64_t id;
-    bool named = pool && a->prov->ops->stream_id(a->prov, stream, &id) == GPUARENA_SUCCESS;
+    bool named = ops->stream_id_known && ops->stream_id_known(a->prov, stream, &id);
     (void)ga_bm_uses_unknown(a->bm, ptr, named ? &id : NULL);
 }
 

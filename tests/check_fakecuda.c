@@ -1684,6 +1684,34 @@ START_TEST(record_stream_of_the_blocks_own_captured_stream)
 }
 END_TEST
 
+/* The same for a block of the default arena, allocated before the
+ * capture on the stream that is then captured: the thread remembers
+ * that stream's id, so the use is told apart with no driver call.  It
+ * sent the block to limbo, and the next allocation took new memory. */
+START_TEST(record_stream_of_a_default_blocks_own_captured_stream)
+{
+    fake_open();
+    void *const c = (void *)0x5000;
+    const gpuarena_torch_pool_t id = {0, 58};
+    void *x = gpuarena_torch_alloc(128 * MIB, 0, c);
+    ck_assert_ptr_nonnull(x);
+    int handles = fake.handles();
+    long disturbed = fake.count("disturbed");
+    gpuarena_torch_begin_allocate_to_pool(0, id, NULL);
+    fake.capture(c);
+    gpuarena_torch_record_stream(x, c);
+    ck_assert_int_eq(fake.count("disturbed"), disturbed);
+    fake.capture(NULL);
+    gpuarena_torch_end_allocate_to_pool(0, id);
+    gpuarena_torch_release_pool(0, id);
+    gpuarena_torch_free(x, 128 * MIB, 0, c);
+    void *z = gpuarena_torch_alloc(128 * MIB, 0, c);
+    ck_assert_ptr_eq(z, x);
+    ck_assert_int_eq(fake.handles(), handles);
+    gpuarena_torch_free(z, 128 * MIB, 0, c);
+}
+END_TEST
+
 static _Atomic int cached_phase;
 
 /* Autograd's thread: a block of the capture's pool, freed into this
@@ -2121,6 +2149,7 @@ int main(int argc, char **argv)
                             pool_reuses_side_stream_blocks_across_captures,
                             pool_begin_spares_another_capture,
                             record_stream_of_the_blocks_own_captured_stream,
+                            record_stream_of_a_default_blocks_own_captured_stream,
                             pool_out_of_memory_takes_other_threads_caches,
                             no_stream_work_during_a_blocking_capture,
                             captured_stream_of_another_device};

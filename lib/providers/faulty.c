@@ -376,6 +376,12 @@ static gpuarena_status_t w_memzero(ga_provider_t *p, void *ptr, size_t size, gpu
     return st == GPUARENA_SUCCESS ? IN(p)->ops->memzero(IN(p), ptr, size, s) : st;
 }
 
+/* No call to fail: passes through. */
+static bool w_stream_id_known(ga_provider_t *p, gpuarena_stream_t s, uint64_t *id)
+{
+    return IN(p)->ops->stream_id_known(IN(p), s, id);
+}
+
 /* The check passes through: a fault of the fill is memzero's. */
 static gpuarena_status_t w_memzero_check(ga_provider_t *p, gpuarena_stream_t s)
 {
@@ -486,6 +492,7 @@ gpuarena_status_t ga_fault_wrap(ga_provider_t **pp)
     WRAP(stream_check, w_stream_check);
     WRAP(stream_resolve, w_stream_resolve);
     f->ops.name_by_handle = o->name_by_handle ? w_name_by_handle : NULL;
+    f->ops.stream_id_known = o->stream_id_known ? w_stream_id_known : NULL;
     WRAP(event_create, w_event_create);
     WRAP(event_destroy, w_event_destroy);
     WRAP(event_record, w_event_record);

@@ -151,6 +151,20 @@ gpuarena_status_t ga_gpuctx_stream_id(ga_provider_t *p, gpuarena_stream_t s, uin
     return on_stream(g, s, get_id, id);
 }
 
+bool ga_gpuctx_stream_id_known(ga_provider_t *p, gpuarena_stream_t s, uint64_t *id)
+{
+    ga_gpuctx_t *g = ga_gpuctx_of(p);
+    if (by_handle(g, s)) {
+        *id = handle_id(s);
+        return true;
+    }
+    if (s == NULL || s == GA_CUDA_STREAM_LEGACY) {
+        *id = g->legacy_id;
+        return true;
+    }
+    return ga_cuda_stream_id_cached(g->ctx, s, id);
+}
+
 gpuarena_status_t ga_gpuctx_stream_check(ga_provider_t *p, gpuarena_stream_t s)
 {
     return names_context(s) ? ga_cuda_stream_check(s)

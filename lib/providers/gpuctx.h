@@ -96,6 +96,7 @@ static inline gpuarena_status_t ga_gpuctx_host_wait(gpuarena_stream_t s, gpuaren
 /* Provider operations. */
 gpuarena_status_t ga_gpuctx_stream_id(ga_provider_t *p, gpuarena_stream_t s, uint64_t *id);
 gpuarena_status_t ga_gpuctx_stream_check(ga_provider_t *p, gpuarena_stream_t s);
+bool ga_gpuctx_stream_id_known(ga_provider_t *p, gpuarena_stream_t s, uint64_t *id);
 gpuarena_status_t ga_gpuctx_stream_resolve(ga_provider_t *p, gpuarena_stream_t s, bool defer,
                                            uint64_t *id);
 void ga_gpuctx_name_by_handle(ga_provider_t *p);
@@ -117,9 +118,9 @@ gpuarena_status_t ga_gpuctx_memzero_check(ga_provider_t *p, gpuarena_stream_t s)
 #define GA_GPUCTX_OPS                                                                              \
     .stream_id = ga_gpuctx_stream_id, .stream_check = ga_gpuctx_stream_check,                      \
     .name_by_handle = ga_gpuctx_name_by_handle, .stream_resolve = ga_gpuctx_stream_resolve,        \
-    .event_create = ga_gpuctx_event_create, .event_destroy = ga_gpuctx_event_destroy,              \
-    .event_record = ga_gpuctx_event_record, .event_query = ga_gpuctx_event_query,                  \
-    .event_sync = ga_gpuctx_event_sync, .stream_wait = ga_gpuctx_stream_wait,                      \
-    .sync_all = ga_gpuctx_sync_all
+    .stream_id_known = ga_gpuctx_stream_id_known, .event_create = ga_gpuctx_event_create,          \
+    .event_destroy = ga_gpuctx_event_destroy, .event_record = ga_gpuctx_event_record,              \
+    .event_query = ga_gpuctx_event_query, .event_sync = ga_gpuctx_event_sync,                      \
+    .stream_wait = ga_gpuctx_stream_wait, .sync_all = ga_gpuctx_sync_all
 
 #endif /* GA_PROVIDERS_GPUCTX_H */

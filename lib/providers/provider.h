@@ -81,6 +81,12 @@ typedef struct ga_provider_ops {
      * cuStreamGetId fails on the capturing stream and breaks the
      * capture. */
     void (*name_by_handle)(ga_provider_t *p);
+    /* Optional: S's id where it is known with no driver call at all (the
+     * legacy stream, a stream the calling thread named lately, any stream
+     * of an arena that names them by handle): true and *ID, else false.
+     * For a stream that may be being captured, whose id the driver would
+     * refuse and whose capture it would invalidate. */
+    bool (*stream_id_known)(ga_provider_t *p, gpuarena_stream_t s, uint64_t *id);
 
     /* Events (optional: without them, frees complete at once, as for host
      * memory that no GPU touches). */
