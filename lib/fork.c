@@ -35,8 +35,8 @@
  * once the parent had loaded the driver (lib/cuda/cuda.c); the block
  * manager's statistics still read what the parent had (the per-kind
  * ones read 0: gpuarena_stats skips the provider's hook there).  The
- * child records no trace, prints no GPUARENA_STATS report, and its SIGUSR1 no longer reaches the
- * parent's report thread (report.c).
+ * child records no trace, prints no GPUARENA_STATS report, and its
+ * SIGUSR1 no longer reaches the parent's report thread (report.c).
  *
  * The handlers cost nothing between forks: a fork pays for them, in
  * proportion to the number of arenas and thread caches.

@@ -167,6 +167,15 @@ static bool given_back(const gpool_t *g)
     return g->released || atomic_load_explicit(&g->graph_gone, memory_order_acquire);
 }
 
+/* Whether a PyTorch pool is between its begin and end.  The lock held. */
+static bool any_begun(void)
+{
+    for (const gpool_t *o = pools; o; o = o->next)
+        if (o->users)
+            return true;
+    return false;
+}
+
 /* Whether G's arena may wait for the whole device now (be destroyed, or
  * drained), from a hook call on STREAM (NULL: the legacy stream, or none
  * known).  Destroying it waits for the whole device (its blocks' last frees may be ahead of the
@@ -178,9 +187,8 @@ static bool given_back(const gpool_t *g)
  * later hook call (ga_graph_pool_collect).  The lock held. */
 static bool may_wait_for_device(const gpool_t *g, void *stream)
 {
-    for (const gpool_t *o = pools; o; o = o->next)
-        if (o->users)
-            return false;
+    if (any_begun())
+        return false;
     ga_provider_t *p = g->arena->prov;
     if (p->ops->stream_check(p, stream) != GPUARENA_SUCCESS)
         return false;
@@ -505,9 +513,7 @@ bool ga_graph_pool_capturing(void)
     if (!atomic_load_explicit(&ga_graph_pools, memory_order_relaxed))
         return false;
     pthread_mutex_lock(&lock);
-    bool any = false;
-    for (const gpool_t *g = pools; g && !any; g = g->next)
-        any = g->users != 0;
+    bool any = any_begun();
     pthread_mutex_unlock(&lock);
     return any;
 }

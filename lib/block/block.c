@@ -753,6 +753,36 @@ static gpuarena_status_t release_and_retry(ga_bm_t *bm, int cls, size_t rs, ga_s
     return *b ? GPUARENA_SUCCESS : ga_seg_grow(bm, cls, rs, s, b);
 }
 
+/* The retry of alloc_miss once it ran out of memory: every thread's
+ * cached blocks first (no provider call), then, but for a manager that
+ * holds its memory (a graph's pool, during a capture of S: the waits would
+ * invalidate the capture, and what they release the graph still writes),
+ * everything cached, waiting for pending frees: the only path that blocks
+ * the host.  First what is freed without waiting for the whole device
+ * (ga_sweep_settle: S's own frees and those that events cover), which
+ * breaks no other thread's capture; the wait for the device
+ * (ga_sweep_drain) only when that was not enough and frees of other
+ * streams are still uncovered. */
+static gpuarena_status_t retry_out_of_memory(ga_bm_t *bm, int cls, size_t rs, ga_stream_t s,
+                                             ga_block_t **b, bool *grown, bool *returned)
+{
+    bm->c.oom_retries++;
+    ga_tcache_flush_all(bm);
+    *returned = true;
+    if (bm->hold) {
+        *b = find_free(bm, cls, rs, s);
+        *grown = false;
+        return *b ? GPUARENA_SUCCESS : GPUARENA_ERR_OUT_OF_MEMORY;
+    }
+    ga_sweep_settle(bm, s);
+    gpuarena_status_t st = release_and_retry(bm, cls, rs, s, b, grown);
+    if (st == GPUARENA_ERR_OUT_OF_MEMORY && ga_sweep_unsettled(bm)) {
+        (void)ga_sweep_drain(bm); /* refused: the retry below finds what it finds */
+        st = release_and_retry(bm, cls, rs, s, b, grown);
+    }
+    return st;
+}
+
 /* No block of the pools S may use at once fits RS bytes: another
  * stream's, once its sweep is waited on, or new memory; *OUT gets a block
  * in a pool and large enough (out of line: the hit path stays short).
@@ -820,36 +850,8 @@ static __attribute__((noinline)) gpuarena_status_t alloc_miss(ga_bm_t *bm, int c
     ga_error_saved_t saved;
     ga_error_save(&saved);
     gpuarena_status_t st = ga_seg_grow(bm, cls, rs, s, &b);
-    if (st == GPUARENA_ERR_OUT_OF_MEMORY) {
-        /* Every thread's cached blocks first (no provider call). */
-        bm->c.oom_retries++;
-        ga_tcache_flush_all(bm);
-        *returned = true;
-    }
-    if (st == GPUARENA_ERR_OUT_OF_MEMORY && bm->hold) {
-        /* A manager that holds its memory (a graph's pool, during a
-         * capture of S) stops there: the waits below would invalidate the
-         * capture, and what they release the graph still writes. */
-        b = find_free(bm, cls, rs, s);
-        if (b) {
-            *grown = false;
-            st = GPUARENA_SUCCESS;
-        }
-    } else if (st == GPUARENA_ERR_OUT_OF_MEMORY) {
-        /* Release everything cached, waiting for pending frees, and retry
-         * once: the only path that blocks the host.  First what is freed
-         * without waiting for the whole device (ga_sweep_settle: S's own
-         * frees and those that events cover), which breaks no other
-         * thread's capture; the wait for the device (ga_sweep_drain) only
-         * when that was not enough and frees of other streams are still
-         * uncovered. */
-        ga_sweep_settle(bm, s);
-        st = release_and_retry(bm, cls, rs, s, &b, grown);
-        if (st == GPUARENA_ERR_OUT_OF_MEMORY && ga_sweep_unsettled(bm)) {
-            (void)ga_sweep_drain(bm); /* refused: the retry below finds what it finds */
-            st = release_and_retry(bm, cls, rs, s, &b, grown);
-        }
-    }
+    if (st == GPUARENA_ERR_OUT_OF_MEMORY)
+        st = retry_out_of_memory(bm, cls, rs, s, &b, grown, returned);
     if (st != GPUARENA_SUCCESS)
         return ga_bm_out_of_memory(bm, size, st);
     ga_error_restore(&saved);

@@ -131,26 +131,6 @@ void ga_gpuctx_name_by_handle(ga_provider_t *p)
     ga_gpuctx_of(p)->by_handle = true;
 }
 
-gpuarena_status_t ga_gpuctx_stream_id(ga_provider_t *p, gpuarena_stream_t s, uint64_t *id)
-{
-    ga_gpuctx_t *g = ga_gpuctx_of(p);
-    if (by_handle(g, s)) {
-        /* No id asked, but the device checked: a capture pool must not
-         * serve another GPU's stream with its GPU's memory. */
-        gpuarena_status_t st =
-            names_context(s) ? ga_cuda_stream_owner_check(g->ctx, s) : GPUARENA_SUCCESS;
-        *id = handle_id(s);
-        return st;
-    }
-    if (s == NULL || s == GA_CUDA_STREAM_LEGACY) {
-        *id = g->legacy_id;
-        return GPUARENA_SUCCESS;
-    }
-    if (ga_cuda_stream_id_cached(g->ctx, s, id))
-        return GPUARENA_SUCCESS;
-    return on_stream(g, s, get_id, id);
-}
-
 bool ga_gpuctx_stream_id_known(ga_provider_t *p, gpuarena_stream_t s, uint64_t *id)
 {
     ga_gpuctx_t *g = ga_gpuctx_of(p);
@@ -163,6 +143,23 @@ bool ga_gpuctx_stream_id_known(ga_provider_t *p, gpuarena_stream_t s, uint64_t *
         return true;
     }
     return ga_cuda_stream_id_cached(g->ctx, s, id);
+}
+
+/* The id known with no driver call, else the driver's; a stream named by
+ * its handle has its device checked all the same. */
+gpuarena_status_t ga_gpuctx_stream_id(ga_provider_t *p, gpuarena_stream_t s, uint64_t *id)
+{
+    ga_gpuctx_t *g = ga_gpuctx_of(p);
+    if (by_handle(g, s) && names_context(s)) {
+        /* No id asked, but the device checked: a capture pool must not
+         * serve another GPU's stream with its GPU's memory. */
+        gpuarena_status_t st = ga_cuda_stream_owner_check(g->ctx, s);
+        if (st != GPUARENA_SUCCESS)
+            return st;
+    }
+    if (ga_gpuctx_stream_id_known(p, s, id))
+        return GPUARENA_SUCCESS;
+    return on_stream(g, s, get_id, id);
 }
 
 gpuarena_status_t ga_gpuctx_stream_check(ga_provider_t *p, gpuarena_stream_t s)

@@ -54,8 +54,8 @@ typedef struct rec_arena {
  * the id, how many threads are freeing the pointer (more than one only
  * in a racing double free of the program's), and whether its "f" line
  * is written.  The record goes at the last end, or when the pointer is
- * handed out again first (settle_freeing).  Ids stay below 2^48 (one a nanosecond for three
- * days). */
+ * handed out again first (settle_freeing).  Ids stay below 2^48 (one a
+ * nanosecond for three days). */
 #define FREEING_ID     ((UINT64_C(1) << 48) - 1)
 #define FREEING_DONE   (UINT64_C(1) << 48)
 #define FREEING_HOLDER (UINT64_C(1) << 49)
