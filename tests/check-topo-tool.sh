@@ -1,7 +1,8 @@
 #!/bin/sh
 # gpuarena-topo as a user meets it: the GPUs of a topology file with their
 # nearest nodes; a machine with nodes numbered 64 and above says which
-# nodes gpuarena leaves alone; standard output that cannot be written is
+# nodes gpuarena leaves alone; a topology file it cannot read is named as
+# the user named it, with why; standard output that cannot be written is
 # an error (exit 3).
 . "${srcdir:-$(dirname "$0")}/man-helpers.sh"
 T=$top_builddir/tools/gpuarena-topo
@@ -27,6 +28,20 @@ if [ -w /dev/full ]; then
     [ $? = 3 ] || fail "> /dev/full did not exit 3"
     grep -qF "cannot write standard output" "$tmp.err" || fail "write error: $(cat "$tmp.err")"
 fi
+# A file that is not there, or not a topology: exit 1, the option named
+# (not GPUARENA_TOPOLOGY, which the option sets inside), and why.
+"$T" -t "$tmp.none" > /dev/null 2> "$tmp.err"
+[ $? = 1 ] || fail "a missing -t file did not exit 1"
+grep -qF -- "--topology: cannot read the hwloc XML topology file '$tmp.none': No such file" \
+    "$tmp.err" || fail "missing file: $(cat "$tmp.err")"
+echo '<topology>' > "$tmp.xml"
+"$T" --topology "$tmp.xml" > /dev/null 2> "$tmp.err"
+[ $? = 1 ] || fail "a bad --topology file did not exit 1"
+grep -q -- "^gpuarena-topo: --topology: .*'$tmp.xml': not a topology that hwloc reads" "$tmp.err" ||
+    fail "bad file: $(cat "$tmp.err")"
+GPUARENA_TOPOLOGY=$tmp.none "$T" > /dev/null 2> "$tmp.err"
+grep -qF "gpuarena-topo: GPUARENA_TOPOLOGY: cannot read" "$tmp.err" ||
+    fail "GPUARENA_TOPOLOGY's file: $(cat "$tmp.err")"
 "$T" --bogus > /dev/null 2> "$tmp.err"
 [ $? = 2 ] || fail "a bad option did not exit 2"
 [ $ga_fail = 0 ] && echo "gpuarena-topo behaves"

@@ -201,6 +201,7 @@ static int run(int argc, char **argv)
                                          {"version", no_argument, NULL, 'V'},
                                          {NULL, 0, NULL, 0}};
     int c;
+    bool from_option = false;
     while ((c = getopt_long(argc, argv, "t:hV", opts, NULL)) != -1) {
         switch (c) {
         case 't':
@@ -208,6 +209,7 @@ static int run(int argc, char **argv)
                 perror("gpuarena-topo: setenv");
                 return 1;
             }
+            from_option = true;
             break;
         case 'h':
             usage(stdout);
@@ -229,7 +231,14 @@ static int run(int argc, char **argv)
     hwloc_topology_t t = NULL;
     const char *xml = NULL;
     if (ga_topo_decisions(&t, &xml) != GPUARENA_SUCCESS) {
-        fprintf(stderr, "gpuarena-topo: %s\n", gpuarena_last_error());
+        /* The file came from --topology, which the library reads as
+         * GPUARENA_TOPOLOGY: the message names the option given. */
+        const char *msg = gpuarena_last_error();
+        static const char env[] = "GPUARENA_TOPOLOGY: ";
+        if (from_option && strncmp(msg, env, sizeof env - 1) == 0)
+            fprintf(stderr, "gpuarena-topo: --topology: %s\n", msg + sizeof env - 1);
+        else
+            fprintf(stderr, "gpuarena-topo: %s\n", msg);
         return 1;
     }
     printf("gpuarena %s\n", gpuarena_version());

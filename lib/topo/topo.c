@@ -13,6 +13,7 @@
 #include "errors.h"
 #include "topo/topo_internal.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,10 +39,16 @@ gpuarena_status_t ga_topo_load(const char *path, hwloc_topology_t *out)
     for (size_t i = 0; i < sizeof skip / sizeof skip[0]; i++)
         (void)hwloc_topology_set_components(t, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, skip[i]);
 #endif
+    errno = 0;
     if (path && hwloc_topology_set_xml(t, path) != 0) {
+        /* A file that is not there or not readable, or one hwloc cannot
+         * parse (EINVAL, or errno left as it was). */
+        int e = errno;
         hwloc_topology_destroy(t);
+        bool unreadable = e != 0 && e != EINVAL;
         return ga_error(GPUARENA_ERR_CONFIG,
-                        "GPUARENA_TOPOLOGY: cannot read the hwloc XML topology file '%s'", path);
+                        "GPUARENA_TOPOLOGY: cannot read the hwloc XML topology file '%s': %s", path,
+                        unreadable ? strerror(e) : "not a topology that hwloc reads");
     }
     if (hwloc_topology_load(t) != 0) {
         hwloc_topology_destroy(t);
