@@ -427,9 +427,9 @@ START_TEST(bounds)
     bound(D, "thread_cache_large", "256M", "256M");
     bound(D, "thread_cache_large", "-1", NULL);
     bound(D, "thread_cache_count", "1", "1");
-    bound(D, "thread_cache_count", "1024", "1024");
+    bound(D, "thread_cache_count", "32", "32"); /* the cache's stacks hold 32 */
     bound(D, "thread_cache_count", "0", NULL);
-    bound(D, "thread_cache_count", "1025", NULL);
+    bound(D, "thread_cache_count", "33", NULL);
     bound(D, "thread_cache_count", "8K", NULL);
     bound(D, "size_classes", "0", "0");
     bound(D, "size_classes", "1", "1");
@@ -590,6 +590,18 @@ START_TEST(options_override)
         GPUARENA_SUCCESS);
     value_of(c, GPUARENA_HOST, -1, "max_cached", "2G", "GPUARENA_OPTIONS");
     ga_conf_free(c);
+
+    /* Two keys of a rule set in the file, one overridden so that they
+     * conflict: the override is named, not the file's line (which
+     * gpuarena-config --check passes). */
+    c = parse("[device]\nthread_cache_max = 1M\nthread_cache_bytes = 16M\n", &st);
+    ck_assert_int_eq(st, GPUARENA_SUCCESS);
+    ck_assert_int_eq(ga_conf_apply_options(c, "device.thread_cache_bytes=512K", "GPUARENA_OPTIONS"),
+                     GPUARENA_SUCCESS);
+    ck_assert_int_eq(ga_conf_check(c), GPUARENA_ERR_CONFIG);
+    ck_assert_str_eq(ga_conf_error(c, 0), "GPUARENA_OPTIONS: key 'device.thread_cache_bytes': "
+                                          "512K is smaller than thread_cache_max (1M)");
+    ga_conf_free(c);
 }
 END_TEST
 
@@ -643,6 +655,11 @@ START_TEST(error_messages)
     expect_error("[device]\ncross_stream = evnt\n",
                  "t.conf:2: key 'device.cross_stream': bad value 'evnt': expected event, wait "
                  "or never (did you mean 'event'?)");
+    /* '#' right after '=' follows no space: not a comment, a bad value */
+    expect_error("[device]\nmax_cached =#1G\n",
+                 "t.conf:2: key 'device.max_cached': bad value '#1G': expected none or a size");
+    expect_error("[device]\nmax_cached=;1G\n",
+                 "t.conf:2: key 'device.max_cached': bad value ';1G': expected none or a size");
     expect_error("[device]\nexpandable = ture\n", "t.conf:2: key 'device.expandable': bad value "
                                                   "'ture': expected true or false (did you mean "
                                                   "'true'?)");

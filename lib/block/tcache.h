@@ -20,7 +20,7 @@
  * other out and the cache went cold (bench_churn: 1184 instructions a
  * free + alloc against 897 with 128). */
 #define TC_SLOTS     128
-#define TC_MAX_COUNT 32
+#define TC_MAX_COUNT GA_THREAD_CACHE_COUNT_MAX
 
 /* Caches of one manager that a thread keeps, one per stream it freed
  * on: a thread that frees on one stream more retires the cache it used

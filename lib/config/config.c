@@ -498,20 +498,11 @@ static int on_key(void *user, const char *section, const char *name, const char 
         conf_error(r->c, "%s: syntax error: no key before '='", r->where);
         return 1;
     }
-    /* '#' after a space starts a comment, as at the start of a line. */
-    char buf[GA_CONFIG_MAX_LINE + 8];
-    snprintf(buf, sizeof buf, "%s", value);
-    for (char *h = buf; *h; h++) {
-        if (*h == '#' && (h == buf || is_space(h[-1]))) {
-            *h = '\0';
-            break;
-        }
-    }
-    size_t n = strlen(buf);
-    while (n && is_space(buf[n - 1]))
-        buf[--n] = '\0';
+    /* read_line has dropped a comment after a space; a '#' or ';' right
+     * after '=' is part of the value (gpuarena.conf(5)), which is then a
+     * bad one, and said so. */
     origin_t o = {GA_ORIGIN_FILE, r->line, NULL};
-    set_key(r->c, r->where, r->kind, r->device, r->secname, name, buf, o);
+    set_key(r->c, r->where, r->kind, r->device, r->secname, name, value, o);
     return 1;
 }
 
@@ -714,7 +705,8 @@ gpuarena_status_t ga_conf_apply_options(ga_conf_t *c, const char *text, const ch
 }
 
 /* Consistency of one section's effective settings.  A broken rule is
- * blamed on the key of the two that was set (A if both were). */
+ * blamed on the key of the two that was set last (A if both were set
+ * alike). */
 static void check_section(ga_conf_t *c, gpuarena_kind_t kind, int device)
 {
     ga_settings_t s;
@@ -734,11 +726,14 @@ static void check_section(ga_conf_t *c, gpuarena_kind_t kind, int device)
      * again for every device section that inherits it. */
     if (own && !a_own && !b_own)
         return;
+    /* Else the one set last: GPUARENA_OPTIONS over the file, the file
+     * over a default (a file that --check passes, broken by the
+     * variable, is not the one named). */
     const ga_key_t *blame;
     if (a_own != b_own)
         blame = b_own ? b : a;
     else
-        blame = oa->kind == GA_ORIGIN_DEFAULT && ob->kind != GA_ORIGIN_DEFAULT ? b : a;
+        blame = ob->kind > oa->kind ? b : a;
     format_origin(c, blame == a ? oa : ob, where, sizeof where);
     ga_settings_conflict(&s, blame, a, b, why, sizeof why);
     /* The section the blamed key was written in. */

@@ -161,8 +161,9 @@ static const ga_key_t keys[] = {
      "largest block a thread cache holds one of (a block above thread_cache_max, or one its "
      "slots have no room for), until the thread's next allocation or free that takes the "
      "arena's lock"},
-    {"thread_cache_count", GA_KEY_UINT, GA_KINDS_ALL, FIELD(thread_cache_count), 1, 1024, 0, NULL,
-     "an integer from 1 to 1024", "blocks per size class a thread cache holds"},
+    {"thread_cache_count", GA_KEY_UINT, GA_KINDS_ALL, FIELD(thread_cache_count), 1,
+     GA_THREAD_CACHE_COUNT_MAX, 0, NULL, "an integer from 1 to 32",
+     "blocks per size class a thread cache holds"},
     {"size_classes", GA_KEY_UINT, GA_KINDS_ALL, FIELD(size_classes), 1, 16,
      GA_KEY_POW2 | GA_KEY_ZERO_OK, NULL, "0 or a power of two from 1 to 16",
      "sizes per power of two to which requests of at most thread_cache_max are rounded up, so "

@@ -58,6 +58,11 @@ typedef enum ga_advise_accessors {
     GA_ACCESS_BOTH = 3
 } ga_advise_accessors_t;
 
+/* The most blocks of a size class that a thread cache holds: its stacks
+ * are arrays of this length (block/tcache.h), and the key's range ends
+ * here (config/keys.c), so that a larger value is refused, not cut. */
+#define GA_THREAD_CACHE_COUNT_MAX 32
+
 typedef struct ga_settings {
     /* Block manager. */
     size_t round;             /* allocation granularity (power of two) */
@@ -74,7 +79,8 @@ typedef struct ga_settings {
     ga_cross_stream_t cross_stream;
     bool thread_cache;           /* per-thread caches of freed blocks */
     size_t thread_cache_max;     /* largest block a thread cache holds */
-    unsigned thread_cache_count; /* blocks per size class per thread */
+    unsigned thread_cache_count; /* blocks per size class per thread (at most
+                                  * GA_THREAD_CACHE_COUNT_MAX) */
     size_t thread_cache_bytes;   /* bytes per thread, stream and arena */
     size_t thread_cache_large;   /* largest block of the one-block large slot */
     unsigned size_classes;       /* sizes per power of two for cacheable requests (0: none) */
