@@ -219,8 +219,14 @@ gpuarena_status_t gpuarena_free(gpuarena_t *a, void *ptr, gpuarena_stream_t stre
      * captured only if the free would reach the driver with it. */
     ga_stream_t s;
     gpuarena_status_t st = ga_arena_stream(a, stream, true, &s);
-    if (st != GPUARENA_SUCCESS && st != GA_UNCHECKED)
-        return st;
+    if (st != GPUARENA_SUCCESS && st != GA_UNCHECKED) {
+        /* A pointer that is no live block is that error, whatever the
+         * stream: a capture's refusal would have a caller keep the free
+         * for later (gpuarena_torch_free), and count it. */
+        size_t live;
+        gpuarena_status_t pst = ga_bm_lookup(a->bm, ptr, &live, "gpuarena_free");
+        return pst != GPUARENA_SUCCESS ? pst : st;
+    }
     if (__builtin_expect(ga_trace_on(), 0))
         return free_traced(a, ptr, stream, s, st == GA_UNCHECKED);
     return ga_bm_free_on(a->bm, ptr, s, st == GA_UNCHECKED);
@@ -260,7 +266,7 @@ gpuarena_status_t gpuarena_prefetch(gpuarena_t *a, void *ptr, size_t size, int d
         return ga_error(GPUARENA_ERR_NOT_SUPPORTED,
                         "gpuarena_prefetch: only managed arenas prefetch");
     size_t live = 0;
-    gpuarena_status_t st = ga_bm_lookup(a->bm, ptr, &live);
+    gpuarena_status_t st = ga_bm_lookup(a->bm, ptr, &live, "gpuarena_prefetch");
     if (st != GPUARENA_SUCCESS)
         return st;
     if (size > live)
@@ -324,7 +330,7 @@ gpuarena_t *ga_default_arena_of(gpuarena_kind_t kind, const void *ptr)
     for (int d = 0; d < GA_MAX_DEVICES; d++) {
         gpuarena_t *a = defaults[kind][d];
         size_t live;
-        if (a && ga_bm_lookup(a->bm, ptr, &live) == GPUARENA_SUCCESS)
+        if (a && ga_bm_lookup(a->bm, ptr, &live, NULL) == GPUARENA_SUCCESS)
             return a;
     }
     return NULL;

@@ -182,8 +182,8 @@ START_TEST(bad_pointers_change_nothing)
     ck_assert_ptr_nonnull(strstr(gpuarena_last_error(), "not handed out"));
     UNCHANGED(f, ga_bm_record_stream(f->bm, (void *)0x1234000, S(1)), GPUARENA_ERR_INVALID_POINTER);
     size_t req;
-    UNCHANGED(f, ga_bm_lookup(f->bm, x + 4, &req), GPUARENA_ERR_INTERIOR_POINTER);
-    ck_assert_int_eq(ga_bm_lookup(f->bm, x, &req), GPUARENA_SUCCESS);
+    UNCHANGED(f, ga_bm_lookup(f->bm, x + 4, &req, "t"), GPUARENA_ERR_INTERIOR_POINTER);
+    ck_assert_int_eq(ga_bm_lookup(f->bm, x, &req, "t"), GPUARENA_SUCCESS);
     ck_assert_uint_eq(req, 4 * KI);
 
     fx_free(f, x, 1);

@@ -1065,6 +1065,41 @@ START_TEST(hooks_free_after_the_capture)
 }
 END_TEST
 
+/* A free refused for a capture is kept by PyTorch's hook for later: one
+ * of a pointer that is no live block (inside a block, never handed out)
+ * is that error instead, never kept or counted, whatever the stream.
+ * Before, a stream new to the thread and being captured was refused
+ * first, and the hook kept the bad pointer as a deferred free. */
+START_TEST(hooks_bad_free_during_capture)
+{
+    fake_open();
+    void *const c = (void *)0x5000, *const n = (void *)0x9000;
+    gpuarena_t *dev = NULL;
+    ck_assert_int_eq(gpuarena_get(GPUARENA_DEVICE, 0, &dev), GPUARENA_SUCCESS);
+    char *p = gpuarena_torch_alloc(1000, 0, c);
+    ck_assert_ptr_nonnull(p);
+    gpuarena_stats_t before, now;
+    ck_assert_int_eq(gpuarena_stats(dev, &before), GPUARENA_SUCCESS);
+    fake.capture(n); /* N: never named to this thread */
+    ck_assert_int_eq(gpuarena_free(dev, (void *)0x1234, n), GPUARENA_ERR_INVALID_POINTER);
+    ck_assert_int_eq(gpuarena_free(dev, p + 8, n), GPUARENA_ERR_INTERIOR_POINTER);
+    ck_assert_msg(strstr(gpuarena_last_error(), "gpuarena_free: ") == gpuarena_last_error(), "%s",
+                  gpuarena_last_error());
+    gpuarena_torch_free(p + 8, 1000, 0, n);
+    ck_assert_msg(strstr(gpuarena_last_error(), "points inside a block") != NULL, "%s",
+                  gpuarena_last_error());
+    ck_assert_int_eq(gpuarena_stats(dev, &now), GPUARENA_SUCCESS);
+    ck_assert_uint_eq(now.deferred_frees, 0);
+    same_counts(dev, &before);
+    /* The block itself, on that stream: refused for the capture, kept. */
+    ck_assert_int_eq(gpuarena_free(dev, p, n), GPUARENA_ERR_STREAM_CAPTURE);
+    fake.capture(NULL);
+    ck_assert_int_eq(fake.count("disturbed"), 0);
+    ck_assert_int_eq(gpuarena_free(dev, p, c), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_check(dev), GPUARENA_SUCCESS);
+}
+END_TEST
+
 /* A free deferred while the host has no memory for its record is kept
  * all the same, in one of a reserve of records (deferred.c): it was
  * lost, its block live for good.  Only with the whole reserve holding
@@ -2133,6 +2168,7 @@ int main(int argc, char **argv)
                             ipc_makes_granules_exportable,
                             ipc_makes_driver_pool_exportable,
                             hooks_free_after_the_capture,
+                            hooks_bad_free_during_capture,
                             deferred_free_without_host_memory,
                             torch_pool_record_without_host_memory,
                             torch_graph_pools,

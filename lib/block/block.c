@@ -1351,7 +1351,7 @@ bool ga_bm_holds(ga_bm_t *bm, const void *ptr)
     return b && b->addr == a && b->state == BLOCK_LIVE;
 }
 
-gpuarena_status_t ga_bm_lookup(ga_bm_t *bm, const void *ptr, size_t *requested)
+gpuarena_status_t ga_bm_lookup(ga_bm_t *bm, const void *ptr, size_t *requested, const char *what)
 {
     uintptr_t a = (uintptr_t)ptr;
     ga_lock(&bm->lock);
@@ -1359,7 +1359,7 @@ gpuarena_status_t ga_bm_lookup(ga_bm_t *bm, const void *ptr, size_t *requested)
     ga_block_t *b = ga_lmap_find(&bm->live, a);
     if (!b || b->addr != a || b->state != BLOCK_LIVE ||
         atomic_load_explicit(&b->cached, memory_order_relaxed))
-        st = bad_pointer(bm, a, "lookup");
+        st = what ? bad_pointer(bm, a, what) : GPUARENA_ERR_INVALID_POINTER;
     else
         *requested = b->requested;
     ga_unlock(&bm->lock);

@@ -68,8 +68,10 @@ static inline gpuarena_status_t ga_bm_free(ga_bm_t *bm, void *ptr, ga_stream_t s
 gpuarena_status_t ga_bm_record_stream(ga_bm_t *bm, void *ptr, ga_stream_t s);
 
 /* Size of the live block at PTR (its requested size), or an error status
- * when PTR is not the start of a live block. */
-gpuarena_status_t ga_bm_lookup(ga_bm_t *bm, const void *ptr, size_t *requested);
+ * when PTR is not the start of a live block: why, in a message that
+ * names WHAT (the caller's public function), or no message where WHAT is
+ * NULL (a search of several arenas). */
+gpuarena_status_t ga_bm_lookup(ga_bm_t *bm, const void *ptr, size_t *requested, const char *what);
 
 /* Return cached memory to the provider until at most KEEP bytes stay
  * cached.  Flushes the thread caches.  WAIT false: without the wait for
