@@ -2956,6 +2956,13 @@ static void bad_input(gpuarena_kind_t kind, const char *opts)
     EXPECT_UNCHANGED(a, before, gpuarena_free(a, &local, s), GPUARENA_ERR_INVALID_POINTER);
     EXPECT_UNCHANGED(a, before, gpuarena_free(a, (void *)((uintptr_t)1 << 50), s),
                      GPUARENA_ERR_INVALID_POINTER);
+    /* A live block of another arena of the kind, made alike: two sim
+     * arenas used to hand out the same addresses, and this freed LIVE. */
+    gpuarena_t *b = arena(kind, opts);
+    void *theirs = aalloc(b, 4096, s);
+    EXPECT_UNCHANGED(a, before, gpuarena_free(a, theirs, s), GPUARENA_ERR_INVALID_POINTER);
+    afree(b, theirs, s);
+    ck_assert_int_eq(gpuarena_destroy(b), GPUARENA_SUCCESS);
     EXPECT_UNCHANGED(a, before, gpuarena_free(a, (char *)live + 512, s),
                      GPUARENA_ERR_INTERIOR_POINTER);
     EXPECT_UNCHANGED(a, before, gpuarena_free(a, (char *)live + 1, s),

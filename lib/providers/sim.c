@@ -18,7 +18,6 @@
 
 typedef struct sim {
     ga_provider_t base;
-    uintptr_t next_va; /* bump pointer of the fake address space */
     /* Operations so far (every stream lookup ticks).  Stream lookups run
      * outside the block manager's lock, so it is atomic; relaxed is
      * enough: it only has to be a monotonic count, and the events that
@@ -33,8 +32,16 @@ typedef struct sim_event {
     uint64_t done_at; /* clock value from which the event is complete */
 } sim_event_t;
 
-/* Start high and far from anything real; never dereferenced. */
-#define SIM_VA_START ((uintptr_t)1 << 44)
+/* One fake address space for every sim arena of the process, so that
+ * two arenas never hand out the same address: a pointer of one freed
+ * into another is refused as foreign, as real memory would be (with a
+ * bump pointer per arena, it freed the other arena's live block).  It
+ * starts above the user addresses of 48-bit virtual memory, so that no
+ * host arena's pointer is a sim address either, and is never given back:
+ * about 16 million reservations of 1 TiB before it is used up.  Never
+ * dereferenced. */
+#define SIM_VA_START ((uintptr_t)1 << 48)
+static _Atomic uintptr_t sim_next_va = SIM_VA_START;
 
 static gpuarena_status_t take(sim_t *s, size_t size)
 {
@@ -45,12 +52,22 @@ static gpuarena_status_t take(sim_t *s, size_t size)
     return GPUARENA_SUCCESS;
 }
 
-static uintptr_t carve(sim_t *s, size_t size)
+/* SIZE bytes of the address space at *BASE, aligned to the arena's
+ * granule, with a gap of one granule after them so that no two ranges
+ * are adjacent. */
+static gpuarena_status_t carve(sim_t *s, size_t size, void **base)
 {
-    uintptr_t a = s->next_va;
-    /* Keep a gap of one granule so that segments are never adjacent. */
-    s->next_va += size + s->base.granule;
-    return a;
+    uintptr_t g = s->base.granule;
+    uintptr_t cur = atomic_load_explicit(&sim_next_va, memory_order_relaxed), a;
+    do {
+        a = cur + (g - cur % g) % g;
+        if (a < cur || size > UINTPTR_MAX - a || g > UINTPTR_MAX - a - size)
+            return ga_error(GPUARENA_ERR_OUT_OF_MEMORY,
+                            "sim: the process's fake address space is used up");
+    } while (!atomic_compare_exchange_weak_explicit(&sim_next_va, &cur, a + size + g,
+                                                    memory_order_relaxed, memory_order_relaxed));
+    *base = (void *)a;
+    return GPUARENA_SUCCESS;
 }
 
 static gpuarena_status_t sim_map(ga_provider_t *p, size_t size, void **base)
@@ -59,7 +76,11 @@ static gpuarena_status_t sim_map(ga_provider_t *p, size_t size, void **base)
     gpuarena_status_t st = take(s, size);
     if (st != GPUARENA_SUCCESS)
         return st;
-    *base = (void *)carve(s, size);
+    st = carve(s, size, base);
+    if (st != GPUARENA_SUCCESS) {
+        s->committed -= size;
+        return st;
+    }
     p->live_maps++;
     return GPUARENA_SUCCESS;
 }
@@ -75,8 +96,7 @@ static gpuarena_status_t sim_unmap(ga_provider_t *p, void *base, size_t size)
 
 static gpuarena_status_t sim_reserve(ga_provider_t *p, size_t size, void **base)
 {
-    *base = (void *)carve((sim_t *)p, size);
-    return GPUARENA_SUCCESS;
+    return carve((sim_t *)p, size, base);
 }
 
 static gpuarena_status_t sim_release(ga_provider_t *p, void *base, size_t size)
@@ -209,7 +229,6 @@ gpuarena_status_t ga_sim_provider_create(const ga_settings_t *set, ga_provider_t
     s->base.granule = set->granule ? set->granule : (size_t)2 << 20;
     s->base.va_size = (size_t)1 << 40;
     s->base.growable = set->expandable;
-    s->next_va = SIM_VA_START;
     s->delay = set->sim_event_delay;
     s->capacity = set->sim_capacity;
     *out = &s->base;
