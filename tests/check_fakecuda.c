@@ -1880,22 +1880,49 @@ START_TEST(no_stream_work_during_a_blocking_capture)
     }
     /* A fill the driver refuses with CUDA_ERROR_INVALID_VALUE: the driver's
      * error, not a bad stream (the pointer or size may be what it means);
-     * *PTR left as it was, with either pool. */
+     * *PTR left as it was, with either pool, and nothing counted: no
+     * allocation, free, hit or miss (they were, before).  Of a new
+     * segment's block (a miss), a thread cache's and a pool's (hits). */
     for (int i = 0; i < 2; i++) {
-        gpuarena_t *a = NULL;
-        ck_assert_int_eq(
-            gpuarena_create(GPUARENA_DEVICE, 0, i ? "pool=driver,zero=true" : "zero=true", &a),
-            GPUARENA_SUCCESS);
-        fake.arm("cuMemsetD8Async", 1);
-        void *p = (void *)0x1;
-        ck_assert_int_eq(gpuarena_alloc(a, 4096, (void *)0x5000, &p), GPUARENA_ERR_DRIVER);
-        ck_assert_ptr_eq(p, (void *)0x1);
-        ck_assert_msg(strstr(gpuarena_last_error(), "not a valid stream") == NULL, "%s",
-                      gpuarena_last_error());
-        gpuarena_stats_t st;
-        ck_assert_int_eq(gpuarena_stats(a, &st), GPUARENA_SUCCESS);
-        ck_assert_uint_eq(st.live_blocks, 0);
-        ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_SUCCESS);
+        for (int served = 0; served < 3; served++) {
+            gpuarena_t *a = NULL;
+            ck_assert_int_eq(gpuarena_create(GPUARENA_DEVICE, 0,
+                                             i             ? "pool=driver,zero=true"
+                                             : served == 2 ? "zero=true,thread_cache=false"
+                                                           : "zero=true",
+                                             &a),
+                             GPUARENA_SUCCESS);
+            void *p = (void *)0x1, *q = NULL;
+            if (served) { /* freed first: cached */
+                ck_assert_int_eq(gpuarena_alloc(a, 4096, (void *)0x5000, &q), GPUARENA_SUCCESS);
+                ck_assert_int_eq(gpuarena_free(a, q, (void *)0x5000), GPUARENA_SUCCESS);
+            }
+            gpuarena_stats_t before, st;
+            ck_assert_int_eq(gpuarena_stats(a, &before), GPUARENA_SUCCESS);
+            fake.arm("cuMemsetD8Async", 1);
+            ck_assert_int_eq(gpuarena_alloc(a, 4096, (void *)0x5000, &p), GPUARENA_ERR_DRIVER);
+            ck_assert_ptr_eq(p, (void *)0x1);
+            ck_assert_msg(strstr(gpuarena_last_error(), "not a valid stream") == NULL, "%s",
+                          gpuarena_last_error());
+            ck_assert_int_eq(gpuarena_stats(a, &st), GPUARENA_SUCCESS);
+            ck_assert_uint_eq(st.live_blocks, 0);
+            ck_assert_uint_eq(st.allocs, before.allocs);
+            ck_assert_uint_eq(st.frees, before.frees);
+            ck_assert_uint_eq(st.cache_hits, before.cache_hits);
+            ck_assert_uint_eq(st.cache_misses, before.cache_misses);
+            ck_assert_uint_eq(st.requested, 0);
+            /* and the next one is made, and counted once */
+            ck_assert_int_eq(gpuarena_alloc(a, 4096, (void *)0x5000, &p), GPUARENA_SUCCESS);
+            ck_assert_int_eq(gpuarena_stats(a, &st), GPUARENA_SUCCESS);
+            ck_assert_uint_eq(st.allocs, before.allocs + 1);
+            if (!i) /* the driver's pool counts neither */
+                ck_assert_uint_eq(st.cache_hits + st.cache_misses, st.allocs);
+            ck_assert_int_eq(gpuarena_free(a, p, (void *)0x5000), GPUARENA_SUCCESS);
+            ck_assert_int_eq(gpuarena_check(a), GPUARENA_SUCCESS);
+            ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_SUCCESS);
+            if (i)
+                break; /* the driver's pool: one way */
+        }
     }
 }
 END_TEST

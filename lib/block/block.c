@@ -860,9 +860,10 @@ static __attribute__((noinline)) gpuarena_status_t alloc_miss(ga_bm_t *bm, int c
 }
 
 /* *RETURNED: thread caches gave blocks back on the way (their bytes
- * count as cached from then on: the caller enforces max_cached). */
+ * count as cached from then on: the caller enforces max_cached);
+ * *MISSED: memory was mapped for it. */
 static gpuarena_status_t alloc_locked(ga_bm_t *bm, size_t rs, size_t size, ga_stream_t s,
-                                      bool *unchecked, bool *returned, void **ptr)
+                                      bool *unchecked, bool *returned, bool *missed, void **ptr)
 {
     int cls = rs <= bm->set.small_max ? CLASS_SMALL : CLASS_LARGE;
     ga_block_t *b = find_free(bm, cls, rs, s);
@@ -881,14 +882,32 @@ static gpuarena_status_t alloc_locked(ga_bm_t *bm, size_t rs, size_t size, ga_st
      * a failed one is neither (the live map's growth can fail here). */
     if (st == GPUARENA_SUCCESS)
         *(grown ? &bm->c.misses : &bm->c.hits) += 1;
+    *missed = grown;
     return st;
+}
+
+void ga_bm_uncount_alloc(ga_bm_t *bm, ga_served_t how)
+{
+    /* The sums of the manager's counts and the thread caches' are what
+     * gpuarena_stats reports (block/stats.c): the manager's alone may wrap
+     * below zero here, and the sums stay right. */
+    ga_lock(&bm->lock);
+    bm->c.allocs--;
+    bm->c.frees--;
+    if (how == GA_SERVED_CACHE || how == GA_SERVED_HIT)
+        bm->c.hits--; /* a thread cache's hit counts in its allocs, as a hit */
+    else if (how == GA_SERVED_MISS)
+        bm->c.misses--;
+    ga_unlock(&bm->lock);
 }
 
 /* What every new block gets, cached ones too: the provider's hints first
  * (a managed block is prefetched to where it will be used), then zeros
  * (written there, not pulled over by faults).  On failure the block goes
- * back and *PTR is cleared. */
-static gpuarena_status_t finish_alloc(ga_bm_t *bm, size_t size, ga_stream_t s, void **ptr)
+ * back, uncounted (nothing was handed out: allocs and frees count only
+ * those that were), and *PTR is cleared; HOW says how it was served. */
+static gpuarena_status_t finish_alloc(ga_bm_t *bm, size_t size, ga_stream_t s, ga_served_t how,
+                                      void **ptr)
 {
     const ga_provider_ops_t *ops = bm->prov->ops;
     gpuarena_status_t st = GPUARENA_SUCCESS;
@@ -897,7 +916,8 @@ static gpuarena_status_t finish_alloc(ga_bm_t *bm, size_t size, ga_stream_t s, v
     if (st == GPUARENA_SUCCESS && bm->set.zero && ops->memzero)
         st = ops->memzero(bm->prov, *ptr, size, s.handle);
     if (st != GPUARENA_SUCCESS) {
-        (void)ga_bm_free(bm, *ptr, s);
+        if (ga_bm_free(bm, *ptr, s) == GPUARENA_SUCCESS)
+            ga_bm_uncount_alloc(bm, how);
         *ptr = NULL;
     }
     return st;
@@ -911,13 +931,17 @@ static gpuarena_status_t finish_alloc(ga_bm_t *bm, size_t size, ga_stream_t s, v
  * the driver with S.  A block found in the pools reaches nothing, as a
  * thread cache's hit does not: asking first cost a legacy-stream query
  * (the dearest of the stream calls, bench_device's (d)) on every
- * allocation that the thread cache could not serve. */
-static __attribute__((noinline)) gpuarena_status_t
-alloc_slow(ga_bm_t *bm, size_t rs, size_t size, ga_stream_t s, void **ptr, bool unchecked)
+ * allocation that the thread cache could not serve.  *MISSED: whether
+ * memory was mapped for it (one call for both paths: a second copy took
+ * the inlining of alloc_locked and take_block from the plain one, 16
+ * more instructions a free + allocation, bench_churn). */
+static __attribute__((noinline)) gpuarena_status_t alloc_slow(ga_bm_t *bm, size_t rs, size_t size,
+                                                              ga_stream_t s, void **ptr,
+                                                              bool unchecked, bool *missed)
 {
     ga_lock(&bm->lock);
     bool returned = bm->set.thread_cache && ga_tcache_drop_large(bm);
-    gpuarena_status_t st = alloc_locked(bm, rs, size, s, &unchecked, &returned, ptr);
+    gpuarena_status_t st = alloc_locked(bm, rs, size, s, &unchecked, &returned, missed, ptr);
     /* What the large slot or the caches gave back counts as cached now,
      * against max_cached (after the allocation: the block it takes is
      * not released under it).  Giving it back to the driver names no
@@ -939,7 +963,8 @@ alloc_block(ga_bm_t *bm, size_t rs, size_t size, ga_stream_t s, void **ptr, bool
 {
     if (bm->set.thread_cache && rs <= bm->tc_limit && ga_tcache_alloc(bm, rs, size, s, ptr))
         return GPUARENA_SUCCESS;
-    return alloc_slow(bm, rs, size, s, ptr, unchecked);
+    bool missed;
+    return alloc_slow(bm, rs, size, s, ptr, unchecked, &missed);
 }
 
 /* An allocation of a manager that is not plain (pinned and managed
@@ -957,9 +982,15 @@ alloc_hooked(ga_bm_t *bm, size_t rs, size_t size, ga_stream_t s, void **ptr, boo
             return st;
     }
     void *q = NULL;
-    gpuarena_status_t st = alloc_block(bm, rs, size, s, &q, unchecked);
+    gpuarena_status_t st = GPUARENA_SUCCESS;
+    ga_served_t how = GA_SERVED_CACHE;
+    if (!(bm->set.thread_cache && rs <= bm->tc_limit && ga_tcache_alloc(bm, rs, size, s, &q))) {
+        bool missed = false;
+        st = alloc_slow(bm, rs, size, s, &q, unchecked, &missed);
+        how = missed ? GA_SERVED_MISS : GA_SERVED_HIT;
+    }
     if (st == GPUARENA_SUCCESS)
-        st = finish_alloc(bm, size, s, &q);
+        st = finish_alloc(bm, size, s, how, &q);
     if (st == GPUARENA_SUCCESS)
         *ptr = q;
     return st;

@@ -266,7 +266,9 @@ gpuarena_status_t ga_direct_alloc(ga_bm_t *bm, size_t size, ga_stream_t s, void 
     if (bm->set.zero && p->ops->memzero) {
         st = p->ops->memzero(p, q, size, s.handle);
         if (st != GPUARENA_SUCCESS) {
-            (void)ga_direct_free(bm, q, s);
+            /* Nothing was handed out: neither counted. */
+            if (ga_direct_free(bm, q, s) == GPUARENA_SUCCESS)
+                ga_bm_uncount_alloc(bm, GA_SERVED_DIRECT);
             return st; /* *PTR left as it was, gpuarena_alloc(3) */
         }
     }

@@ -561,6 +561,19 @@ gpuarena_status_t ga_bm_uses_check(ga_bm_t *bm, const ga_block_t *b, ga_stream_t
  * (block.c). */
 bool ga_bm_use_named_here(ga_bm_t *bm, ga_stream_t u);
 
+/* How an allocation was served: from a thread cache, a free block under
+ * the lock (a hit), new memory (a miss), or the driver's pool (direct). */
+typedef enum ga_served {
+    GA_SERVED_CACHE,
+    GA_SERVED_HIT,
+    GA_SERVED_MISS,
+    GA_SERVED_DIRECT
+} ga_served_t;
+/* Take back the counts of an allocation served HOW and of the free that
+ * gave its block back at once, when the provider's hooks or the zero
+ * fill failed before it was handed out (block.c; takes the lock). */
+void ga_bm_uncount_alloc(ga_bm_t *bm, ga_served_t how);
+
 /* direct.c: the manager over a direct provider.  alloc, free, trim and
  * check take the manager's lock; bad_pointer and the rest run under it. */
 gpuarena_status_t ga_direct_init(ga_bm_t *bm);
