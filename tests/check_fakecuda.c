@@ -1885,12 +1885,11 @@ START_TEST(no_stream_work_during_a_blocking_capture)
      * segment's block (a miss), a thread cache's and a pool's (hits). */
     for (int i = 0; i < 2; i++) {
         for (int served = 0; served < 3; served++) {
+            static const char *const served_opts[] = {"zero=true", "zero=true",
+                                                      "zero=true,thread_cache=false"};
             gpuarena_t *a = NULL;
             ck_assert_int_eq(gpuarena_create(GPUARENA_DEVICE, 0,
-                                             i             ? "pool=driver,zero=true"
-                                             : served == 2 ? "zero=true,thread_cache=false"
-                                                           : "zero=true",
-                                             &a),
+                                             i ? "pool=driver,zero=true" : served_opts[served], &a),
                              GPUARENA_SUCCESS);
             void *p = (void *)0x1, *q = NULL;
             if (served) { /* freed first: cached */
