@@ -73,6 +73,14 @@ gpuarena_status_t ga_arena_forked(const gpuarena_t *a, const char *fn);
 /* Walk every live arena under the registry lock. */
 void ga_arena_foreach(void (*fn)(gpuarena_t *a, void *arg), void *arg);
 
+/* ST, the status of placing an arena of KIND on DEVICE: where its NUMA
+ * node list was refused (a node the machine lacks), the message is
+ * rewritten to say where the value came from ("options" when
+ * IN_OPTIONS, else the file and line or GPUARENA_OPTIONS), as the
+ * configuration's own errors do (gpuarena.c; gpuarena-topo too). */
+gpuarena_status_t ga_numa_origin(gpuarena_status_t st, gpuarena_kind_t kind, int device,
+                                 bool in_options);
+
 /* The default arena of KIND (gpuarena_get) that has PTR as a live block,
  * or NULL (gpuarena.c). */
 gpuarena_t *ga_default_arena_of(gpuarena_kind_t kind, const void *ptr);

@@ -57,13 +57,10 @@ gpuarena_status_t ga_check_kind(gpuarena_kind_t kind, int *device)
     return GPUARENA_SUCCESS;
 }
 
-/* An arena that its NUMA node list refused (topo.h, a node this machine
- * lacks): the message says where the value came from, as
- * the configuration's own errors do (gpuarena_get(3)): "options" where
- * gpuarena_create's options named the key, else the file and line or
- * GPUARENA_OPTIONS. */
-static gpuarena_status_t numa_origin(gpuarena_status_t st, gpuarena_kind_t kind, int device,
-                                     bool in_options)
+/* The message of a refused NUMA node list names where the list came
+ * from (arena.h), as the configuration's own errors do (gpuarena_get(3)). */
+gpuarena_status_t ga_numa_origin(gpuarena_status_t st, gpuarena_kind_t kind, int device,
+                                 bool in_options)
 {
     static const char prefix[] = GA_TOPO_NUMA_ERROR;
     if (st != GPUARENA_ERR_CONFIG || strncmp(gpuarena_last_error(), prefix, sizeof prefix - 1))
@@ -97,7 +94,7 @@ gpuarena_status_t gpuarena_get(gpuarena_kind_t kind, int device, gpuarena_t **ar
         ga_settings_t s;
         st = ga_config_settings(kind, device, &s);
         if (st == GPUARENA_SUCCESS)
-            st = numa_origin(ga_arena_create(kind, device, &s, &a), kind, device, false);
+            st = ga_numa_origin(ga_arena_create(kind, device, &s, &a), kind, device, false);
         if (st == GPUARENA_SUCCESS) {
             a->is_default = true;
             defaults[kind][device] = a;
@@ -123,8 +120,8 @@ gpuarena_status_t gpuarena_create(gpuarena_kind_t kind, int device, const char *
     if (st == GPUARENA_SUCCESS)
         st = ga_config_apply_named(&s, kind, options, "options", named);
     if (st == GPUARENA_SUCCESS)
-        st = numa_origin(ga_arena_create(kind, device, &s, arena), kind, device,
-                         named[ga_config_key_index(ga_config_find_key("numa"))]);
+        st = ga_numa_origin(ga_arena_create(kind, device, &s, arena), kind, device,
+                            named[ga_config_key_index(ga_config_find_key("numa"))]);
     return st;
 }
 

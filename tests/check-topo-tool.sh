@@ -42,6 +42,22 @@ grep -q -- "^gpuarena-topo: --topology: .*'$tmp.xml': not a topology that hwloc 
 GPUARENA_TOPOLOGY=$tmp.none "$T" > /dev/null 2> "$tmp.err"
 grep -qF "gpuarena-topo: GPUARENA_TOPOLOGY: cannot read" "$tmp.err" ||
     fail "GPUARENA_TOPOLOGY's file: $(cat "$tmp.err")"
+# A configuration gpuarena would refuse: said, the report still made,
+# exit 1 (it was 0); a node list the topology lacks names its origin.
+X=$top_srcdir/tests/data/32em64t-2n8c2t-pci-normalio.xml
+GPUARENA_OPTIONS=pinned.numa=bogus "$T" -t "$X" > "$tmp.out" 2> "$tmp.err"
+[ $? = 1 ] || fail "a bad GPUARENA_OPTIONS value did not exit 1"
+grep -qF "gpuarena-topo: GPUARENA_OPTIONS: key 'pinned.numa': bad value 'bogus'" "$tmp.err" ||
+    fail "bad value: $(cat "$tmp.err")"
+grep -qF "GPUs: 3" "$tmp.out" || fail "no report after a bad configuration: $(cat "$tmp.out")"
+GPUARENA_OPTIONS=pinned.numa=5 "$T" -t "$X" > "$tmp.out" 2> "$tmp.err"
+[ $? = 1 ] || fail "a missing node did not exit 1"
+grep -qF "pinned arena:  error: GPUARENA_OPTIONS: key 'pinned.numa': NUMA node 5 does not exist" \
+    "$tmp.out" || fail "missing node: $(grep pinned "$tmp.out")"
+GPUARENA_CONF=$tmp.none "$T" -t "$X" > /dev/null 2> "$tmp.err"
+[ $? = 1 ] || fail "a missing GPUARENA_CONF file did not exit 1"
+"$T" -t '' > /dev/null 2> "$tmp.err"
+[ $? = 2 ] || fail "an empty --topology did not exit 2"
 "$T" --bogus > /dev/null 2> "$tmp.err"
 [ $? = 2 ] || fail "a bad option did not exit 2"
 [ $ga_fail = 0 ] && echo "gpuarena-topo behaves"

@@ -50,4 +50,18 @@ grep -qx "arena ok" "$tmp/out" ||
     fail "the set-user-ID run exited $rc without its arena: it read a variable it should ignore"
 [ ! -e "$tmp/suid.trace" ] || fail "the set-user-ID run wrote GPUARENA_TRACE's file"
 [ ! -e "$tmp/suid.stats" ] || fail "the set-user-ID run wrote GPUARENA_STATS's file"
+
+# 3. gpuarena-config, set-user-ID, shows what the library reads: no
+# GPUARENA_OPTIONS line (it echoed the variable that it then ignored).
+tool=${top_builddir:-..}/tools/gpuarena-config
+if [ -x "$tool" ] && ! grep -q 'libtool' "$tool" 2>/dev/null; then
+    cp "$tool" "$tmp/config-suid" && chown "$owner" "$tmp/config-suid" &&
+        chmod 4755 "$tmp/config-suid" || exit 99
+    ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0 \
+        GPUARENA_OPTIONS=device.zero=true "$tmp/config-suid" > "$tmp/out" 2> "$tmp/err"
+    grep -q '^# gpuarena ' "$tmp/out" || fail "the set-user-ID gpuarena-config printed no report"
+    if grep -q '^# GPUARENA_OPTIONS' "$tmp/out"; then
+        fail "the set-user-ID gpuarena-config showed GPUARENA_OPTIONS, which it ignores"
+    fi
+fi
 echo "ok: the set-user-ID copy ignored every GPUARENA_ variable"

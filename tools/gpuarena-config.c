@@ -7,6 +7,7 @@
 #include <config.h>
 
 #include "config/config.h"
+#include "env.h"
 #include "gpuarena.h"
 
 #include "output.h"
@@ -175,8 +176,9 @@ static int show(const char *file)
         print_safe(ga_conf_searched(c) ? ga_conf_searched(c) : "-");
         printf(")\n");
     }
-    const char *opts = getenv("GPUARENA_OPTIONS");
-    if (opts && *opts) {
+    /* As the library reads it: ignored in a set-ID program (env.h). */
+    const char *opts = ga_env("GPUARENA_OPTIONS");
+    if (opts) {
         printf("# GPUARENA_OPTIONS: ");
         print_safe(opts);
         putchar('\n');

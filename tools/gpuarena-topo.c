@@ -8,6 +8,7 @@
  */
 #include "config.h"
 
+#include "arena.h"
 #include "config/config.h"
 #include "cuda/cuda.h"
 #include "gpuarena.h"
@@ -76,7 +77,8 @@ static void print_nodes(hwloc_topology_t t)
     }
 }
 
-static void print_gpu(hwloc_topology_t t, const ga_topo_gpu_t *g)
+/* Whether the pinned arena of G could be placed (its error printed). */
+static bool print_gpu(hwloc_topology_t t, const ga_topo_gpu_t *g)
 {
     char nodes[256];
     printf("  GPU %d: %s\n", g->ordinal, g->name[0] ? g->name : "(unnamed)");
@@ -93,10 +95,10 @@ static void print_gpu(hwloc_topology_t t, const ga_topo_gpu_t *g)
     ga_placement_t pl = {0};
     gpuarena_status_t st = ga_config_settings(GPUARENA_PINNED, g->ordinal, &s);
     if (st == GPUARENA_SUCCESS)
-        st = ga_topo_resolve(t, &s, g, &pl);
+        st = ga_numa_origin(ga_topo_resolve(t, &s, g, &pl), GPUARENA_PINNED, g->ordinal, false);
     if (st != GPUARENA_SUCCESS) {
         printf("    pinned arena:  error: %s\n", gpuarena_last_error());
-        return;
+        return false;
     }
     if (pl.policy == GA_NUMA_LOCAL)
         printf("    pinned arena:  %s\n", policy_name(pl.policy));
@@ -105,6 +107,7 @@ static void print_gpu(hwloc_topology_t t, const ga_topo_gpu_t *g)
                (pl.nodes & (pl.nodes - 1)) ? "s" : "",
                ga_topo_nodes_string(pl.nodes, nodes, sizeof nodes),
                pl.fallback ? " (fallback: locality unknown)" : "");
+    return true;
 }
 
 /* The device attributes that decide what managed memory does, for GPUs
@@ -205,6 +208,11 @@ static int run(int argc, char **argv)
     while ((c = getopt_long(argc, argv, "t:hV", opts, NULL)) != -1) {
         switch (c) {
         case 't':
+            if (!*optarg) { /* GPUARENA_TOPOLOGY's empty value means none */
+                fprintf(stderr, "gpuarena-topo: --topology: the file name is empty\n");
+                usage(stderr);
+                return 2;
+            }
             if (setenv("GPUARENA_TOPOLOGY", optarg, 1) != 0) {
                 perror("gpuarena-topo: setenv");
                 return 1;
@@ -241,6 +249,13 @@ static int run(int argc, char **argv)
             fprintf(stderr, "gpuarena-topo: %s\n", msg);
         return 1;
     }
+    /* A configuration that gpuarena would refuse is said first (on
+     * standard error), and the tool exits 1 after its report: a machine
+     * with no GPU in its topology would show nothing of it otherwise. */
+    ga_settings_t conf;
+    bool config_ok = ga_config_settings(GPUARENA_PINNED, 0, &conf) == GPUARENA_SUCCESS;
+    if (!config_ok)
+        fprintf(stderr, "gpuarena-topo: %s\n", gpuarena_last_error());
     printf("gpuarena %s\n", gpuarena_version());
     if (xml)
         printf("topology: hwloc XML file %s\n", xml);
@@ -262,7 +277,7 @@ static int run(int argc, char **argv)
            from_driver ? "from the CUDA driver"
                        : "NVIDIA display and 3D controllers of the topology, in PCI order");
     for (int i = 0; i < n; i++) {
-        print_gpu(t, &gpus[i]);
+        config_ok &= print_gpu(t, &gpus[i]);
         if (from_driver)
             print_managed_attrs(gpus[i].ordinal);
     }
@@ -271,7 +286,7 @@ static int run(int argc, char **argv)
     free(gpus);
     print_nodes(t);
     print_uvm();
-    return 0;
+    return config_ok ? 0 : 1;
 }
 
 int main(int argc, char **argv)
