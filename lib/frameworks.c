@@ -15,6 +15,7 @@
  * is made after it (deferred.c), and every hook first makes those.
  */
 #include "arena.h"
+#include "config/config.h"
 #include "cuda/cuda.h"
 #include "cupystream.h"
 #include "deferred.h"
@@ -159,6 +160,30 @@ static gpuarena_status_t cupy_capture_check(gpuarena_t *a, void **stream)
     return st == GPUARENA_ERR_STREAM_CAPTURE ? st : GPUARENA_SUCCESS;
 }
 
+/* A caller's arena for CuPy's DEVICE: memory that device can use as its
+ * own, a device arena of that device or a managed arena (any device
+ * reaches managed memory); a host or sim arena's addresses, or another
+ * GPU's memory, would make arrays that CuPy cannot use. */
+static gpuarena_status_t cupy_param_check(gpuarena_t *a, int device)
+{
+    gpuarena_kind_t kind;
+    int dev;
+    gpuarena_status_t st = gpuarena_kind(a, &kind, &dev);
+    if (st != GPUARENA_SUCCESS)
+        return st;
+    if (kind == GPUARENA_MANAGED || (kind == GPUARENA_DEVICE && dev == device))
+        return GPUARENA_SUCCESS;
+    if (kind == GPUARENA_DEVICE)
+        return ga_error(GPUARENA_ERR_INVALID_ARGUMENT,
+                        "gpuarena_cupy_malloc: the arena (param) is of GPU %d, CuPy asked for "
+                        "GPU %d",
+                        dev, device);
+    return ga_error(GPUARENA_ERR_INVALID_ARGUMENT,
+                    "gpuarena_cupy_malloc: the arena (param) is a %s arena: CuPy needs a device "
+                    "or managed one",
+                    ga_kind_name(kind));
+}
+
 /* PARAM: NULL for the default device arena of DEVICE, or a gpuarena_t *
  * of the caller's (gpuarena_create) to allocate from instead.  During a
  * capture of CuPy's current stream the default arena's allocations come
@@ -168,9 +193,8 @@ void *gpuarena_cupy_malloc(void *param, size_t size, int device)
     ga_deferred_retry();
     ga_graph_pool_collect(GA_GRAPH_POOL_CUPY_STREAM);
     gpuarena_t *a = param;
-    gpuarena_status_t st = GPUARENA_SUCCESS;
-    if (!a)
-        st = gpuarena_get(GPUARENA_DEVICE, device, &a);
+    gpuarena_status_t st =
+        a ? cupy_param_check(a, device) : gpuarena_get(GPUARENA_DEVICE, device, &a);
     void *p = NULL, *stream = NULL;
     if (st == GPUARENA_SUCCESS && size && !a->forked)
         st = cupy_capture_check(a, &stream);

@@ -1065,6 +1065,43 @@ START_TEST(hooks_free_after_the_capture)
 }
 END_TEST
 
+/* CuPy's PARAM arena must hold memory that CuPy's device uses as its
+ * own: a device arena of that device or a managed one.  A host or sim
+ * arena (no device memory at all) or another GPU's device arena is
+ * refused with INVALID_ARGUMENT, nothing allocated; before, each handed
+ * out a block that CuPy then used as its device's memory. */
+START_TEST(cupy_param_arena_of_the_device)
+{
+    fake_open();
+    fake.devices(2, 0);
+    gpuarena_t *host = NULL, *sim = NULL, *dev1 = NULL, *dev0 = NULL, *man = NULL;
+    ck_assert_int_eq(gpuarena_create(GPUARENA_HOST, 0, NULL, &host), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_create(GPUARENA_SIM, 0, NULL, &sim), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_create(GPUARENA_DEVICE, 1, NULL, &dev1), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_create(GPUARENA_DEVICE, 0, NULL, &dev0), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_create(GPUARENA_MANAGED, 1, NULL, &man), GPUARENA_SUCCESS);
+    gpuarena_t *refused[] = {host, sim, dev1};
+    const char *why[] = {"a host arena", "a sim arena", "is of GPU 1, CuPy asked for GPU 0"};
+    for (int i = 0; i < 3; i++) {
+        gpuarena_stats_t before;
+        ck_assert_int_eq(gpuarena_stats(refused[i], &before), GPUARENA_SUCCESS);
+        ck_assert_ptr_null(gpuarena_cupy_malloc(refused[i], 4096, 0));
+        ck_assert_msg(strstr(gpuarena_last_error(), why[i]) != NULL, "%s", gpuarena_last_error());
+        same_counts(refused[i], &before);
+    }
+    void *p = gpuarena_cupy_malloc(dev0, 4096, 0);
+    ck_assert_ptr_nonnull(p);
+    gpuarena_cupy_free(dev0, p, 0);
+    p = gpuarena_cupy_malloc(man, 4096, 0); /* managed memory: any device */
+    ck_assert_ptr_nonnull(p);
+    gpuarena_cupy_free(man, p, 0);
+    gpuarena_t *all[] = {host, sim, dev1, dev0, man};
+    for (int i = 0; i < 5; i++)
+        ck_assert_int_eq(gpuarena_destroy(all[i]), GPUARENA_SUCCESS);
+    fake.devices(1, 0);
+}
+END_TEST
+
 /* A free refused for a capture is kept by PyTorch's hook for later: one
  * of a pointer that is no live block (inside a block, never handed out)
  * is that error instead, never kept or counted, whatever the stream.
@@ -2195,6 +2232,7 @@ int main(int argc, char **argv)
                             ipc_makes_driver_pool_exportable,
                             hooks_free_after_the_capture,
                             hooks_bad_free_during_capture,
+                            cupy_param_arena_of_the_device,
                             deferred_free_without_host_memory,
                             torch_pool_record_without_host_memory,
                             torch_graph_pools,
