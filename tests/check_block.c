@@ -2971,6 +2971,8 @@ static void bad_input(gpuarena_kind_t kind, const char *opts)
                      GPUARENA_ERR_INTERIOR_POINTER);
     EXPECT_UNCHANGED(a, before, gpuarena_alloc(a, SIZE_MAX, s, &p), GPUARENA_ERR_SIZE_OVERFLOW);
     ck_assert_ptr_eq(p, (void *)0x1234);
+    ck_assert_msg(strstr(gpuarena_last_error(), "gpuarena_alloc: ") == gpuarena_last_error(), "%s",
+                  gpuarena_last_error());
     EXPECT_UNCHANGED(a, before, gpuarena_alloc(a, SIZE_MAX - 100, s, &p),
                      GPUARENA_ERR_SIZE_OVERFLOW);
     EXPECT_UNCHANGED(a, before, gpuarena_alloc(a, SIZE_MAX / 2 + 1, s, &p),

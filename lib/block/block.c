@@ -1000,7 +1000,8 @@ gpuarena_status_t ga_bm_alloc_on(ga_bm_t *bm, size_t size, ga_stream_t s, void *
                                  bool unchecked)
 {
     if (size > MAX_REQUEST)
-        return ga_error(GPUARENA_ERR_SIZE_OVERFLOW, "a request of %zu bytes is too large", size);
+        return ga_error(GPUARENA_ERR_SIZE_OVERFLOW,
+                        "gpuarena_alloc: a request of %zu bytes is too large (at most 2^60)", size);
     if (unchecked && (bm->direct || !bm->plain)) {
         gpuarena_status_t st = stream_check(bm, s);
         if (st != GPUARENA_SUCCESS)
