@@ -162,8 +162,10 @@ static gpuarena_status_t cupy_capture_check(gpuarena_t *a, void **stream)
 
 /* A caller's arena for CuPy's DEVICE: memory that device can use as its
  * own, a device arena of that device or a managed arena (any device
- * reaches managed memory); a host or sim arena's addresses, or another
- * GPU's memory, would make arrays that CuPy cannot use. */
+ * reaches managed memory); host memory (a host or pinned arena's) or
+ * another GPU's would make arrays that CuPy's kernels cannot use as
+ * such.  A sim arena is taken for tests, as everywhere (no memory: a
+ * program's own choice, tests/python/raise_cupy.py). */
 static gpuarena_status_t cupy_param_check(gpuarena_t *a, int device)
 {
     gpuarena_kind_t kind;
@@ -171,7 +173,8 @@ static gpuarena_status_t cupy_param_check(gpuarena_t *a, int device)
     gpuarena_status_t st = gpuarena_kind(a, &kind, &dev);
     if (st != GPUARENA_SUCCESS)
         return st;
-    if (kind == GPUARENA_MANAGED || (kind == GPUARENA_DEVICE && dev == device))
+    if (kind == GPUARENA_MANAGED || kind == GPUARENA_SIM ||
+        (kind == GPUARENA_DEVICE && dev == device))
         return GPUARENA_SUCCESS;
     if (kind == GPUARENA_DEVICE)
         return ga_error(GPUARENA_ERR_INVALID_ARGUMENT,

@@ -1066,10 +1066,10 @@ START_TEST(hooks_free_after_the_capture)
 END_TEST
 
 /* CuPy's PARAM arena must hold memory that CuPy's device uses as its
- * own: a device arena of that device or a managed one.  A host or sim
- * arena (no device memory at all) or another GPU's device arena is
- * refused with INVALID_ARGUMENT, nothing allocated; before, each handed
- * out a block that CuPy then used as its device's memory. */
+ * own: a device arena of that device or a managed one (a sim one for
+ * tests).  A host or pinned arena (host memory) or another GPU's device
+ * arena is refused with INVALID_ARGUMENT, nothing allocated; before,
+ * each handed out a block that CuPy then used as its device's memory. */
 START_TEST(cupy_param_arena_of_the_device)
 {
     fake_open();
@@ -1077,12 +1077,15 @@ START_TEST(cupy_param_arena_of_the_device)
     gpuarena_t *host = NULL, *sim = NULL, *dev1 = NULL, *dev0 = NULL, *man = NULL;
     ck_assert_int_eq(gpuarena_create(GPUARENA_HOST, 0, NULL, &host), GPUARENA_SUCCESS);
     ck_assert_int_eq(gpuarena_create(GPUARENA_SIM, 0, NULL, &sim), GPUARENA_SUCCESS);
+    gpuarena_t *pinned = NULL; /* the fake driver has no cuMemHostRegister: made if it can */
+    if (gpuarena_create(GPUARENA_PINNED, 0, NULL, &pinned) != GPUARENA_SUCCESS)
+        pinned = NULL;
     ck_assert_int_eq(gpuarena_create(GPUARENA_DEVICE, 1, NULL, &dev1), GPUARENA_SUCCESS);
     ck_assert_int_eq(gpuarena_create(GPUARENA_DEVICE, 0, NULL, &dev0), GPUARENA_SUCCESS);
     ck_assert_int_eq(gpuarena_create(GPUARENA_MANAGED, 1, NULL, &man), GPUARENA_SUCCESS);
-    gpuarena_t *refused[] = {host, sim, dev1};
-    const char *why[] = {"a host arena", "a sim arena", "is of GPU 1, CuPy asked for GPU 0"};
-    for (int i = 0; i < 3; i++) {
+    gpuarena_t *refused[] = {host, dev1, pinned};
+    const char *why[] = {"a host arena", "is of GPU 1, CuPy asked for GPU 0", "a pinned arena"};
+    for (int i = 0; i < (pinned ? 3 : 2); i++) {
         gpuarena_stats_t before;
         ck_assert_int_eq(gpuarena_stats(refused[i], &before), GPUARENA_SUCCESS);
         ck_assert_ptr_null(gpuarena_cupy_malloc(refused[i], 4096, 0));
@@ -1095,8 +1098,11 @@ START_TEST(cupy_param_arena_of_the_device)
     p = gpuarena_cupy_malloc(man, 4096, 0); /* managed memory: any device */
     ck_assert_ptr_nonnull(p);
     gpuarena_cupy_free(man, p, 0);
-    gpuarena_t *all[] = {host, sim, dev1, dev0, man};
-    for (int i = 0; i < 5; i++)
+    p = gpuarena_cupy_malloc(sim, 4096, 0); /* for tests */
+    ck_assert_ptr_nonnull(p);
+    gpuarena_cupy_free(sim, p, 0);
+    gpuarena_t *all[] = {host, sim, dev1, dev0, man, pinned};
+    for (int i = 0; i < (pinned ? 6 : 5); i++)
         ck_assert_int_eq(gpuarena_destroy(all[i]), GPUARENA_SUCCESS);
     fake.devices(1, 0);
 }

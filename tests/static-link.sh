@@ -36,12 +36,19 @@ if [ -n "$bad" ]; then
     fail=1
 fi
 
-# What a static link needs besides the archive, from the built gpuarena.pc.
-private=$(PKG_CONFIG_PATH=${top_builddir:-..}/lib "$pkgconf" --static --libs gpuarena) || {
+# What a static link needs besides the archive, from the built gpuarena.pc;
+# where pkg-config cannot find a dependency's own .pc file (hwloc or inih
+# unpacked outside its search path), what configure found for them.
+if private=$(PKG_CONFIG_PATH=${top_builddir:-..}/lib${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH} \
+    "$pkgconf" --static --libs gpuarena 2> /dev/null); then
+    private=$(printf '%s\n' "$private" | tr ' ' '\n' | grep -v -e '^-L' -e '^-lgpuarena$' | tr '\n' ' ')
+elif [ -n "${GA_STATIC_LIBS:-}" ]; then
+    echo "note: pkg-config could not resolve gpuarena.pc's dependencies here; configure's flags used"
+    private=$GA_STATIC_LIBS
+else
     echo "FAIL: pkg-config --static --libs gpuarena failed"
     exit 1
-}
-private=$(printf '%s\n' "$private" | tr ' ' '\n' | grep -v -e '^-L' -e '^-lgpuarena$' | tr '\n' ' ')
+fi
 
 tmp=$(mktemp -d) || exit 99
 trap 'rm -rf "$tmp"' EXIT
