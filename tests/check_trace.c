@@ -7,10 +7,13 @@
 #include "trace/trace.h"
 
 #include <check.h>
+#include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -534,6 +537,34 @@ START_TEST(recorder_to_dev_null)
 }
 END_TEST
 
+/* A named pipe whose reader goes away (GPUARENA_TRACE=>(gzip ...), gzip
+ * dies): the next write fails, recording stops, and the program goes on
+ * with SIGPIPE's default action in place; it was ended by the signal
+ * (exit 141 in a shell).  A SIGPIPE of the program's own, pending before,
+ * stays pending. */
+START_TEST(recorder_to_a_pipe_without_reader)
+{
+    char dir[] = "/tmp/ga-fifo-XXXXXX", path[64];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/trace", dir);
+    ck_assert_int_eq(mkfifo(path, 0600), 0);
+    int reader = open(path, O_RDONLY | O_NONBLOCK);
+    ck_assert_int_ge(reader, 0);
+    signal(SIGPIPE, SIG_DFL);
+    ck_assert_msg(ga_trace_open(path) == GPUARENA_SUCCESS, "%s", gpuarena_last_error());
+    close(reader);
+    int key;
+    ga_trace_record_alloc(&key, GPUARENA_HOST, 0, (void *)0x1000, 100, NULL);
+    ga_trace_flush();
+    ck_assert(!ga_trace_on());
+    sigset_t pending;
+    ck_assert_int_eq(sigpending(&pending), 0);
+    ck_assert(!sigismember(&pending, SIGPIPE));
+    unlink(path);
+    rmdir(dir);
+}
+END_TEST
+
 /* One file, one recording process: another that opens it (a program the
  * recording one runs inherits GPUARENA_TRACE) is refused and the file
  * stays the first one's; the same process may open it again. */
@@ -987,6 +1018,7 @@ int main(void)
     tcase_add_test(tr, recorder_arenas_past_the_limit);
     tcase_add_test(tr, recorder_one_process_a_file);
     tcase_add_test(tr, recorder_to_dev_null);
+    tcase_add_test(tr, recorder_to_a_pipe_without_reader);
     tcase_add_test(tr, recorder_refused_and_racing_frees);
     tcase_add_test(tr, recorder_racing_double_frees);
     tcase_add_test(tr, recorder_address_reused_before_the_free_ends);

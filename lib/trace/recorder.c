@@ -28,6 +28,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
@@ -104,11 +106,37 @@ static void stop_writing(size_t written)
     atomic_store(&ga_trace_state, 0);
 }
 
+/* write(2) with SIGPIPE held off: to a pipe whose reader has gone
+ * (GPUARENA_TRACE=>(gzip > t.gz), gzip killed by a full disk), write
+ * raises SIGPIPE, whose default action ended the traced program.  The
+ * signal is blocked in this thread while it writes, and one the write
+ * raised is taken back before it is unblocked (unless one was pending
+ * already, the program's own): the write fails with EPIPE, and recording
+ * stops as for any other error. */
+static ssize_t write_quiet(int fd, const void *buf, size_t n)
+{
+    sigset_t pipe_set, old, pending;
+    sigemptyset(&pipe_set);
+    sigaddset(&pipe_set, SIGPIPE);
+    bool was_pending = sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
+    ssize_t r = write(fd, buf, n);
+    int e = errno;
+    if (r < 0 && e == EPIPE && !was_pending) {
+        const struct timespec now = {0, 0};
+        while (sigtimedwait(&pipe_set, NULL, &now) < 0 && errno == EINTR)
+            ;
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    errno = e;
+    return r;
+}
+
 static void write_out(void)
 {
     size_t off = 0;
     while (off < R.len && R.fd >= 0) {
-        ssize_t n = write(R.fd, R.buf + off, R.len - off);
+        ssize_t n = write_quiet(R.fd, R.buf + off, R.len - off);
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0) {
