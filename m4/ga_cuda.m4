@@ -1,6 +1,8 @@
-# GA_CHECK_CUDA: find the CUDA Toolkit's driver API header (cuda.h).
-# gpuarena needs only the header at build time; libcuda.so.1 is opened at
-# run time, so the library works (host and sim arenas) without a driver.
+# GA_CHECK_CUDA: find the CUDA Toolkit's driver API headers: cuda.h, and
+# cudaTypedefs.h for the types of the entry points that cuGetProcAddress
+# returns (lib/cuda/cuda.c).  gpuarena needs only the headers at build
+# time; libcuda.so.1 is opened at run time, so the library works (host
+# and sim arenas) without a driver.
 AC_DEFUN([GA_CHECK_CUDA], [
   AC_ARG_WITH([cuda],
     [AS_HELP_STRING([--with-cuda=DIR],
@@ -21,6 +23,12 @@ AC_DEFUN([GA_CHECK_CUDA], [
   CPPFLAGS="$CPPFLAGS $CUDA_CPPFLAGS"
   AC_CHECK_HEADER([cuda.h], [],
     [AC_MSG_ERROR([cuda.h not found in $with_cuda/include: install the CUDA Toolkit headers or pass --with-cuda=DIR])])
+  dnl Shipped beside cuda.h by the toolkit, but by another of NVIDIA's
+  dnl packages than the driver's header: a packager who installed only
+  dnl that one passed configure and failed in the middle of the build.
+  AC_CHECK_HEADER([cudaTypedefs.h], [],
+    [AC_MSG_ERROR([cudaTypedefs.h not found in $with_cuda/include (cuda.h was): it comes with the CUDA Toolkit's runtime headers; install them too or pass --with-cuda=DIR])],
+    [[#include <cuda.h>]])
   AC_MSG_CHECKING([for CUDA driver API version >= 12020])
   AC_COMPILE_IFELSE([AC_LANG_PROGRAM([[#include <cuda.h>]],
     [[#if CUDA_VERSION < 12020

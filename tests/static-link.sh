@@ -2,9 +2,9 @@
 # static-link.sh - the static library, like the shared one, defines no
 # global symbol but gpuarena_*: a program with functions and variables of
 # the library's internal names (ga_*, which Global Arrays' Fortran API
-# also uses) links against libgpuarena.a with the flags that
-# `pkg-config --static' gives, keeps its own definitions, and uses a host
-# arena.  Before lib/localize.sh the link failed with "multiple
+# also uses) links against libgpuarena.a, keeps its own definitions, and
+# uses a host arena; gpuarena.pc's --static flags name what the archive
+# needs.  Before lib/localize.sh the link failed with "multiple
 # definition of `ga_error'".  Skips (77) where no static library was
 # built (--disable-static), no compiler or pkg-config is found, or the
 # objects were compiled to intermediate code only (link-time optimisation).
@@ -36,19 +36,31 @@ if [ -n "$bad" ]; then
     fail=1
 fi
 
-# What a static link needs besides the archive, from the built gpuarena.pc;
-# where pkg-config cannot find a dependency's own .pc file (hwloc or inih
-# unpacked outside its search path), what configure found for them.
-if private=$(PKG_CONFIG_PATH=${top_builddir:-..}/lib${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH} \
+# What a static link needs besides the archive: gpuarena.pc's --static
+# flags name the libraries the archive calls (hwloc, inih, threads).  The
+# program is linked with configure's flags for them, hwloc and inih as
+# shared libraries: pkg-config's also name hwloc's own static needs
+# (-ludev on Debian), which a build machine need not have.
+if pcflags=$(PKG_CONFIG_PATH=${top_builddir:-..}/lib${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH} \
     "$pkgconf" --static --libs gpuarena 2> /dev/null); then
-    private=$(printf '%s\n' "$private" | tr ' ' '\n' | grep -v -e '^-L' -e '^-lgpuarena$' | tr '\n' ' ')
-elif [ -n "${GA_STATIC_LIBS:-}" ]; then
-    echo "note: pkg-config could not resolve gpuarena.pc's dependencies here; configure's flags used"
-    private=$GA_STATIC_LIBS
+    for want in -lgpuarena -lhwloc -linih -pthread; do
+        case " $pcflags " in
+        *" $want "*) ;;
+        *)
+            echo "FAIL: pkg-config --static --libs gpuarena lacks $want: $pcflags"
+            fail=1
+            ;;
+        esac
+    done
 else
-    echo "FAIL: pkg-config --static --libs gpuarena failed"
-    exit 1
+    echo "note: pkg-config could not resolve gpuarena.pc's dependencies here (hwloc's or inih's .pc)"
+    pcflags=
 fi
+private=${GA_STATIC_LIBS:-}
+if [ -z "$private" ] && [ -n "$pcflags" ]; then
+    private=$(printf '%s\n' "$pcflags" | tr ' ' '\n' | grep -v -e '^-L' -e '^-lgpuarena$' | tr '\n' ' ')
+fi
+[ -n "$private" ] || { echo "SKIP: no flags to link hwloc and inih with"; exit 77; }
 
 tmp=$(mktemp -d) || exit 99
 trap 'rm -rf "$tmp"' EXIT
