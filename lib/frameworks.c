@@ -105,19 +105,24 @@ void gpuarena_torch_record_stream(void *ptr, void *stream)
 /* torch.cuda.empty_cache(): every default device arena that exists gives
  * back all its cached memory, as PyTorch's own allocator does; none is
  * made.  Never raises (see above).  While this process may be making a
- * graph (a pool between begin and end, which a capture the driver
- * invalidated leaves so until its thread begins another), without the
- * trim's wait for the whole device, which would invalidate the capture:
- * what needs it stays for a later call. */
-void gpuarena_torch_empty_cache(void)
+ * graph (a pool between begin and end, or a CuPy capture with a pool),
+ * without the trim's wait for the whole device, which would invalidate
+ * the capture: what needs it stays for a later call.  A pool's begin
+ * waits for the trim (ga_graph_pool_hold_captures). */
+static void empty_defaults(bool wait, void *arg)
 {
-    ga_deferred_retry();
-    bool wait = !ga_graph_pool_capturing();
+    (void)arg;
     for (int d = 0; d < GA_MAX_DEVICES; d++) {
         gpuarena_t *a = ga_default_arena(GPUARENA_DEVICE, d);
         if (a && !a->forked)
             (void)ga_bm_trim(a->bm, 0, wait);
     }
+}
+
+void gpuarena_torch_empty_cache(void)
+{
+    ga_deferred_retry();
+    ga_graph_pool_hold_captures(empty_defaults, NULL);
 }
 
 /* torch.cuda.set_per_process_memory_fraction(FRACTION, DEVICE): the

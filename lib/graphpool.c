@@ -106,6 +106,7 @@ typedef struct gpool {
     unsigned graphs;   /* begins not yet released: PyTorch's use count */
     bool bound;        /* to CAPTURE, the id of the capture it serves */
     uint64_t capture;
+    void *stream;  /* a stream of that capture (the one that bound it) */
     bool released; /* destroyed once no user is left and no block is live */
     /* A capture's own pool (CuPy's, ga_capture_pool_alloc): bound to its
      * capture from the start, no id, no users; released when the driver
@@ -167,11 +168,39 @@ static bool given_back(const gpool_t *g)
     return g->released || atomic_load_explicit(&g->graph_gone, memory_order_acquire);
 }
 
-/* Whether a PyTorch pool is between its begin and end.  The lock held. */
+/* Whether a PyTorch pool is between its begin and end.  One whose
+ * capture the driver says is over (a capture it invalidated, which
+ * PyTorch ended with an error and never ended allocating to the pool)
+ * is ended here: it held every released pool back, and every later hook
+ * call asked again, until its thread began another pool.  One not yet
+ * bound to a capture cannot be asked (that capture made no allocation).
+ * The lock held. */
 static bool any_begun(void)
 {
+    bool any = false;
+    for (gpool_t *o = pools; o; o = o->next) {
+        /* Not the legacy or per-thread stream: the per-thread one names
+         * another stream in each thread that asks. */
+        if (o->users && o->bound && !o->by_capture && (uintptr_t)o->stream > 2 &&
+            ga_cuda_capture_over(o->stream, o->capture)) {
+            o->users = 0;
+            o->bound = false;
+        }
+        any |= o->users != 0;
+    }
+    return any;
+}
+
+/* Whether a capture that a CuPy pool serves may still be under way: the
+ * driver says its stream is still in it, or cannot be asked from this
+ * thread (the per-thread stream names each thread's own).  Before, any
+ * CuPy pool whose graph lived counted, long after its capture ended.
+ * The lock held. */
+static bool cupy_capture_running(void)
+{
     for (const gpool_t *o = pools; o; o = o->next)
-        if (o->users)
+        if (o->by_capture && !given_back(o) &&
+            ((uintptr_t)o->stream <= 2 || !ga_cuda_capture_over(o->stream, o->capture)))
             return true;
     return false;
 }
@@ -182,12 +211,13 @@ static bool any_begun(void)
  * GPU; block.c, ga_bm_destroy), which no capture mode allows: the driver refuses it and invalidates
  * a capture in progress.  So not while one may be: a PyTorch pool between begin and end (this
  * process is making a graph), STREAM being captured, or a blocking stream of the context (the
- * legacy stream's check says so), or the driver unable to say.  A capture of another thread on a
- * non-blocking stream, with no pool of its own, cannot be seen.  Put off, the pool is settled by a
+ * legacy stream's check says so), a CuPy capture that has a pool (another thread's, on its own
+ * stream), or the driver unable to say.  A capture of another thread on a non-blocking stream,
+ * with no pool of its own, cannot be seen.  Put off, the pool is settled by a
  * later hook call (ga_graph_pool_collect).  The lock held. */
 static bool may_wait_for_device(const gpool_t *g, void *stream)
 {
-    if (any_begun())
+    if (any_begun() || cupy_capture_running())
         return false;
     ga_provider_t *p = g->arena->prov;
     if (p->ops->stream_check(p, stream) != GPUARENA_SUCCESS)
@@ -200,11 +230,20 @@ static bool may_wait_for_device(const gpool_t *g, void *stream)
  * the hook's).  The lock held. */
 static void settle(gpool_t *g, void *stream)
 {
-    if (!given_back(g) || g->users || (g->arena && ga_bm_live_blocks(g->arena->bm) != 0))
+    if (!given_back(g) || g->users)
         return;
     /* A child made by fork(2) may not call the driver at all: the pool
      * stays, as its arena does (gpuarena(7), Fork). */
     if (g->arena && g->arena->forked)
+        return;
+    /* While a pool is begun, put off with no count for later hook calls:
+     * its end settles every pool (gpuarena_torch_end_allocate_to_pool).
+     * Counted, every hook call of every thread settled again, each time
+     * counting the live blocks (which asks every thread's cache): 20
+     * times slower while a capture that failed left its pool begun. */
+    if (g->arena && any_begun())
+        return;
+    if (g->arena && ga_bm_live_blocks(g->arena->bm) != 0)
         return;
     if (g->arena && !may_wait_for_device(g, stream)) {
         /* For a later hook call: the same count as a graph gone. */
@@ -221,17 +260,6 @@ static void settle(gpool_t *g, void *stream)
     }
     record_free(g);
     atomic_fetch_sub_explicit(&ga_graph_pools, 1, memory_order_relaxed);
-}
-
-/* Whether a CuPy capture's pool lives (its graph not yet destroyed): its
- * capture may still be under way, on a stream no hook named.  The lock
- * held. */
-static bool cupy_capture_alive(void)
-{
-    for (const gpool_t *o = pools; o; o = o->next)
-        if (o->by_capture && !given_back(o))
-            return true;
-    return false;
 }
 
 void gpuarena_torch_begin_allocate_to_pool(int device, gpuarena_torch_pool_t pool, void *filter)
@@ -261,7 +289,7 @@ void gpuarena_torch_begin_allocate_to_pool(int device, gpuarena_torch_pool_t poo
      * and no capture may be under way, CuPy's included, so that the pool
      * reuses them.  Each such capture made the pool grow by them
      * otherwise; where a capture may be under way, it still does. */
-    if (g && g->arena && may_wait_for_device(g, NULL) && !cupy_capture_alive())
+    if (g && g->arena && may_wait_for_device(g, NULL))
         (void)ga_bm_drain_limbo(g->arena->bm);
     if (g) {
         g->users++;
@@ -338,8 +366,9 @@ static gpuarena_status_t make_arena(int device, gpuarena_t **out)
 }
 
 /* The pool that serves capture CID on DEVICE, bound to it now if need
- * be (see the top), or NULL; the lock held. */
-static gpool_t *pool_of_capture(int device, uint64_t cid)
+ * be (see the top) with STREAM, the capturing stream that asks, or NULL;
+ * the lock held. */
+static gpool_t *pool_of_capture(int device, uint64_t cid, void *stream)
 {
     gpool_t *unbound = NULL, *mine = NULL;
     unsigned n = 0;
@@ -361,6 +390,7 @@ static gpool_t *pool_of_capture(int device, uint64_t cid)
     if (g) {
         g->bound = true;
         g->capture = cid;
+        g->stream = stream;
     }
     return g;
 }
@@ -394,7 +424,7 @@ gpuarena_status_t ga_graph_pool_alloc(int device, size_t size, void *stream, voi
         return GPUARENA_ERR_STREAM_CAPTURE; /* the default arena's refusal stands */
     gpuarena_status_t st = GPUARENA_SUCCESS;
     pthread_mutex_lock(&lock);
-    gpool_t *g = pool_of_capture(device, cid);
+    gpool_t *g = pool_of_capture(device, cid, stream);
     if (g && !g->arena)
         st = make_arena(device, &g->arena);
     gpuarena_t *a = g ? g->arena : NULL;
@@ -441,6 +471,7 @@ gpuarena_status_t ga_capture_pool_alloc(int device, size_t size, void *stream, v
             g->device = device;
             g->by_capture = g->bound = true;
             g->capture = cid;
+            g->stream = stream;
             st = make_arena(device, &g->arena);
         }
         /* Tied to the graph last: from then on the driver may free it. */
@@ -508,14 +539,11 @@ void ga_graph_pool_settle_all(void *stream)
     pthread_mutex_unlock(&lock);
 }
 
-bool ga_graph_pool_capturing(void)
+void ga_graph_pool_hold_captures(void (*fn)(bool wait, void *arg), void *arg)
 {
-    if (!atomic_load_explicit(&ga_graph_pools, memory_order_relaxed))
-        return false;
     pthread_mutex_lock(&lock);
-    bool any = any_begun();
+    fn(!any_begun() && !cupy_capture_running(), arg);
     pthread_mutex_unlock(&lock);
-    return any;
 }
 
 gpuarena_t *ga_graph_pool_arena_of(const void *ptr)

@@ -65,10 +65,14 @@ void ga_graph_pool_settle_all(void *stream);
 /* The arena of the graph pool that holds PTR, or NULL. */
 gpuarena_t *ga_graph_pool_arena_of(const void *ptr);
 
-/* Whether a PyTorch pool is between its begin and end: this process is
- * capturing a graph (or about to), and nothing may wait for the whole
- * device. */
-bool ga_graph_pool_capturing(void);
+/* FN(WAIT, ARG) with no PyTorch pool begun meanwhile (a begin waits for
+ * it, as PyTorch's own begin waits for its empty_cache): WAIT is whether
+ * it may wait for the whole device, false while a pool is begun (this
+ * process is capturing a graph, or about to) or a CuPy capture with a
+ * pool may be under way.  Checked and used under one lock: a capture
+ * begun by another thread between the check and FN's wait was
+ * invalidated by it. */
+void ga_graph_pool_hold_captures(void (*fn)(bool wait, void *arg), void *arg);
 
 /* fork.c: the pools' lock held across fork(), outermost. */
 void ga_graph_pool_fork_lock(void);

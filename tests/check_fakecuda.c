@@ -18,6 +18,7 @@
 #include "forkrun.h"
 
 #include "gpuarena.h"
+#include "graphpool.h"
 #include "hostmem.h"
 #include "memline.h"
 #include "trace/trace.h"
@@ -25,6 +26,7 @@
 #include <check.h>
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,6 +58,8 @@ static struct {
     void (*foreign_stream)(void *s);
     void (*refuse_peers)(int on);
     void (*no_managed_concurrency)(unsigned devices);
+    void (*unmap_gate)(int closed);
+    int (*unmap_waiting)(void);
 } fake;
 
 /* The fake's controls, from the libcuda.so.1 the library opens too. */
@@ -86,6 +90,8 @@ static void fake_open(void)
     GET(foreign_stream, "fakecuda_foreign_stream");
     GET(no_managed_concurrency, "fakecuda_no_managed_concurrency");
     GET(refuse_peers, "fakecuda_refuse_peers");
+    GET(unmap_gate, "fakecuda_unmap_gate");
+    GET(unmap_waiting, "fakecuda_unmap_waiting");
 #undef GET
 }
 
@@ -1408,6 +1414,98 @@ START_TEST(torch_pool_of_a_failed_capture)
 }
 END_TEST
 
+/* A capture that failed after its first allocation leaves its pool
+ * begun and bound: the driver says its capture is over, so it counts as
+ * ended.  Before, a graph released after it kept its memory until the
+ * failed capture's thread began another pool, and every later hook call
+ * of every thread tried again to give it back (20 times slower each,
+ * counting every thread's cached blocks). */
+START_TEST(torch_pool_released_after_a_failed_capture)
+{
+    fake_open();
+    void *const c = (void *)0x5000;
+    const gpuarena_torch_pool_t kept = {0, 33}, failed = {0, 34};
+    void *e = gpuarena_torch_alloc(MIB, 0, c);
+    gpuarena_torch_free(e, MIB, 0, c);
+    int handles = fake.handles();
+    /* Graph 1: its output outlives the capture. */
+    gpuarena_torch_begin_allocate_to_pool(0, kept, NULL);
+    fake.capture(c);
+    void *out = gpuarena_torch_alloc(64 * MIB, 0, c);
+    ck_assert_ptr_nonnull(out);
+    fake.capture(NULL);
+    gpuarena_torch_end_allocate_to_pool(0, kept);
+    /* Graph 2's capture fails: begun, never ended, never released. */
+    gpuarena_torch_begin_allocate_to_pool(0, failed, NULL);
+    int before_failed = fake.handles();
+    fake.capture(c);
+    void *y = gpuarena_torch_alloc(MIB, 0, c);
+    ck_assert_ptr_nonnull(y);
+    fake.capture(NULL);
+    int failed_holds = fake.handles() - before_failed;
+    gpuarena_torch_free(y, MIB, 0, c);
+    /* Eager again: graph 1 is deleted, then its output. */
+    gpuarena_torch_release_pool(0, kept);
+    int disturbed = fake.count("disturbed");
+    gpuarena_torch_free(out, 64 * MIB, 0, c);
+    ck_assert_int_eq(fake.count("disturbed"), disturbed);
+    /* Pool 1's memory is back; the failed pool's 1 MiB is held until
+     * PyTorch releases it (it never does: the process's end). */
+    ck_assert_int_eq(fake.handles(), handles + failed_holds);
+    ck_assert_int_eq(atomic_load(&ga_graph_pools_gone), 0); /* nothing left for later calls */
+    ck_assert_int_eq(atomic_load(&ga_graph_pools), 1);
+}
+END_TEST
+
+static void *empty_cache_main(void *arg)
+{
+    (void)arg;
+    gpuarena_torch_empty_cache();
+    return NULL;
+}
+
+static void *begin_pool_main(void *arg)
+{
+    atomic_int *begun = arg;
+    gpuarena_torch_begin_allocate_to_pool(0, (gpuarena_torch_pool_t){0, 35}, NULL);
+    atomic_store(begun, 1);
+    return NULL;
+}
+
+/* torch.cuda.empty_cache() on one thread while another begins a pool
+ * for a capture: the begin waits until the trim, which waits for the
+ * whole device, is done (PyTorch's own begin takes the allocator's lock
+ * that its empty_cache holds).  Before, the trim saw no pool begun, the
+ * begin and the capture went ahead, and the trim's wait invalidated the
+ * capture. */
+START_TEST(empty_cache_holds_a_pool_begin_back)
+{
+    fake_open();
+    void *const c = (void *)0x5000;
+    void *p = gpuarena_torch_alloc(8 * MIB, 0, c);
+    gpuarena_torch_free(p, 8 * MIB, 0, c); /* cached: the trim unmaps it */
+    fake.unmap_gate(1);
+    pthread_t w, b;
+    ck_assert_int_eq(pthread_create(&w, NULL, empty_cache_main, NULL), 0);
+    struct timespec tick = {0, 1000 * 1000};
+    for (int i = 0; fake.unmap_waiting() == 0; i++) {
+        ck_assert_msg(i < 10000, "empty_cache's trim unmapped nothing in 10 s");
+        nanosleep(&tick, NULL);
+    }
+    atomic_int begun = 0;
+    ck_assert_int_eq(pthread_create(&b, NULL, begin_pool_main, &begun), 0);
+    struct timespec pause = {0, 50 * 1000 * 1000};
+    nanosleep(&pause, NULL);
+    ck_assert_msg(!atomic_load(&begun), "a pool was begun in the middle of empty_cache's trim");
+    fake.unmap_gate(0);
+    ck_assert_int_eq(pthread_join(w, NULL), 0);
+    ck_assert_int_eq(pthread_join(b, NULL), 0);
+    ck_assert(atomic_load(&begun));
+    gpuarena_torch_end_allocate_to_pool(0, (gpuarena_torch_pool_t){0, 35});
+    gpuarena_torch_release_pool(0, (gpuarena_torch_pool_t){0, 35});
+}
+END_TEST
+
 /* Record a trace (GPUARENA_TRACE's recorder) to a new empty file made
  * from the template PATH. */
 static void record_to_temp(char *path)
@@ -2245,6 +2343,8 @@ int main(int argc, char **argv)
                             torch_pool_released_during_another_capture,
                             torch_pool_shared_by_two_graphs,
                             torch_pool_of_a_failed_capture,
+                            torch_pool_released_after_a_failed_capture,
+                            empty_cache_holds_a_pool_begin_back,
                             torch_pool_allocations_are_traced,
                             fork_while_a_traced_pool_frees,
                             graph_pool_keeps_its_memory_under_max_cached,

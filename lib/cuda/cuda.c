@@ -894,6 +894,17 @@ bool ga_cuda_capture_graph(void *stream, uint64_t *id, void **graph)
     return true;
 }
 
+bool ga_cuda_capture_over(void *stream, uint64_t id)
+{
+    if (!cu.cuStreamGetCaptureInfo)
+        return false;
+    CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+    cuuint64_t v = 0;
+    if (cu.cuStreamGetCaptureInfo((CUstream)stream, &cs, &v, NULL, NULL, NULL) != CUDA_SUCCESS)
+        return false;
+    return cs == CU_STREAM_CAPTURE_STATUS_NONE || v != id;
+}
+
 bool ga_cuda_capture_id(void *stream, uint64_t *id)
 {
     return ga_cuda_capture_graph(stream, id, NULL);

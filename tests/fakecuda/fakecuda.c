@@ -38,6 +38,8 @@ void fakecuda_new_context(void);
 void fakecuda_foreign_stream(CUstream s);
 void fakecuda_refuse_peers(int on);
 void fakecuda_no_managed_concurrency(unsigned devices);
+void fakecuda_unmap_gate(int closed);
+int fakecuda_unmap_waiting(void);
 CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version, cuuint64_t flags,
                              CUdriverProcAddressQueryResult *status);
 
@@ -805,8 +807,38 @@ static CUresult f_map(CUdeviceptr va, size_t size, size_t offset, CUmemGenericAl
     return r;
 }
 
+/* A gate that cuMemUnmap waits at while it is closed
+ * (fakecuda_unmap_gate), to hold a trim in the middle for as long as a
+ * test needs; fakecuda_unmap_waiting says how many calls wait there. */
+static pthread_mutex_t gate_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t gate_open = PTHREAD_COND_INITIALIZER;
+static bool gate_closed;
+static int gate_waiting;
+
+void fakecuda_unmap_gate(int closed)
+{
+    pthread_mutex_lock(&gate_lock);
+    gate_closed = closed;
+    pthread_cond_broadcast(&gate_open);
+    pthread_mutex_unlock(&gate_lock);
+}
+
+int fakecuda_unmap_waiting(void)
+{
+    pthread_mutex_lock(&gate_lock);
+    int n = gate_waiting;
+    pthread_mutex_unlock(&gate_lock);
+    return n;
+}
+
 static CUresult f_unmap(CUdeviceptr va, size_t size)
 {
+    pthread_mutex_lock(&gate_lock);
+    gate_waiting++;
+    while (gate_closed)
+        pthread_cond_wait(&gate_open, &gate_lock);
+    gate_waiting--;
+    pthread_mutex_unlock(&gate_lock);
     if (fails("cuMemUnmap"))
         return CUDA_ERROR_UNKNOWN;
     CUresult r = CUDA_ERROR_INVALID_VALUE; /* not one whole mapping */

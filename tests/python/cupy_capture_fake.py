@@ -181,6 +181,42 @@ fake.fakecuda_graph_destroyed(graph)
 lib.gpuarena_cupy_free(None, None, 0)
 check("both go at the first hook call after it", pools() == [], "%s" % pools())
 
+# A graph destroyed, its pool's blocks freed, and the next hook call made
+# by a thread whose current stream is the legacy one, while another
+# thread captures on its own (non-blocking) stream with a pool of its
+# own: that capture is under way, so the pool waits (destroying it waited
+# for the whole device: the driver invalidated the other capture).
+OTHER = 0x7000
+current[0] = STREAM
+fake.fakecuda_capture(STREAM)
+graph = fake.fakecuda_graph()
+r = malloc("an allocation of a fifth capture")
+fake.fakecuda_capture(None)
+lib.gpuarena_cupy_free(None, r, 0)
+fake.fakecuda_graph_destroyed(graph)
+current[0] = OTHER  # the other thread begins its capture, and allocates
+fake.fakecuda_capture(OTHER)
+other_graph = fake.fakecuda_graph()
+r = malloc("an allocation of the other thread's capture")
+current[0] = 0  # this thread: the legacy stream
+disturbed = fake.fakecuda_count(b"disturbed")
+q = malloc("an allocation on the legacy stream during the other capture")
+check("a pool given back is not destroyed while another thread's capture goes on",
+      fake.fakecuda_count(b"disturbed") == disturbed and len(pools()) == 2,
+      "%d calls the capture refuses; pools' live blocks %s"
+      % (fake.fakecuda_count(b"disturbed") - disturbed, pools()))
+lib.gpuarena_cupy_free(None, q, 0)
+current[0] = OTHER
+lib.gpuarena_cupy_free(None, r, 0)
+fake.fakecuda_capture(None)  # its capture ends; its graph lives on
+current[0] = 0
+lib.gpuarena_cupy_free(None, None, 0)
+check("the first pool goes at a hook call after that capture, the other's stays",
+      pools() == [0], "%s" % pools())
+fake.fakecuda_graph_destroyed(other_graph)
+lib.gpuarena_cupy_free(None, None, 0)
+check("and the other with its graph", pools() == [], "%s" % pools())
+
 current[0] = STREAM
 served("the same stream once its capture ended")
 done()
