@@ -96,7 +96,8 @@ int main(void)
 }
 SRC
 # shellcheck disable=SC2086 # the flags are words
-if ! $cc -I"$hdr_dir" "$tmp/t.c" "$lib" $private -o "$tmp/t" > "$tmp/link.log" 2>&1; then
+# GA_LINK_FLAGS: the build's CFLAGS and LDFLAGS (a sanitizer's runtime).
+if ! $cc ${GA_LINK_FLAGS:-} -I"$hdr_dir" "$tmp/t.c" "$lib" $private -o "$tmp/t" > "$tmp/link.log" 2>&1; then
     echo "FAIL: a program with ga_* names of its own does not link against $lib:"
     sed 's/^/  /' "$tmp/link.log" | head -8
     exit 1
