@@ -124,12 +124,13 @@ static void print_table(FILE *out, gpuarena_t *a, const gpuarena_stats_t *st)
             fprintf(out, "  NUMA placement local (first touch: gpuarena.conf(5))\n");
         else
             fprintf(out, "  NUMA nodes %s%s\n", nodes,
-                    st->numa_fallbacks ? " (locality unknown: interleaved over all)" : "");
+                    st->numa_fallbacks ? " (locality unknown: interleaved over plain memory)" : "");
         if (st->numa_unbound)
             fprintf(out,
-                    "  NUMA binding not made for %" PRIu64
-                    " segments (refused by the system, or not this machine's topology: "
-                    "gpuarena.conf(5)): their pages are where the kernel put them\n",
+                    "  NUMA binding not made, or made to only some of the nodes, for %" PRIu64
+                    " segments (refused by the system, nodes this machine lacks, or not this "
+                    "machine's topology: gpuarena_stats(3)): their pages are on the nodes left, "
+                    "or where the kernel put them\n",
                     st->numa_unbound);
     }
     const char *how = memory_line(a);

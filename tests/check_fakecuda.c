@@ -1114,6 +1114,28 @@ START_TEST(cupy_param_arena_of_the_device)
 }
 END_TEST
 
+/* A pinned segment whose registration the driver refuses is no segment:
+ * not counted in numa_unbound, though its binding was not made (the
+ * topology of another machine, GPUARENA_TOPOLOGY, binds nothing here).
+ * It counted one for each try (2, the out-of-memory retry's too). */
+START_TEST(pinned_failed_registration_is_not_unbound)
+{
+    fake_open();
+    setenv("GPUARENA_TOPOLOGY", GA_TEST_DATA "/power8gpudistances.xml", 1);
+    gpuarena_t *a = NULL;
+    ck_assert_msg(gpuarena_create(GPUARENA_PINNED, 0, "numa=1", &a) == GPUARENA_SUCCESS, "%s",
+                  gpuarena_last_error());
+    void *p = NULL;
+    ck_assert_int_ne(gpuarena_alloc(a, 4096, GPUARENA_STREAM_HOST, &p), GPUARENA_SUCCESS);
+    gpuarena_stats_t st;
+    ck_assert_int_eq(gpuarena_stats(a, &st), GPUARENA_SUCCESS);
+    ck_assert_uint_eq(st.segments, 0);
+    ck_assert_uint_eq(st.numa_unbound, 0);
+    ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_SUCCESS);
+    unsetenv("GPUARENA_TOPOLOGY");
+}
+END_TEST
+
 /* A free refused for a capture is kept by PyTorch's hook for later: one
  * of a pointer that is no live block (inside a block, never handed out)
  * is that error instead, never kept or counted, whatever the stream.
@@ -2337,6 +2359,7 @@ int main(int argc, char **argv)
                             hooks_free_after_the_capture,
                             hooks_bad_free_during_capture,
                             cupy_param_arena_of_the_device,
+                            pinned_failed_registration_is_not_unbound,
                             deferred_free_without_host_memory,
                             torch_pool_record_without_host_memory,
                             torch_graph_pools,

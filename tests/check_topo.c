@@ -338,6 +338,36 @@ START_TEST(gpu_below_its_node_s_level)
 }
 END_TEST
 
+#if HWLOC_API_VERSION >= 0x00020300 /* hwloc_get_local_numanode_objs: gpus.c */
+/* One package with DRAM (node 0), and a GPU's own memory (node 1, as on a
+ * GH200) and a CXL expander (node 2) attached to the whole machine, from
+ * which hwloc hangs the GPU (data/1p-gpumem-cxl.xml).  The GPU is the
+ * package's: node 0 (it read as of unknown locality, and its pinned pages
+ * were interleaved over all three).  Where the locality is unknown, the
+ * pages are spread over plain memory: nodes 0 and 2, not the GPU's. */
+START_TEST(one_package_with_memory_only_nodes)
+{
+    hwloc_topology_t t = load("1p-gpumem-cxl.xml");
+    ck_assert_uint_eq(ga_topo_all_nodes(t), 0x7);
+    ga_topo_gpu_t g = {.ordinal = 0};
+    snprintf(g.busid, sizeof g.busid, "0009:01:00.0");
+    ga_topo_locate(t, g.busid, &g);
+    ck_assert(g.located);
+    ck_assert_msg(g.nodes == 0x1, "nodes 0x%llx", (unsigned long long)g.nodes);
+    ga_settings_t s;
+    pinned_settings(&s, GA_NUMA_NEAREST, 0, NULL);
+    ga_placement_t pl;
+    ck_assert_int_eq(ga_topo_resolve(t, &s, &g, &pl), GPUARENA_SUCCESS);
+    ck_assert(pl.policy == GA_NUMA_NODES && pl.nodes == 0x1 && !pl.fallback);
+    g.nodes = 0; /* as for a GPU near no node */
+    ck_assert_int_eq(ga_topo_resolve(t, &s, &g, &pl), GPUARENA_SUCCESS);
+    ck_assert(pl.policy == GA_NUMA_INTERLEAVE && pl.fallback);
+    ck_assert_msg(pl.nodes == 0x5, "fallback nodes 0x%llx", (unsigned long long)pl.nodes);
+    hwloc_topology_destroy(t);
+}
+END_TEST
+#endif
+
 #define MACHINE_NODES                                                                              \
     "nodeset=\"0x00000003\" complete_nodeset=\"0x00000003\" allowed_nodeset=\"0x00000003\""
 
@@ -657,6 +687,7 @@ int main(void)
 #if HWLOC_API_VERSION >= 0x00020300
     tcase_add_test(xml, nearest_leaves_out_the_machine_s_memory);
     tcase_add_test(xml, nearest_prefers_plain_memory);
+    tcase_add_test(xml, one_package_with_memory_only_nodes);
 #endif
     /* These read GPUARENA_TOPOLOGY through the once-per-process cache,
      * so they need a process each: left out when Check does not fork

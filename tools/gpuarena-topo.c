@@ -88,7 +88,8 @@ static bool print_gpu(hwloc_topology_t t, const ga_topo_gpu_t *g)
         printf("    nearest CPUs:  %s\n", g->cpus[0] ? g->cpus : "none");
     } else {
         printf("    nearest NUMA:  unknown (%s)\n",
-               g->located ? "attached to the whole machine, or near no node with memory"
+               g->located ? "attached to the whole machine, near no node with memory, or only to "
+                            "nodes numbered 64 and above"
                           : "not in the topology");
     }
     ga_settings_t s;

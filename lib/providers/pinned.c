@@ -119,7 +119,6 @@ static gpuarena_status_t pin_map(ga_provider_t *p, size_t size, void **base)
         munmap(a, size);
         return st;
     }
-    atomic_fetch_add_explicit(&pn->unbound, unbound, memory_order_relaxed);
     /* Helper threads may touch only a bound range: an unbound one would
      * get pages from every node they run on.  The mapping thread alone
      * puts them on its own node, as a first touch does. */
@@ -134,6 +133,9 @@ static gpuarena_status_t pin_map(ga_provider_t *p, size_t size, void **base)
         munmap(a, size);
         return st;
     }
+    /* Counted once the segment is made: one whose registration failed
+     * is no segment (numa_unbound counted it). */
+    atomic_fetch_add_explicit(&pn->unbound, unbound, memory_order_relaxed);
     pthread_mutex_lock(&pn->lock);
     p->live_maps++;
     pthread_mutex_unlock(&pn->lock);

@@ -44,11 +44,24 @@ static bool is_nvidia_gpu(hwloc_obj_t o)
 }
 
 /* The nodes with memory whose locality is O's or within it (hwloc 2.3
- * and later); of those, the plain ones (DRAM) before the special ones
- * (HBM, NVM, a GPU's own memory), which are small, slow or not host
- * memory at all.  Not O's whole nodeset: in hwloc 2 that also holds the
- * nodes attached above it (memory the whole machine shares, such as a
- * CXL expander), which would have put pinned pages on a far node. */
+ * and later), attached to O or below it; of those, the plain ones (DRAM)
+ * before the special ones (HBM, NVM, a GPU's own memory), which are
+ * small, slow or not host memory at all.  Not O's whole nodeset: in
+ * hwloc 2 that also holds the nodes attached above it (memory the whole
+ * machine shares, such as a CXL expander), which would have put pinned
+ * pages on a far node; nor those of O's locality attached above it (the
+ * machine's nodes, where it has one package, as the package's). */
+/* Whether memory object NODE is attached to O or below it: by its
+ * parents, not by cpusets (hwloc_obj_is_in_subtree), which a machine of
+ * one package shares with it. */
+static bool attached_within(hwloc_obj_t node, hwloc_obj_t o)
+{
+    for (hwloc_obj_t a = node->parent; a; a = a->parent)
+        if (a == o)
+            return true;
+    return false;
+}
+
 static uint64_t local_nodes(hwloc_topology_t t, hwloc_obj_t o)
 {
 #if HWLOC_API_VERSION >= 0x00020300
@@ -66,6 +79,8 @@ static uint64_t local_nodes(hwloc_topology_t t, hwloc_obj_t o)
         if (plain && any) {
             for (unsigned i = 0; i < nr; i++) {
                 const char *sub = nodes[i]->subtype;
+                if (!attached_within(nodes[i], o))
+                    continue;
                 hwloc_bitmap_set(any, nodes[i]->os_index);
                 if (!sub || !strcmp(sub, "DRAM"))
                     hwloc_bitmap_set(plain, nodes[i]->os_index);
@@ -101,6 +116,22 @@ static uint64_t nearest_nodes(hwloc_topology_t t, hwloc_obj_t anc)
     return 0;
 }
 
+/* The object whose nodes are a GPU's nearest, from ANC, its nearest
+ * non-I/O ancestor; NULL where that is unknown.  hwloc hangs the PCI
+ * devices of a machine with one package from the Machine: the GPU is
+ * that package's, whatever memory the machine has besides (a GH200's GPU
+ * memory, a CXL expander; read as unknown, pinned memory was interleaved
+ * over them).  With several packages, a GPU attached to the machine as a
+ * whole is near no node in particular. */
+static hwloc_obj_t near_object(hwloc_topology_t t, hwloc_obj_t anc)
+{
+    if (anc->type != HWLOC_OBJ_MACHINE || hwloc_bitmap_weight(anc->nodeset) == 1)
+        return anc;
+    if (hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_PACKAGE) == 1)
+        return hwloc_get_obj_by_type(t, HWLOC_OBJ_PACKAGE, 0);
+    return NULL;
+}
+
 void ga_topo_locate(hwloc_topology_t t, const char *busid, ga_topo_gpu_t *g)
 {
     g->located = false;
@@ -113,11 +144,11 @@ void ga_topo_locate(hwloc_topology_t t, const char *busid, ga_topo_gpu_t *g)
     if (!anc)
         return;
     g->located = true;
-    /* A GPU attached to the machine as a whole is near no node in
-     * particular (where there are several): its locality is unknown; so
-     * is that of a GPU whose nearest nodes have no memory. */
-    if (anc->type != HWLOC_OBJ_MACHINE || hwloc_bitmap_weight(anc->nodeset) == 1)
-        g->nodes = nearest_nodes(t, anc);
+    /* Its locality is unknown where no object is near it, or where its
+     * nearest nodes have no memory. */
+    hwloc_obj_t near = near_object(t, anc);
+    if (near)
+        g->nodes = nearest_nodes(t, near);
     if (anc->cpuset)
         hwloc_bitmap_list_snprintf(g->cpus, sizeof g->cpus, anc->cpuset);
 }
