@@ -21,6 +21,7 @@
  *   whichever thread it was biased to, and each of its thread caches,
  *   with every owner out of its fast path (block/tcache.c); last
  *   the leaves: the block room's list of lock cells (block/lock.c), the
+ *   sim arenas' address space (providers/sim.c), the
  *   loading of the CUDA driver (cuda/cuda.c), which a fork must not
  *   find half done, and the trace recorder (trace/recorder.c), which
  *   the graph pools and the deferred frees reach through gpuarena_free.
@@ -51,6 +52,7 @@
 #include "cuda/cuda.h"
 #include "deferred.h"
 #include "graphpool.h"
+#include "providers/providers.h"
 #include "report.h"
 #include "totals.h"
 #include "trace/trace.h"
@@ -65,6 +67,7 @@ static void prepare(void)
     ga_config_fork_lock();
     ga_arenas_fork_prepare();
     ga_cells_fork_lock();
+    ga_sim_fork_lock();
     ga_cuda_fork_prepare();
     ga_trace_fork_prepare();
 }
@@ -73,6 +76,7 @@ static void parent(void)
 {
     ga_trace_fork_parent();
     ga_cuda_fork_parent();
+    ga_sim_fork_unlock();
     ga_cells_fork_parent();
     ga_arenas_fork_parent();
     ga_config_fork_unlock();
@@ -84,6 +88,7 @@ static void parent(void)
 static void child(void)
 {
     ga_cuda_fork_child();
+    ga_sim_fork_unlock();
     ga_cells_fork_child();
     ga_arenas_fork_child();
     ga_totals_fork_child();

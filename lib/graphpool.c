@@ -107,6 +107,7 @@ typedef struct gpool {
     bool bound;        /* to CAPTURE, the id of the capture it serves */
     uint64_t capture;
     void *stream;  /* a stream of that capture (the one that bound it) */
+    bool captured; /* a capture pool's capture is over (cupy_capture_running) */
     bool released; /* destroyed once no user is left and no block is live */
     /* A capture's own pool (CuPy's, ga_capture_pool_alloc): bound to its
      * capture from the start, no id, no users; released when the driver
@@ -173,22 +174,33 @@ static bool given_back(const gpool_t *g)
  * PyTorch ended with an error and never ended allocating to the pool)
  * is ended here: it held every released pool back, and every later hook
  * call asked again, until its thread began another pool.  One not yet
- * bound to a capture cannot be asked (that capture made no allocation).
- * The lock held. */
-static bool any_begun(void)
+ * bound to a capture cannot be asked (that capture made no allocation);
+ * *ASKABLE (where not NULL): whether every begun pool can be (not the
+ * legacy or per-thread stream, which name another stream in each thread
+ * that asks).  The lock held. */
+static bool any_begun_askable(bool *askable)
 {
-    bool any = false;
+    bool any = false, all_askable = true;
     for (gpool_t *o = pools; o; o = o->next) {
-        /* Not the legacy or per-thread stream: the per-thread one names
-         * another stream in each thread that asks. */
-        if (o->users && o->bound && !o->by_capture && (uintptr_t)o->stream > 2 &&
-            ga_cuda_capture_over(o->stream, o->capture)) {
+        if (!o->users)
+            continue;
+        bool can = o->bound && !o->by_capture && (uintptr_t)o->stream > 2;
+        if (can && ga_cuda_capture_over(o->stream, o->capture)) {
             o->users = 0;
             o->bound = false;
+            continue;
         }
-        any |= o->users != 0;
+        any = true;
+        all_askable &= can;
     }
+    if (askable)
+        *askable = any && all_askable;
     return any;
+}
+
+static bool any_begun(void)
+{
+    return any_begun_askable(NULL);
 }
 
 /* Whether a capture that a CuPy pool serves may still be under way: the
@@ -198,11 +210,18 @@ static bool any_begun(void)
  * The lock held. */
 static bool cupy_capture_running(void)
 {
-    for (const gpool_t *o = pools; o; o = o->next)
-        if (o->by_capture && !given_back(o) &&
-            ((uintptr_t)o->stream <= 2 || !ga_cuda_capture_over(o->stream, o->capture)))
-            return true;
-    return false;
+    bool running = false;
+    for (gpool_t *o = pools; o; o = o->next) {
+        if (!o->by_capture || o->captured || given_back(o))
+            continue;
+        /* Once seen over, not asked again: CuPy may destroy the stream
+         * while the graph lives. */
+        if ((uintptr_t)o->stream > 2 && ga_cuda_capture_over(o->stream, o->capture))
+            o->captured = true;
+        else
+            running = true;
+    }
+    return running;
 }
 
 /* Whether G's arena may wait for the whole device now (be destroyed, or
@@ -236,13 +255,22 @@ static void settle(gpool_t *g, void *stream)
      * stays, as its arena does (gpuarena(7), Fork). */
     if (g->arena && g->arena->forked)
         return;
-    /* While a pool is begun, put off with no count for later hook calls:
-     * its end settles every pool (gpuarena_torch_end_allocate_to_pool).
-     * Counted, every hook call of every thread settled again, each time
-     * counting the live blocks (which asks every thread's cache): 20
-     * times slower while a capture that failed left its pool begun. */
-    if (g->arena && any_begun())
+    /* While a pool is begun, put off: its end settles every pool
+     * (gpuarena_torch_end_allocate_to_pool).  Where the driver can say
+     * when each begun pool's capture is over (which a capture that fails
+     * never tells PyTorch's end), a later hook call asks (a query, cheap
+     * here: the live blocks are counted below, after); where it cannot,
+     * nothing is counted for later calls: that pool counts as ended at
+     * its thread's next begin, whose end settles.  Each hook call used to
+     * count the live blocks (which asks every thread's cache) and settle
+     * again: 20 times slower while a capture that failed left its pool
+     * begun. */
+    bool askable;
+    if (g->arena && any_begun_askable(&askable)) {
+        if (askable)
+            atomic_fetch_add_explicit(&ga_graph_pools_gone, 1, memory_order_release);
         return;
+    }
     if (g->arena && ga_bm_live_blocks(g->arena->bm) != 0)
         return;
     if (g->arena && !may_wait_for_device(g, stream)) {

@@ -45,7 +45,14 @@ defined() {
     $NM -g --defined-only "$1" 2>/dev/null | awk 'NF >= 3 { print $(NF - 1), $NF }' | sort -u
 }
 
-$LD -r -o "$obj" --whole-archive "$archive" || give_up "$LD -r failed"
+if ! $LD -r -o "$obj" --whole-archive "$archive"; then
+    # clang's -flto objects are LLVM bitcode ("BC" 0xC0DE), which the
+    # linker reads only through its plug-in, and ld -r not at all.
+    magic=$($AR p "$archive" 2> /dev/null | head -c 4 | od -An -tx1 | tr -d ' \n')
+    [ "$magic" != 4243c0de ] ||
+        give_up "the objects hold no machine code (LLVM bitcode: link-time optimisation)"
+    give_up "$LD -r failed"
+fi
 [ "$OBJCOPY" != : ] || give_up "no objcopy"
 $OBJCOPY --wildcard --keep-global-symbol="$pattern" \
     --remove-section='.gnu.lto_*' --remove-section='.gnu.debuglto_*' "$obj" ||

@@ -3033,6 +3033,31 @@ START_TEST(bad_input_changes_nothing)
 }
 END_TEST
 
+/* The sim arenas share one fake address space (two live ones never hand
+ * out the same address), and what a destroyed arena held serves the next:
+ * a replay makes an arena per trace arena and run, and a space never
+ * given back ran out after some 16 million arenas. */
+START_TEST(sim_address_space_is_reused)
+{
+    const char *const opts[] = {"expandable=true", "expandable=false"};
+    for (int i = 0; i < 2; i++) {
+        gpuarena_t *a = arena(GPUARENA_SIM, opts[i]), *b = arena(GPUARENA_SIM, opts[i]);
+        gpuarena_stream_t s = (gpuarena_stream_t)(uintptr_t)1;
+        void *p = aalloc(a, 4096, s), *q = aalloc(b, 4096, s);
+        ck_assert_ptr_ne(p, q);
+        afree(a, p, s);
+        ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_SUCCESS);
+        gpuarena_t *c = arena(GPUARENA_SIM, opts[i]);
+        void *r = aalloc(c, 4096, s);
+        ck_assert_ptr_eq(r, p); /* A's range, given back */
+        afree(b, q, s);
+        afree(c, r, s);
+        ck_assert_int_eq(gpuarena_destroy(b), GPUARENA_SUCCESS);
+        ck_assert_int_eq(gpuarena_destroy(c), GPUARENA_SUCCESS);
+    }
+}
+END_TEST
+
 /* A provider's granule that is 0 or not a power of two is refused at
  * creation, with nothing made; a power of two is taken. */
 START_TEST(provider_granule_is_checked)
@@ -3509,6 +3534,7 @@ int main(void)
     tcase_add_test(fail, oom_report_with_nothing_free);
     tcase_add_test(fail, fault_injection_every_call);
     tcase_add_test(fail, bad_input_changes_nothing);
+    tcase_add_test(fail, sim_address_space_is_reused);
     tcase_add_test(fail, provider_granule_is_checked);
     tcase_add_test(fail, destroy_with_live_blocks_is_busy);
     tcase_add_test(fail, destroy_reports_what_stays_mapped);

@@ -1528,6 +1528,70 @@ START_TEST(empty_cache_holds_a_pool_begin_back)
 }
 END_TEST
 
+/* The same, the pool released (and its output freed) while the other
+ * capture still went on, so left to that capture's end, which never
+ * comes: the first hook call after the driver says it is over gives the
+ * memory back (it stayed until a later capture's end). */
+START_TEST(torch_pool_released_during_a_capture_that_fails)
+{
+    fake_open();
+    void *const c = (void *)0x5000;
+    const gpuarena_torch_pool_t kept = {0, 36}, failed = {0, 37};
+    void *e = gpuarena_torch_alloc(MIB, 0, c);
+    gpuarena_torch_free(e, MIB, 0, c);
+    int handles = fake.handles();
+    gpuarena_torch_begin_allocate_to_pool(0, kept, NULL);
+    fake.capture(c);
+    void *out = gpuarena_torch_alloc(64 * MIB, 0, c);
+    ck_assert_ptr_nonnull(out);
+    fake.capture(NULL);
+    gpuarena_torch_end_allocate_to_pool(0, kept);
+    gpuarena_torch_begin_allocate_to_pool(0, failed, NULL);
+    int before_failed = fake.handles();
+    fake.capture(c);
+    void *y = gpuarena_torch_alloc(MIB, 0, c);
+    ck_assert_ptr_nonnull(y);
+    int failed_holds = fake.handles() - before_failed;
+    gpuarena_torch_release_pool(0, kept); /* during the capture */
+    gpuarena_torch_free(out, 64 * MIB, 0, c);
+    ck_assert_int_gt(fake.handles(), handles + failed_holds);
+    fake.capture(NULL); /* it fails: PyTorch raises, never ends the pool */
+    gpuarena_torch_free(y, MIB, 0, c);
+    gpuarena_torch_free(NULL, 0, 0, c);
+    ck_assert_int_eq(fake.handles(), handles + failed_holds);
+}
+END_TEST
+
+/* The child of graph_pool_begun_across_a_fork: 1 when empty_cache asked
+ * the driver about the pool's capture. */
+static int empty_cache_asks_nothing(void *arg)
+{
+    (void)arg;
+    long before = fake.count("cuStreamGetCaptureInfo");
+    gpuarena_torch_empty_cache();
+    return fake.count("cuStreamGetCaptureInfo") == before ? 0 : 1;
+}
+
+/* A pool begun and bound to a capture when the process forks: the child's
+ * empty_cache asked the driver whether that capture was over, which a
+ * child made after CUDA was initialized may not do. */
+START_TEST(graph_pool_begun_across_a_fork)
+{
+    fake_open();
+    void *const c = (void *)0x5000;
+    const gpuarena_torch_pool_t id = {0, 38};
+    gpuarena_torch_begin_allocate_to_pool(0, id, NULL);
+    fake.capture(c);
+    void *p = gpuarena_torch_alloc(MIB, 0, c);
+    ck_assert_ptr_nonnull(p);
+    ga_require_child_ok(ga_fork_run(empty_cache_asks_nothing, NULL, 30), "the child");
+    gpuarena_torch_free(p, MIB, 0, c);
+    fake.capture(NULL);
+    gpuarena_torch_end_allocate_to_pool(0, id);
+    gpuarena_torch_release_pool(0, id);
+}
+END_TEST
+
 /* Record a trace (GPUARENA_TRACE's recorder) to a new empty file made
  * from the template PATH. */
 static void record_to_temp(char *path)
@@ -2368,6 +2432,8 @@ int main(int argc, char **argv)
                             torch_pool_of_a_failed_capture,
                             torch_pool_released_after_a_failed_capture,
                             empty_cache_holds_a_pool_begin_back,
+                            torch_pool_released_during_a_capture_that_fails,
+                            graph_pool_begun_across_a_fork,
                             torch_pool_allocations_are_traced,
                             fork_while_a_traced_pool_frees,
                             graph_pool_keeps_its_memory_under_max_cached,

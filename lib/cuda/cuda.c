@@ -879,7 +879,7 @@ static void unrelax(CUstreamCaptureMode m);
 
 bool ga_cuda_capture_graph(void *stream, uint64_t *id, void **graph)
 {
-    if (!cu.cuStreamGetCaptureInfo)
+    if (!cu.cuStreamGetCaptureInfo || load_status != GPUARENA_SUCCESS)
         return false;
     CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
     cuuint64_t v = 0;
@@ -896,12 +896,15 @@ bool ga_cuda_capture_graph(void *stream, uint64_t *id, void **graph)
 
 bool ga_cuda_capture_over(void *stream, uint64_t id)
 {
-    if (!cu.cuStreamGetCaptureInfo)
+    /* Not in a child made by fork(2): no driver call there at all. */
+    if (!cu.cuStreamGetCaptureInfo || load_status != GPUARENA_SUCCESS)
         return false;
     CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
     cuuint64_t v = 0;
+    /* A handle the driver refuses is no stream of a capture under way
+     * (a capturing stream cannot be destroyed): the capture is over. */
     if (cu.cuStreamGetCaptureInfo((CUstream)stream, &cs, &v, NULL, NULL, NULL) != CUDA_SUCCESS)
-        return false;
+        return true;
     return cs == CU_STREAM_CAPTURE_STATUS_NONE || v != id;
 }
 

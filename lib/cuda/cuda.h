@@ -141,9 +141,10 @@ bool ga_cuda_capture_id(void *stream, uint64_t *id);
 /* The same, and the graph being captured, into *GRAPH (a CUgraph). */
 bool ga_cuda_capture_graph(void *stream, uint64_t *id, void **graph);
 /* Whether capture ID, which STREAM took part in, is over: the driver
- * says STREAM takes part in no capture, or in another.  False while it
- * goes on, is invalidated but not ended, or the driver cannot say.  A
- * query: it disturbs no capture. */
+ * says STREAM takes part in no capture, or in another, or refuses the
+ * handle (a destroyed stream).  False while it goes on, is invalidated
+ * but not ended, with no driver, or in a child made by fork(2) (which
+ * may not call the driver).  A query: it disturbs no capture. */
 bool ga_cuda_capture_over(void *stream, uint64_t id);
 /* Call FN(ARG) once GRAPH (a CUgraph) and every executable graph made
  * from it are destroyed, after their launches (a CUDA user object the

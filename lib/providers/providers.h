@@ -9,6 +9,9 @@
 #include "config/settings.h"
 #include "providers/provider.h"
 
+/* fork(2): the sim providers' shared address space (sim.c), a leaf lock. */
+void ga_sim_fork_lock(void);
+void ga_sim_fork_unlock(void);
 gpuarena_status_t ga_sim_provider_create(const ga_settings_t *s, ga_provider_t **out);
 gpuarena_status_t ga_host_provider_create(const ga_settings_t *s, ga_provider_t **out);
 

@@ -13,7 +13,9 @@
 #include "errors.h"
 #include "providers/providers.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 
 typedef struct sim {
@@ -37,11 +39,41 @@ typedef struct sim_event {
  * into another is refused as foreign, as real memory would be (with a
  * bump pointer per arena, it freed the other arena's live block).  It
  * starts above the user addresses of 48-bit virtual memory, so that no
- * host arena's pointer is a sim address either, and is never given back:
- * about 16 million reservations of 1 TiB before it is used up.  Never
- * dereferenced. */
+ * host arena's pointer is a sim address either.  Never dereferenced.
+ *
+ * Ranges come in powers of two, aligned to their size, each with room
+ * for a granule after it (no two segments adjacent), and one given back
+ * (a fixed segment unmapped, a growable one's reservation released)
+ * serves the next of its size: a replay makes and destroys an arena per
+ * trace arena and run, and a space never given back was used up after
+ * 16 million reservations of 1 TiB.  A leaf lock (fork.c). */
 #define SIM_VA_START ((uintptr_t)1 << 48)
-static _Atomic uintptr_t sim_next_va = SIM_VA_START;
+static pthread_mutex_t va_lock = PTHREAD_MUTEX_INITIALIZER;
+static uintptr_t va_next = SIM_VA_START;
+static struct {
+    uintptr_t *a;
+    size_t n, cap;
+} va_free[64];
+
+void ga_sim_fork_lock(void)
+{
+    pthread_mutex_lock(&va_lock);
+}
+
+void ga_sim_fork_unlock(void)
+{
+    pthread_mutex_unlock(&va_lock);
+}
+
+/* The size class of a range of SIZE bytes with a granule G after it:
+ * log2 of the power of two that holds both; 64 where none does. */
+static unsigned va_class(size_t size, size_t g)
+{
+    if (size > SIZE_MAX - g)
+        return 64;
+    size_t need = size + g;
+    return need <= 1 ? 0 : 64u - (unsigned)__builtin_clzll((unsigned long long)(need - 1));
+}
 
 static gpuarena_status_t take(sim_t *s, size_t size)
 {
@@ -53,21 +85,50 @@ static gpuarena_status_t take(sim_t *s, size_t size)
 }
 
 /* SIZE bytes of the address space at *BASE, aligned to the arena's
- * granule, with a gap of one granule after them so that no two ranges
- * are adjacent. */
+ * granule (a power of two no larger than the range's class). */
 static gpuarena_status_t carve(sim_t *s, size_t size, void **base)
 {
-    uintptr_t g = s->base.granule;
-    uintptr_t cur = atomic_load_explicit(&sim_next_va, memory_order_relaxed), a;
-    do {
-        a = cur + (g - cur % g) % g;
-        if (a < cur || size > UINTPTR_MAX - a || g > UINTPTR_MAX - a - size)
-            return ga_error(GPUARENA_ERR_OUT_OF_MEMORY,
-                            "sim: the process's fake address space is used up");
-    } while (!atomic_compare_exchange_weak_explicit(&sim_next_va, &cur, a + size + g,
-                                                    memory_order_relaxed, memory_order_relaxed));
+    unsigned k = va_class(size, s->base.granule);
+    uintptr_t len = k < 63 ? (uintptr_t)1 << k : 0, a = 0;
+    pthread_mutex_lock(&va_lock);
+    if (len && va_free[k].n) {
+        a = va_free[k].a[--va_free[k].n];
+    } else if (len) {
+        uintptr_t up = (va_next + len - 1) & ~(len - 1);
+        if (up >= va_next && up <= UINTPTR_MAX - len) {
+            a = up;
+            va_next = up + len;
+        }
+    }
+    pthread_mutex_unlock(&va_lock);
+    if (!a)
+        return ga_error(GPUARENA_ERR_OUT_OF_MEMORY,
+                        "sim: the process's fake address space has no range of %zu bytes left",
+                        size);
     *base = (void *)a;
     return GPUARENA_SUCCESS;
+}
+
+/* The range at BASE of SIZE bytes back to the address space, for the
+ * next of its class.  Where the list cannot grow (no host memory), the
+ * range is left unused: the space is large. */
+static void uncarve(sim_t *s, void *base, size_t size)
+{
+    unsigned k = va_class(size, s->base.granule);
+    if (k >= 63)
+        return;
+    pthread_mutex_lock(&va_lock);
+    if (va_free[k].n == va_free[k].cap) {
+        size_t cap = va_free[k].cap ? va_free[k].cap * 2 : 16;
+        uintptr_t *grown = realloc(va_free[k].a, cap * sizeof *grown);
+        if (grown) {
+            va_free[k].a = grown;
+            va_free[k].cap = cap;
+        }
+    }
+    if (va_free[k].n < va_free[k].cap)
+        va_free[k].a[va_free[k].n++] = (uintptr_t)base;
+    pthread_mutex_unlock(&va_lock);
 }
 
 static gpuarena_status_t sim_map(ga_provider_t *p, size_t size, void **base)
@@ -87,10 +148,10 @@ static gpuarena_status_t sim_map(ga_provider_t *p, size_t size, void **base)
 
 static gpuarena_status_t sim_unmap(ga_provider_t *p, void *base, size_t size)
 {
-    (void)base;
     sim_t *s = (sim_t *)p;
     s->committed -= size;
     p->live_maps--;
+    uncarve(s, base, size);
     return GPUARENA_SUCCESS;
 }
 
@@ -101,7 +162,7 @@ static gpuarena_status_t sim_reserve(ga_provider_t *p, size_t size, void **base)
 
 static gpuarena_status_t sim_release(ga_provider_t *p, void *base, size_t size)
 {
-    (void)p, (void)base, (void)size;
+    uncarve((sim_t *)p, base, size);
     return GPUARENA_SUCCESS;
 }
 

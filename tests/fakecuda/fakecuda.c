@@ -66,7 +66,7 @@ static __thread CUstreamCaptureMode capture_mode = CU_STREAM_CAPTURE_MODE_GLOBAL
  * stream is refused and counted as a disturbed capture.  Counts of the
  * calls on an allocation's hot path, for fakecuda_count. */
 static int blocking_capture;
-static long n_capturing, n_get_current, n_disturbed, n_init;
+static long n_capturing, n_get_current, n_disturbed, n_init, n_capture_info;
 
 void fakecuda_blocking_capture(int on)
 {
@@ -130,6 +130,7 @@ long fakecuda_count(const char *what)
         long *n;
     } counters[] = {
         {"cuStreamIsCapturing", &n_capturing},
+        {"cuStreamGetCaptureInfo", &n_capture_info},
         {"cuCtxGetCurrent", &n_get_current},
         {"disturbed", &n_disturbed},
         {"cuDevicePrimaryCtxRetain", &n_retain},
@@ -503,6 +504,7 @@ static CUresult f_capturing(CUstream s, CUstreamCaptureStatus *st)
 static CUresult f_capture_info(CUstream s, CUstreamCaptureStatus *st, cuuint64_t *id,
                                CUgraph *graph, const CUgraphNode **deps, size_t *ndeps)
 {
+    __atomic_add_fetch(&n_capture_info, 1, __ATOMIC_SEQ_CST);
     if (is_legacy(s) && __atomic_load_n(&blocking_capture, __ATOMIC_SEQ_CST))
         return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
     bool on = !is_legacy(s) && is_captured(s);
