@@ -60,6 +60,7 @@ static struct {
     void (*no_managed_concurrency)(unsigned devices);
     void (*unmap_gate)(int closed);
     int (*unmap_waiting)(void);
+    void (*pool_reserved)(uint64_t bytes);
 } fake;
 
 /* The fake's controls, from the libcuda.so.1 the library opens too. */
@@ -92,6 +93,7 @@ static void fake_open(void)
     GET(refuse_peers, "fakecuda_refuse_peers");
     GET(unmap_gate, "fakecuda_unmap_gate");
     GET(unmap_waiting, "fakecuda_unmap_waiting");
+    GET(pool_reserved, "fakecuda_pool_reserved");
 #undef GET
 }
 
@@ -468,6 +470,39 @@ START_TEST(out_of_memory_and_trim_spare_a_capture)
     ck_assert_uint_eq(reserved(a), 0);
     ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_SUCCESS);
     ck_assert_int_eq(fake.handles(), 0);
+}
+END_TEST
+
+/* device.pool = driver, another thread capturing stream T: running out
+ * of memory first trims the pool with no wait and retries, which serves
+ * it here (the pool caches memory whose frees completed); and a trim with
+ * nothing to give back waits for nothing.  Each waited for the whole
+ * device first (cuCtxSynchronize), which the capture refuses and the
+ * driver answers by invalidating it. */
+START_TEST(driver_pool_out_of_memory_spares_a_capture)
+{
+    fake_open();
+    void *const s = (void *)0x5000, *const t = (void *)0x6000;
+    gpuarena_t *a = NULL;
+    ck_assert_int_eq(gpuarena_create(GPUARENA_DEVICE, 0, "pool=driver", &a), GPUARENA_SUCCESS);
+    void *p = NULL, *q = NULL;
+    ck_assert_int_eq(gpuarena_alloc(a, MIB, s, &p), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_free(a, p, s), GPUARENA_SUCCESS);
+    fake.pool_reserved(8 * MIB); /* cached by the pool */
+    fake.capture(t);
+    fake.arm("cuMemAllocFromPoolAsync", 1);
+    ck_assert_msg(gpuarena_alloc(a, 4 * MIB, s, &q) == GPUARENA_SUCCESS, "%s",
+                  gpuarena_last_error());
+    ck_assert_int_eq(fake.count("disturbed"), 0);
+    gpuarena_stats_t st;
+    ck_assert_int_eq(gpuarena_stats(a, &st), GPUARENA_SUCCESS);
+    ck_assert_uint_eq(st.oom_retries, 1);
+    ck_assert_int_eq(gpuarena_free(a, q, s), GPUARENA_SUCCESS);
+    fake.pool_reserved(0); /* nothing to give back */
+    ck_assert_int_eq(gpuarena_trim(a, 0), GPUARENA_SUCCESS);
+    ck_assert_int_eq(fake.count("disturbed"), 0);
+    fake.capture(NULL);
+    ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_SUCCESS);
 }
 END_TEST
 
@@ -2407,6 +2442,7 @@ int main(int argc, char **argv)
                             managed_prefetch_to_a_peer_retains_once,
                             managed_prefetch_asks_the_destination,
                             driver_pool_frees_when_the_wait_fails,
+                            driver_pool_out_of_memory_spares_a_capture,
                             driver_pool_unknown_uses_spare_a_capture,
                             driver_pool_under_max_reserved,
                             legacy_stream_asks_only_off_the_cache,

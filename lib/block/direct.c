@@ -33,14 +33,16 @@
  *   path has waited for the whole device, as the segment arenas' limbo
  *   (limbo.c).  Waiting for the device in the free blocked the host, and
  *   broke any capture in progress in the driver's global capture mode.
- * - Out of memory: once every free has completed (sync_all), the pool's
- *   cached memory is released (trim) and the request retried once: the
- *   only path that blocks the host, as in every arena.
+ * - Out of memory: the pool's cached memory is released (trim) and the
+ *   request retried; where that was not enough, once every free has
+ *   completed (sync_all), again: the only path that blocks the host, as
+ *   in every arena, and only where the first step could not serve.
  * - max_cached: after a free, cached memory above the cap is released
  *   (trim), as far as the pool can without waiting: memory whose free has
  *   not completed goes at a later free or trim.
  * - gpuarena_trim: waits for all work (so that every free has completed),
- *   then releases cached memory down to KEEP bytes.
+ *   then releases cached memory down to KEEP bytes; no wait where nothing
+ *   could be released.
  * - A provider free that fails leaves the block live and counted, as the
  *   provider still holds it: the caller may free it again.  (So does the
  *   free that undoes an allocation whose zero fill failed, if it fails
@@ -220,16 +222,25 @@ gpuarena_status_t ga_direct_alloc(ga_bm_t *bm, size_t size, ga_stream_t s, void 
     gpuarena_status_t st =
         capped ? GPUARENA_ERR_OUT_OF_MEMORY : p->ops->alloc_async(p, rs, s.handle, &q);
     if (st == GPUARENA_ERR_OUT_OF_MEMORY && !capped) {
-        /* Release everything the pool caches, once every free has
-         * completed, and retry once: the only path that blocks the host. */
+        /* Release what the pool caches and retry: first with no wait
+         * (what completed frees left), then, where that was not enough,
+         * once every free has completed, the only path that blocks the
+         * host.  Waiting first broke another thread's capture (the
+         * driver's global mode) where the first step would have done. */
         bool done;
         bm->c.oom_retries++;
-        bool synced = p->ops->sync_all(p) == GPUARENA_SUCCESS;
-        if (synced)
-            free_held(bm, true);
-        if (synced && release_cached(bm, 0, &done) == GPUARENA_SUCCESS && done)
+        if (release_cached(bm, 0, &done) == GPUARENA_SUCCESS && done) {
             bm->c.trims++;
-        st = p->ops->alloc_async(p, rs, s.handle, &q);
+            st = p->ops->alloc_async(p, rs, s.handle, &q);
+        }
+        if (st == GPUARENA_ERR_OUT_OF_MEMORY) {
+            bool synced = p->ops->sync_all(p) == GPUARENA_SUCCESS;
+            if (synced)
+                free_held(bm, true);
+            if (synced && release_cached(bm, 0, &done) == GPUARENA_SUCCESS && done)
+                bm->c.trims++;
+            st = p->ops->alloc_async(p, rs, s.handle, &q);
+        }
     }
     if (st != GPUARENA_SUCCESS) {
         ga_bm_block_delete(bm, b);
@@ -372,10 +383,17 @@ gpuarena_status_t ga_direct_trim(ga_bm_t *bm, size_t keep)
     ga_provider_t *p = bm->prov;
     ga_lock(&bm->lock);
     /* Memory whose free has not been seen complete cannot be released:
-     * wait for every stream first, as trim does in every arena. */
+     * wait for every stream first, as trim does in every arena; unless
+     * nothing could be released after it (no block held, and the pool
+     * reserves no more than what is in use and KEEP): a trim that needs
+     * no wait disturbs no capture (gpuarena_trim(3)). */
     bool done;
-    gpuarena_status_t st = p->ops->sync_all(p);
-    if (st == GPUARENA_SUCCESS) {
+    uint64_t reserved = 0, used = 0;
+    gpuarena_status_t st = p->ops->usage(p, &reserved, &used);
+    bool needed = st != GPUARENA_SUCCESS || bm->d.held ||
+                  reserved > (bm->c.in_use > UINT64_MAX - keep ? UINT64_MAX : bm->c.in_use + keep);
+    st = needed ? p->ops->sync_all(p) : GPUARENA_SUCCESS;
+    if (st == GPUARENA_SUCCESS && needed) {
         free_held(bm, true);
         st = release_cached(bm, keep, &done);
     }

@@ -39,6 +39,7 @@ void fakecuda_foreign_stream(CUstream s);
 void fakecuda_refuse_peers(int on);
 void fakecuda_no_managed_concurrency(unsigned devices);
 void fakecuda_unmap_gate(int closed);
+void fakecuda_pool_reserved(uint64_t bytes);
 int fakecuda_unmap_waiting(void);
 CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version, cuuint64_t flags,
                              CUdriverProcAddressQueryResult *status);
@@ -897,10 +898,22 @@ static CUresult f_pool_set(CUmemoryPool pool, CUmemPool_attribute a, void *v)
     return CUDA_SUCCESS;
 }
 
+/* What the pools say they reserve (CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT,
+ * fakecuda_pool_reserved): 0 unless a test says otherwise; every other
+ * attribute reads 0. */
+static cuuint64_t pool_reserved;
+
+void fakecuda_pool_reserved(uint64_t bytes)
+{
+    __atomic_store_n(&pool_reserved, bytes, __ATOMIC_SEQ_CST);
+}
+
 static CUresult f_pool_get(CUmemoryPool pool, CUmemPool_attribute a, void *v)
 {
-    (void)pool, (void)a;
-    *(cuuint64_t *)v = 0;
+    (void)pool;
+    *(cuuint64_t *)v = a == CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT
+                           ? __atomic_load_n(&pool_reserved, __ATOMIC_SEQ_CST)
+                           : 0;
     return CUDA_SUCCESS;
 }
 
@@ -922,6 +935,8 @@ static CUresult f_pool_alloc(CUdeviceptr *p, size_t size, CUmemoryPool pool, CUs
     (void)pool;
     if (disturbs(s))
         return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
+    if (fails("cuMemAllocFromPoolAsync"))
+        return CUDA_ERROR_OUT_OF_MEMORY;
     *p = take_va(size);
     pthread_mutex_lock(&lock);
     pool_blocks++;
