@@ -462,20 +462,10 @@ gpuarena_status_t ga_seg_give_back(ga_bm_t *bm, ga_segment_t *g, size_t *left)
         gpuarena_status_t st = ops->decommit(bm->prov, (void *)lo, hi - lo);
         if (st == GPUARENA_SUCCESS) {
             mapped -= hi - lo;
-            continue;
-        }
-        if (first == GPUARENA_SUCCESS) {
+        } else if (first == GPUARENA_SUCCESS) {
             first = st;
             snprintf(why, sizeof why, "%s", gpuarena_last_error());
         }
-        /* A failed decommit may have freed a prefix of the run (vmm.h):
-         * granule by granule, as release_growable asks, what lies before
-         * the first that fails is not mapped any more (*LEFT counted the
-         * whole run). */
-        size_t gr = bm->prov->granule;
-        for (uintptr_t at = lo;
-             at < hi && ops->decommit(bm->prov, (void *)at, gr) == GPUARENA_SUCCESS; at += gr)
-            mapped -= gr;
     }
     *left = mapped;
     if (first != GPUARENA_SUCCESS) {
