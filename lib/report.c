@@ -111,13 +111,16 @@ static void on_signal(int sig)
     errno = e;
 }
 
+/* One report for every wake-up, however many signals came meanwhile
+ * (their bytes read at once): a report per byte fell behind a storm of
+ * signals, and the pipe filled. */
 static void *signal_thread(void *arg)
 {
     (void)arg;
     for (;;) {
-        char c;
-        ssize_t n = read(pipe_fds[0], &c, 1);
-        if (n == 1)
+        char c[256];
+        ssize_t n = read(pipe_fds[0], c, sizeof c);
+        if (n > 0)
             print_now();
         else if (n == 0 || errno != EINTR)
             return NULL; /* the write end closed (stop_signal), or broken */
@@ -133,6 +136,10 @@ static void start_signal(void)
         return;
     fcntl(pipe_fds[0], F_SETFD, FD_CLOEXEC);
     fcntl(pipe_fds[1], F_SETFD, FD_CLOEXEC);
+    /* The handler never blocks: with the pipe full (a report stalled on
+     * a pipe nobody reads), a report is coming anyway, and the thread the
+     * signal interrupted went on waiting inside the handler. */
+    fcntl(pipe_fds[1], F_SETFL, fcntl(pipe_fds[1], F_GETFL) | O_NONBLOCK);
     /* The thread must not take the program's signals.  Joinable: the
      * library waits for it to end when it is unloaded (stop_signal). */
     sigset_t all, saved;

@@ -146,6 +146,12 @@ fi
 # 7. Reports on SIGUSR1 while the one at exit is written: one after the
 # other, each whole (they were written into each other), and the signal
 # never kills the exiting program.
+# 6f. A storm of signals while the reports go to a pipe that nobody reads
+# for a while: the signalled thread goes on (it waited inside the handler
+# once the pipe to the report thread filled, until the reader woke).
+GPUARENA_STATS=stdout GPUARENA_STATS_SIGNAL=1 $demo raise 2> "$tmp/raise.err" |
+    { sleep 3; grep -q raised "$tmp/raise.err" && echo early > "$tmp/raise.ok"; cat > /dev/null; }
+[ -f "$tmp/raise.ok" ] || fail "raise: the signalled thread was held until the report's reader woke"
 GPUARENA_STATS="$tmp/storm.json" GPUARENA_STATS_SIGNAL=1 $demo storm || fail "storm: demo failed"
 if command -v python3 >/dev/null 2>&1; then
     python3 -c '
