@@ -279,17 +279,20 @@ contains
     end do
   end function from_c_string
 
-  ! Fill buf with the characters of s and a NUL.
+  ! Fill buf with the characters of s, trailing blanks left out (a path
+  ! read into a fixed-length variable, as OPEN's FILE= takes it), and a
+  ! NUL.
   subroutine to_c_string(s, buf)
     character(len=*), intent(in) :: s
     character(kind=c_char), allocatable, intent(out) :: buf(:)
-    integer :: i
+    integer :: i, n
 
-    allocate (buf(len(s) + 1))
-    do i = 1, len(s)
+    n = len_trim(s)
+    allocate (buf(n + 1))
+    do i = 1, n
        buf(i) = s(i:i)
     end do
-    buf(len(s) + 1) = c_null_char
+    buf(n + 1) = c_null_char
   end subroutine to_c_string
 
   ! What a status code means, as in gpuarena_strerror(3).

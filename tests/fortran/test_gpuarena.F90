@@ -24,6 +24,8 @@ program test_gpuarena
   end interface
 
   integer, parameter :: n = 1000
+  character(len=256) :: conf
+  integer :: unit
   type(c_ptr) :: a, p, q, priv
   type(gpuarena_stats_t), target :: st0, st1
   type(gpuarena_total_t) :: tot
@@ -32,6 +34,18 @@ program test_gpuarena
   integer :: i
 
   call layout()
+
+  ! A configuration path in a fixed-length variable, blank-padded: the
+  ! file it names is read (the blanks went to C, and the file was not
+  ! found).
+  conf = 'test_gpuarena.conf'
+  open (newunit=unit, file=conf, status='replace', action='write')
+  write (unit, '(a)') '[host]'
+  close (unit)
+  status = gpuarena_init(conf)
+  open (newunit=unit, file=conf, status='old')
+  close (unit, status='delete')
+  call check(status, 'gpuarena_init(a blank-padded path)')
 
   call expect(gpuarena_version() /= '', 'gpuarena_version is empty')
   print '(a, a)', 'libgpuarena ', gpuarena_version()
