@@ -36,7 +36,9 @@ bool ga_total_read(gpuarena_kind_t kind, int device, gpuarena_total_t *out)
     /* Read one after the other, the peak may lag an update in flight. */
     if (out->reserved_peak < out->reserved)
         out->reserved_peak = out->reserved;
-    return out->arenas || out->reserved_peak;
+    /* Listed from its first arena on, whatever came since (all
+     * destroyed, the peak reset: gpuarena_stats(3)). */
+    return out->arenas || out->reserved_peak || atomic_load_explicit(&t->had, memory_order_relaxed);
 }
 
 gpuarena_status_t gpuarena_stats_total(gpuarena_kind_t kind, int device, gpuarena_total_t *total)

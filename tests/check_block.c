@@ -3033,6 +3033,27 @@ START_TEST(bad_input_changes_nothing)
 }
 END_TEST
 
+/* A kind and device that had an arena stays in the printed totals after
+ * every arena of it went and its peak was reset (gpuarena_stats(3)):
+ * it dropped out. */
+START_TEST(totals_list_a_kind_that_had_arenas)
+{
+    gpuarena_t *a = arena(GPUARENA_SIM, NULL);
+    gpuarena_stream_t s = (gpuarena_stream_t)(uintptr_t)1;
+    afree(a, aalloc(a, 4096, s), s);
+    ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_stats_total_reset_peak(GPUARENA_SIM, 0), GPUARENA_SUCCESS);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    ck_assert_ptr_nonnull(f);
+    ck_assert_int_eq(gpuarena_stats_print(f, "json"), GPUARENA_SUCCESS);
+    fclose(f);
+    ck_assert_msg(strstr(text, "{\"kind\": \"sim\", \"device\": 0, ") != NULL, "%s", text);
+    free(text);
+}
+END_TEST
+
 /* The sim arenas share one fake address space (two live ones never hand
  * out the same address), and what a destroyed arena held serves the next:
  * a replay makes an arena per trace arena and run, and a space never
@@ -3535,6 +3556,7 @@ int main(void)
     tcase_add_test(fail, fault_injection_every_call);
     tcase_add_test(fail, bad_input_changes_nothing);
     tcase_add_test(fail, sim_address_space_is_reused);
+    tcase_add_test(fail, totals_list_a_kind_that_had_arenas);
     tcase_add_test(fail, provider_granule_is_checked);
     tcase_add_test(fail, destroy_with_live_blocks_is_busy);
     tcase_add_test(fail, destroy_reports_what_stays_mapped);

@@ -1483,6 +1483,7 @@ void ga_bm_set_total(ga_bm_t *bm, ga_total_t *total)
         return;
     bm->total = total;
     atomic_fetch_add_explicit(&total->arenas, 1, memory_order_relaxed);
+    atomic_store_explicit(&total->had, true, memory_order_relaxed);
     ga_total_add(total, bm->c.reserved);
 }
 

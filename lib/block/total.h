@@ -26,12 +26,14 @@
 
 #include <sched.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 typedef struct ga_total {
     _Atomic uint64_t reserved; /* bytes the managers hold from their providers */
     _Atomic uint64_t peak;     /* the largest value of reserved */
     _Atomic uint64_t arenas;   /* managers counted in it (totals.c) */
+    _Atomic bool had;          /* a manager was ever counted in it: listed for good */
     _Atomic int busy;          /* an addition or a reset of the peak under way */
 } ga_total_t;
 
