@@ -8,7 +8,7 @@
  * A FILE ending in ".json" gets JSON, anything else the table.  The
  * variables are read when the first arena is made; a bad value is
  * ignored (the library never prints on its own account), and
- * gpuarena-config(1) reports it.
+ * gpuarena-config(1) says so.
  *
  * A signal handler may not take locks or call stdio, so SIGUSR1 only
  * writes a byte to a pipe; a thread started for this reads it and prints.

@@ -50,6 +50,16 @@ GPUARENA_CONF="$tmp.n${nl}l" "$T" > "$tmp.out" || fail "show with a newline in t
     fail "the settings printed from a file name with a newline do not check"
 GPUARENA_OPTIONS=device.max_cahced=1G "$T" > /dev/null 2> "$tmp.err"
 [ $? = 1 ] || fail "a bad GPUARENA_OPTIONS did not exit 1"
+# GPUARENA_STATS and GPUARENA_TRACE: shown; a value the library would
+# ignore in silence is said, and exits 1 (it was not even shown).
+GPUARENA_STATS='s.%r.json' GPUARENA_TRACE=stderr "$T" > "$tmp.out" 2> "$tmp.err" ||
+    fail "good GPUARENA_STATS: exit $?"
+grep -qxF '# GPUARENA_STATS: s.%r.json' "$tmp.out" || fail "GPUARENA_STATS not shown"
+grep -qxF '# GPUARENA_TRACE: stderr' "$tmp.out" || fail "GPUARENA_TRACE not shown"
+GPUARENA_STATS='bad%x.json' "$T" > "$tmp.out" 2> "$tmp.err"
+[ $? = 1 ] || fail "a bad GPUARENA_STATS did not exit 1"
+grep -qF "GPUARENA_STATS: statistics file 'bad%x.json'" "$tmp.err" ||
+    fail "bad GPUARENA_STATS not said: $(cat "$tmp.err")"
 "$T" --bogus > /dev/null 2> "$tmp.err"
 [ $? = 2 ] || fail "a bad option did not exit 2"
 grep -qF "unrecognized option '--bogus'" "$tmp.err" || fail "bad option not named: $(cat "$tmp.err")"

@@ -9,6 +9,7 @@
 #include "config/config.h"
 #include "env.h"
 #include "gpuarena.h"
+#include "outpath.h"
 
 #include "output.h"
 
@@ -183,13 +184,34 @@ static int show(const char *file)
         print_safe(opts);
         putchar('\n');
     }
+    /* The files the library would write: a name it cannot expand is
+     * ignored there, silently (it never prints on its own account), so
+     * it is said here, and is an error of the configuration. */
+    int rc = 0;
+    static const char *const outputs[][2] = {{"GPUARENA_STATS", "statistics file"},
+                                             {"GPUARENA_TRACE", "trace file"}};
+    for (size_t i = 0; i < sizeof outputs / sizeof outputs[0]; i++) {
+        const char *v = ga_env(outputs[i][0]);
+        if (!v)
+            continue;
+        char path[4096];
+        bool stream = i == 0 && (strcmp(v, "stderr") == 0 || strcmp(v, "stdout") == 0);
+        bool ok = stream || ga_output_path(outputs[i][1], v, path, sizeof path) == GPUARENA_SUCCESS;
+        printf("# %s: ", outputs[i][0]);
+        print_safe(v);
+        printf("%s\n", ok ? "" : " (ignored: see standard error)");
+        if (!ok) {
+            fprintf(stderr, "%s: %s: ignored\n", outputs[i][0], gpuarena_last_error());
+            rc = 1;
+        }
+    }
     for (int kind = 0; kind < GPUARENA_KIND_COUNT; kind++) {
         print_section(c, (gpuarena_kind_t)kind, -1);
         for (int d = 0; d < GA_CONFIG_MAX_DEVICES; d++)
             if (ga_conf_has_device(c, (gpuarena_kind_t)kind, d))
                 print_section(c, (gpuarena_kind_t)kind, d);
     }
-    return 0;
+    return rc;
 }
 
 /* A command line that is none of the usage's: which part, then the usage. */
