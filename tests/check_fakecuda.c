@@ -1471,6 +1471,33 @@ START_TEST(torch_pool_of_a_failed_capture)
 }
 END_TEST
 
+/* Graph 1 captured into pool KEPT on C, its 64 MiB output *OUT kept
+ * live; then pool FAILED begun and its capture on C under way, its first
+ * allocation *Y made (*FAILED_HOLDS: the granules that took).  The
+ * handles the fake held before graph 1. */
+static int graph_then_another_capture(void *c, gpuarena_torch_pool_t kept,
+                                      gpuarena_torch_pool_t failed, void **out, void **y,
+                                      int *failed_holds)
+{
+    fake_open();
+    void *e = gpuarena_torch_alloc(MIB, 0, c);
+    gpuarena_torch_free(e, MIB, 0, c);
+    int handles = fake.handles();
+    gpuarena_torch_begin_allocate_to_pool(0, kept, NULL);
+    fake.capture(c);
+    *out = gpuarena_torch_alloc(64 * MIB, 0, c);
+    ck_assert_ptr_nonnull(*out);
+    fake.capture(NULL);
+    gpuarena_torch_end_allocate_to_pool(0, kept);
+    gpuarena_torch_begin_allocate_to_pool(0, failed, NULL);
+    int before_failed = fake.handles();
+    fake.capture(c);
+    *y = gpuarena_torch_alloc(MIB, 0, c);
+    ck_assert_ptr_nonnull(*y);
+    *failed_holds = fake.handles() - before_failed;
+    return handles;
+}
+
 /* A capture that failed after its first allocation leaves its pool
  * begun and bound: the driver says its capture is over, so it counts as
  * ended.  Before, a graph released after it kept its memory until the
@@ -1479,30 +1506,14 @@ END_TEST
  * counting every thread's cached blocks). */
 START_TEST(torch_pool_released_after_a_failed_capture)
 {
-    fake_open();
-    void *const c = (void *)0x5000;
-    const gpuarena_torch_pool_t kept = {0, 33}, failed = {0, 34};
-    void *e = gpuarena_torch_alloc(MIB, 0, c);
-    gpuarena_torch_free(e, MIB, 0, c);
-    int handles = fake.handles();
-    /* Graph 1: its output outlives the capture. */
-    gpuarena_torch_begin_allocate_to_pool(0, kept, NULL);
-    fake.capture(c);
-    void *out = gpuarena_torch_alloc(64 * MIB, 0, c);
-    ck_assert_ptr_nonnull(out);
-    fake.capture(NULL);
-    gpuarena_torch_end_allocate_to_pool(0, kept);
-    /* Graph 2's capture fails: begun, never ended, never released. */
-    gpuarena_torch_begin_allocate_to_pool(0, failed, NULL);
-    int before_failed = fake.handles();
-    fake.capture(c);
-    void *y = gpuarena_torch_alloc(MIB, 0, c);
-    ck_assert_ptr_nonnull(y);
-    fake.capture(NULL);
-    int failed_holds = fake.handles() - before_failed;
+    void *const c = (void *)0x5000, *out, *y;
+    int failed_holds;
+    int handles = graph_then_another_capture(
+        c, (gpuarena_torch_pool_t){0, 33}, (gpuarena_torch_pool_t){0, 34}, &out, &y, &failed_holds);
+    fake.capture(NULL); /* it fails: PyTorch raises, never ends the pool */
     gpuarena_torch_free(y, MIB, 0, c);
     /* Eager again: graph 1 is deleted, then its output. */
-    gpuarena_torch_release_pool(0, kept);
+    gpuarena_torch_release_pool(0, (gpuarena_torch_pool_t){0, 33});
     int disturbed = fake.count("disturbed");
     gpuarena_torch_free(out, 64 * MIB, 0, c);
     ck_assert_int_eq(fake.count("disturbed"), disturbed);
@@ -1569,25 +1580,11 @@ END_TEST
  * memory back (it stayed until a later capture's end). */
 START_TEST(torch_pool_released_during_a_capture_that_fails)
 {
-    fake_open();
-    void *const c = (void *)0x5000;
-    const gpuarena_torch_pool_t kept = {0, 36}, failed = {0, 37};
-    void *e = gpuarena_torch_alloc(MIB, 0, c);
-    gpuarena_torch_free(e, MIB, 0, c);
-    int handles = fake.handles();
-    gpuarena_torch_begin_allocate_to_pool(0, kept, NULL);
-    fake.capture(c);
-    void *out = gpuarena_torch_alloc(64 * MIB, 0, c);
-    ck_assert_ptr_nonnull(out);
-    fake.capture(NULL);
-    gpuarena_torch_end_allocate_to_pool(0, kept);
-    gpuarena_torch_begin_allocate_to_pool(0, failed, NULL);
-    int before_failed = fake.handles();
-    fake.capture(c);
-    void *y = gpuarena_torch_alloc(MIB, 0, c);
-    ck_assert_ptr_nonnull(y);
-    int failed_holds = fake.handles() - before_failed;
-    gpuarena_torch_release_pool(0, kept); /* during the capture */
+    void *const c = (void *)0x5000, *out, *y;
+    int failed_holds;
+    int handles = graph_then_another_capture(
+        c, (gpuarena_torch_pool_t){0, 36}, (gpuarena_torch_pool_t){0, 37}, &out, &y, &failed_holds);
+    gpuarena_torch_release_pool(0, (gpuarena_torch_pool_t){0, 36}); /* during the capture */
     gpuarena_torch_free(out, 64 * MIB, 0, c);
     ck_assert_int_gt(fake.handles(), handles + failed_holds);
     fake.capture(NULL); /* it fails: PyTorch raises, never ends the pool */

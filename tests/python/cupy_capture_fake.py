@@ -160,13 +160,20 @@ check("and goes with the block", pools() == [], "%s" % pools())
 # made during another capture: destroying the pool's arena waits for the
 # whole device, which the capture forbids (and the driver invalidates it),
 # so the pool waits for a hook call after the capture.
-current[0] = STREAM
-fake.fakecuda_capture(STREAM)
-graph = fake.fakecuda_graph()
-r = malloc("an allocation of a third capture")
-fake.fakecuda_capture(None)
-lib.gpuarena_cupy_free(None, r, 0)
-fake.fakecuda_graph_destroyed(graph)
+def graph_gone_with_its_blocks(what):
+    """A capture on STREAM that allocates and frees, its graph then
+    destroyed: its pool waits for the next hook call that can give it
+    back."""
+    current[0] = STREAM
+    fake.fakecuda_capture(STREAM)
+    graph = fake.fakecuda_graph()
+    r = malloc("an allocation of " + what)
+    fake.fakecuda_capture(None)
+    lib.gpuarena_cupy_free(None, r, 0)
+    fake.fakecuda_graph_destroyed(graph)
+
+
+graph_gone_with_its_blocks("a third capture")
 fake.fakecuda_capture(STREAM)  # a fourth capture, allocating
 disturbed = fake.fakecuda_count(b"disturbed")
 r = malloc("an allocation of a fourth capture")
@@ -187,13 +194,7 @@ check("both go at the first hook call after it", pools() == [], "%s" % pools())
 # own: that capture is under way, so the pool waits (destroying it waited
 # for the whole device: the driver invalidated the other capture).
 OTHER = 0x7000
-current[0] = STREAM
-fake.fakecuda_capture(STREAM)
-graph = fake.fakecuda_graph()
-r = malloc("an allocation of a fifth capture")
-fake.fakecuda_capture(None)
-lib.gpuarena_cupy_free(None, r, 0)
-fake.fakecuda_graph_destroyed(graph)
+graph_gone_with_its_blocks("a fifth capture")
 current[0] = OTHER  # the other thread begins its capture, and allocates
 fake.fakecuda_capture(OTHER)
 other_graph = fake.fakecuda_graph()
