@@ -422,19 +422,38 @@ START_TEST(trim_and_max_cached_release_the_pool)
 }
 END_TEST
 
+/* Out of memory: what the pool caches of completed frees is released and
+ * the request retried, with no wait; where that is not enough (a free
+ * the pool has not seen complete), once every stream's work is waited
+ * for, again; then the status and the message. */
 START_TEST(out_of_memory_releases_and_retries_once)
 {
     fx_t *f = fx_new(NULL);
     f->tp.capacity = 8 * MI;
     void *a = fx_alloc(f, 4 * MI, 1), *b = fx_alloc(f, 2 * MI, 1);
     fx_free(f, b, 1); /* 2M cached, 2M never mapped */
-    /* 4M fits only once the cached 2M is released. */
+    /* 4M fits only once the cached 2M is released: no wait for that. */
+    uint64_t syncs = f->tp.syncs;
     void *c = fx_alloc(f, 4 * MI, 2);
     gpuarena_stats_t st = fx_stats(f);
     ck_assert_uint_eq(st.oom_retries, 1);
     ck_assert_uint_eq(st.oom_failures, 0);
-    ck_assert_uint_ge(f->tp.syncs, 1);
+    ck_assert_uint_eq(f->tp.syncs, syncs);
     ck_assert_uint_eq(f->tp.trims, 1);
+    /* 6M, with C's 4M free (seen complete) and A's 4M freed with no
+     * stream, which the test pool sees complete only after a wait for
+     * every stream: the first release is not enough, the wait is made. */
+    fx_free(f, c, 2);
+    ck_assert_int_eq(ga_bm_free(f->bm, a, (ga_stream_t){GPUARENA_STREAM_HOST, GA_STREAM_ANY}),
+                     GPUARENA_SUCCESS);
+    void *e = fx_alloc(f, 6 * MI, 1);
+    ck_assert_uint_ge(f->tp.syncs, syncs + 1);
+    st = fx_stats(f);
+    ck_assert_uint_eq(st.oom_retries, 2);
+    ck_assert_uint_eq(st.oom_failures, 0);
+    fx_free(f, e, 1);
+    a = fx_alloc(f, 4 * MI, 1); /* E's 6M released first, no wait */
+    c = fx_alloc(f, 4 * MI, 2);
     /* Nothing left to release: one retry, then the status and message. */
     void *d = (void *)0x1;
     tp_enqueue(&f->tp, 1);
@@ -444,7 +463,7 @@ START_TEST(out_of_memory_releases_and_retries_once)
                                                         "1048576 bytes: 8388608 in use, 8388608 "
                                                         "reserved, 0 cached"));
     st = fx_stats(f);
-    ck_assert_uint_eq(st.oom_retries, 2);
+    ck_assert_uint_eq(st.oom_retries, 4);
     ck_assert_uint_eq(st.oom_failures, 1);
     ck_assert_uint_eq(st.last_oom_request, MI);
     ck_assert_uint_eq(st.live_blocks, 2);

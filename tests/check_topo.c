@@ -364,6 +364,16 @@ START_TEST(one_package_with_memory_only_nodes)
     ck_assert(pl.policy == GA_NUMA_INTERLEAVE && pl.fallback);
     ck_assert_msg(pl.nodes == 0x5, "fallback nodes 0x%llx", (unsigned long long)pl.nodes);
     hwloc_topology_destroy(t);
+
+    /* The GPU under the one package, all memory attached to the machine
+     * (data/1p-memory-on-machine.xml): the machine is the package's, its
+     * plain node 0 near (the walk stopped at the machine: unknown). */
+    t = load("1p-memory-on-machine.xml");
+    g.nodes = 0;
+    ga_topo_locate(t, g.busid, &g);
+    ck_assert(g.located);
+    ck_assert_msg(g.nodes == 0x1, "nodes 0x%llx", (unsigned long long)g.nodes);
+    hwloc_topology_destroy(t);
 }
 END_TEST
 #endif

@@ -102,12 +102,16 @@ static uint64_t local_nodes(hwloc_topology_t t, hwloc_obj_t o)
  * some.  A PCI root may hang below its node's level (from a core, a cache
  * or a die of a package whose memory is attached to the whole package):
  * no node's locality is within the ancestor then, and the GPU read as
- * near no node.  The whole machine, where it has several nodes, is near
- * none in particular (ga_topo_locate). */
+ * near no node.  The whole machine, where it has several nodes and
+ * packages, is near none in particular (ga_topo_locate). */
 static uint64_t nearest_nodes(hwloc_topology_t t, hwloc_obj_t anc)
 {
+    /* A machine of one package is that package's: its memory attached
+     * to the machine (where the package has none of its own) is near. */
+    bool one_package = hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_PACKAGE) == 1;
     for (hwloc_obj_t o = anc; o; o = o->parent) {
-        if (o != anc && o->type == HWLOC_OBJ_MACHINE && hwloc_bitmap_weight(o->nodeset) != 1)
+        if (o != anc && o->type == HWLOC_OBJ_MACHINE && hwloc_bitmap_weight(o->nodeset) != 1 &&
+            !one_package)
             break;
         uint64_t m = local_nodes(t, o);
         if (m)
