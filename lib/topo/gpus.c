@@ -43,14 +43,7 @@ static bool is_nvidia_gpu(hwloc_obj_t o)
     return (o->attr->pcidev.class_id >> 8) == 0x03 || has_gpu_osdev(o);
 }
 
-/* The nodes with memory whose locality is O's or within it (hwloc 2.3
- * and later), attached to O or below it; of those, the plain ones (DRAM)
- * before the special ones (HBM, NVM, a GPU's own memory), which are
- * small, slow or not host memory at all.  Not O's whole nodeset: in
- * hwloc 2 that also holds the nodes attached above it (memory the whole
- * machine shares, such as a CXL expander), which would have put pinned
- * pages on a far node; nor those of O's locality attached above it (the
- * machine's nodes, where it has one package, as the package's). */
+#if HWLOC_API_VERSION >= 0x00020300
 /* Whether memory object NODE is attached to O or below it: by its
  * parents, not by cpusets (hwloc_obj_is_in_subtree), which a machine of
  * one package shares with it. */
@@ -61,7 +54,15 @@ static bool attached_within(hwloc_obj_t node, hwloc_obj_t o)
             return true;
     return false;
 }
+#endif
 
+/* The nodes with memory whose locality is O's or within it (hwloc 2.3
+ * and later), attached to O or below it, plain memory first
+ * (ga_topo_plain_first).  Not O's whole nodeset: in hwloc 2 that also
+ * holds the nodes attached above it (memory the whole machine shares,
+ * such as a CXL expander), which would have put pinned pages on a far
+ * node; nor those of O's locality attached above it (the machine's
+ * nodes, where it has one package, as the package's). */
 static uint64_t local_nodes(hwloc_topology_t t, hwloc_obj_t o)
 {
 #if HWLOC_API_VERSION >= 0x00020300
@@ -74,27 +75,26 @@ static uint64_t local_nodes(hwloc_topology_t t, hwloc_obj_t o)
                                       HWLOC_LOCAL_NUMANODE_FLAG_SMALLER_LOCALITY) == 0) {
         if (nr > sizeof nodes / sizeof nodes[0])
             nr = sizeof nodes / sizeof nodes[0];
-        hwloc_nodeset_t plain = hwloc_bitmap_alloc(), any = hwloc_bitmap_alloc();
+        hwloc_nodeset_t set = hwloc_bitmap_alloc();
         uint64_t m = 0;
-        if (plain && any) {
-            for (unsigned i = 0; i < nr; i++) {
-                const char *sub = nodes[i]->subtype;
-                if (!attached_within(nodes[i], o))
-                    continue;
-                hwloc_bitmap_set(any, nodes[i]->os_index);
-                if (!sub || !strcmp(sub, "DRAM"))
-                    hwloc_bitmap_set(plain, nodes[i]->os_index);
-            }
-            m = ga_topo_memory_nodes(t, plain);
-            if (!m)
-                m = ga_topo_memory_nodes(t, any);
+        if (set) {
+            for (unsigned i = 0; i < nr; i++)
+                if (attached_within(nodes[i], o))
+                    hwloc_bitmap_set(set, nodes[i]->os_index);
+            m = ga_topo_plain_first(t, set);
+            hwloc_bitmap_free(set);
         }
-        hwloc_bitmap_free(plain);
-        hwloc_bitmap_free(any);
         return m;
     }
 #endif
     return ga_topo_memory_nodes(t, o->nodeset);
+}
+
+/* Whether T has one package: a machine of one package is that
+ * package's (hwloc hangs its PCI devices from the Machine). */
+static bool one_package(hwloc_topology_t t)
+{
+    return hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_PACKAGE) == 1;
 }
 
 /* The nodes with memory nearest ANC, the GPU's nearest non-I/O ancestor:
@@ -108,10 +108,10 @@ static uint64_t nearest_nodes(hwloc_topology_t t, hwloc_obj_t anc)
 {
     /* A machine of one package is that package's: its memory attached
      * to the machine (where the package has none of its own) is near. */
-    bool one_package = hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_PACKAGE) == 1;
+    bool whole = one_package(t);
     for (hwloc_obj_t o = anc; o; o = o->parent) {
         if (o != anc && o->type == HWLOC_OBJ_MACHINE && hwloc_bitmap_weight(o->nodeset) != 1 &&
-            !one_package)
+            !whole)
             break;
         uint64_t m = local_nodes(t, o);
         if (m)
@@ -131,7 +131,7 @@ static hwloc_obj_t near_object(hwloc_topology_t t, hwloc_obj_t anc)
 {
     if (anc->type != HWLOC_OBJ_MACHINE || hwloc_bitmap_weight(anc->nodeset) == 1)
         return anc;
-    if (hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_PACKAGE) == 1)
+    if (one_package(t))
         return hwloc_get_obj_by_type(t, HWLOC_OBJ_PACKAGE, 0);
     return NULL;
 }

@@ -154,22 +154,19 @@ uint64_t ga_topo_memory_nodes(hwloc_topology_t t, hwloc_const_nodeset_t set)
     return told ? m : ga_topo_mask(set);
 }
 
-/* The nodes with memory of plain DRAM (no subtype, or "DRAM"), or every
- * node with memory where none is: where the GPU's locality is unknown,
- * pinned pages are spread over those, not over high-bandwidth, persistent
- * or a GPU's own memory (a GH200's, which hwloc lists as a node). */
-static uint64_t plain_memory_nodes(hwloc_topology_t t)
+uint64_t ga_topo_plain_first(hwloc_topology_t t, hwloc_const_nodeset_t set)
 {
     hwloc_nodeset_t plain = hwloc_bitmap_alloc();
     uint64_t m = 0;
     if (plain) {
         for (hwloc_obj_t n = NULL; (n = hwloc_get_next_obj_by_type(t, HWLOC_OBJ_NUMANODE, n));)
-            if (!n->subtype || !strcmp(n->subtype, "DRAM"))
+            if (hwloc_bitmap_isset(set, n->os_index) &&
+                (!n->subtype || !strcmp(n->subtype, "DRAM")))
                 hwloc_bitmap_set(plain, n->os_index);
         m = ga_topo_memory_nodes(t, plain);
         hwloc_bitmap_free(plain);
     }
-    return m ? m : ga_topo_memory_nodes(t, hwloc_topology_get_topology_nodeset(t));
+    return m ? m : ga_topo_memory_nodes(t, set);
 }
 
 char *ga_topo_nodes_string(uint64_t mask, char *buf, size_t len)
@@ -230,9 +227,11 @@ gpuarena_status_t ga_topo_resolve(hwloc_topology_t t, const ga_settings_t *s,
             out->nodes = gpu->nodes;
             return GPUARENA_SUCCESS;
         }
-        /* Locality unknown: spread the pages, and say so. */
+        /* Locality unknown: spread the pages, and say so; over plain
+         * memory, not high-bandwidth, persistent or a GPU's own (a
+         * GH200's, which hwloc lists as a node). */
         out->policy = GA_NUMA_INTERLEAVE;
-        out->nodes = plain_memory_nodes(t);
+        out->nodes = ga_topo_plain_first(t, hwloc_topology_get_topology_nodeset(t));
         out->fallback = true;
         return GPUARENA_SUCCESS;
     case GA_NUMA_NODES:

@@ -36,6 +36,11 @@ uint64_t ga_topo_mask(hwloc_const_nodeset_t nodeset);
  * without any cannot take a binding.  Every node of SET where the
  * topology gives no node's memory. */
 uint64_t ga_topo_memory_nodes(hwloc_topology_t t, hwloc_const_nodeset_t set);
+/* The nodes of SET with memory of plain DRAM (no subtype, or "DRAM"),
+ * before the special ones (HBM, NVM, a GPU's own memory), which are
+ * small, slow or not host memory at all: those, or every node of SET
+ * with memory where none is plain. */
+uint64_t ga_topo_plain_first(hwloc_topology_t t, hwloc_const_nodeset_t set);
 
 #define GA_TOPO_BUSID_LEN 32
 
