@@ -956,15 +956,20 @@ static __attribute__((noinline)) gpuarena_status_t alloc_slow(ga_bm_t *bm, size_
 }
 
 /* A block of RS bytes for SIZE on S, in *PTR: from the thread cache, else
- * under the lock.  Inlined into both callers below (ga_tcache_alloc too:
- * out of line, the plain pair cost 29 more instructions, bench_churn). */
+ * under the lock; *HOW says which.  Inlined into both callers below
+ * (ga_tcache_alloc too: out of line, the plain pair cost 29 more
+ * instructions, bench_churn); the plain one drops *HOW. */
 __attribute__((always_inline)) static inline gpuarena_status_t
-alloc_block(ga_bm_t *bm, size_t rs, size_t size, ga_stream_t s, void **ptr, bool unchecked)
+alloc_block(ga_bm_t *bm, size_t rs, size_t size, ga_stream_t s, void **ptr, bool unchecked,
+            ga_served_t *how)
 {
+    *how = GA_SERVED_CACHE;
     if (bm->set.thread_cache && rs <= bm->tc_limit && ga_tcache_alloc(bm, rs, size, s, ptr))
         return GPUARENA_SUCCESS;
-    bool missed;
-    return alloc_slow(bm, rs, size, s, ptr, unchecked, &missed);
+    bool missed = false;
+    gpuarena_status_t st = alloc_slow(bm, rs, size, s, ptr, unchecked, &missed);
+    *how = missed ? GA_SERVED_MISS : GA_SERVED_HIT;
+    return st;
 }
 
 /* An allocation of a manager that is not plain (pinned and managed
@@ -982,13 +987,8 @@ alloc_hooked(ga_bm_t *bm, size_t rs, size_t size, ga_stream_t s, void **ptr, boo
             return st;
     }
     void *q = NULL;
-    gpuarena_status_t st = GPUARENA_SUCCESS;
-    ga_served_t how = GA_SERVED_CACHE;
-    if (!(bm->set.thread_cache && rs <= bm->tc_limit && ga_tcache_alloc(bm, rs, size, s, &q))) {
-        bool missed = false;
-        st = alloc_slow(bm, rs, size, s, &q, unchecked, &missed);
-        how = missed ? GA_SERVED_MISS : GA_SERVED_HIT;
-    }
+    ga_served_t how;
+    gpuarena_status_t st = alloc_block(bm, rs, size, s, &q, unchecked, &how);
     if (st == GPUARENA_SUCCESS)
         st = finish_alloc(bm, size, s, how, &q);
     if (st == GPUARENA_SUCCESS)
@@ -1018,7 +1018,8 @@ gpuarena_status_t ga_bm_alloc_on(ga_bm_t *bm, size_t size, ga_stream_t s, void *
      * slots and the large slot. */
     if (!bm->plain)
         return alloc_hooked(bm, rs, size, s, ptr, unchecked);
-    return alloc_block(bm, rs, size, s, ptr, unchecked);
+    ga_served_t how;
+    return alloc_block(bm, rs, size, s, ptr, unchecked, &how);
 }
 
 /* ------------------------------------------------------------------ */
