@@ -179,6 +179,12 @@ static void remember_free(ga_bm_t *bm, uintptr_t a, size_t size)
 /* ------------------------------------------------------------------ */
 /* Releasing the pool's cached memory.                                 */
 
+/* BASE bytes in use and KEEP cached: what the pool may reserve. */
+static uint64_t with_keep(uint64_t base, uint64_t keep)
+{
+    return base > UINT64_MAX - keep ? UINT64_MAX : base + keep;
+}
+
 /* Release cached memory until at most KEEP bytes stay cached, without
  * waiting; *DONE: whether the provider was asked. */
 static gpuarena_status_t release_cached(ga_bm_t *bm, uint64_t keep, bool *done)
@@ -192,11 +198,22 @@ static gpuarena_status_t release_cached(ga_bm_t *bm, uint64_t keep, bool *done)
     /* The pool's own count of what it hands out may exceed ours by its
      * rounding: it can release nothing of that. */
     uint64_t base = used > bm->c.in_use ? used : bm->c.in_use;
-    uint64_t target = base > UINT64_MAX - keep ? UINT64_MAX : base + keep;
+    uint64_t target = with_keep(base, keep);
     if (reserved <= target)
         return GPUARENA_SUCCESS;
     *done = true;
     return p->ops->trim(p, target);
+}
+
+/* release_cached, counted as a release pass (trims) where the provider
+ * was asked and did it: whether it was. */
+static bool release_counted(ga_bm_t *bm, uint64_t keep)
+{
+    bool done;
+    if (release_cached(bm, keep, &done) != GPUARENA_SUCCESS || !done)
+        return false;
+    bm->c.trims++;
+    return true;
 }
 
 /* ------------------------------------------------------------------ */
@@ -227,18 +244,14 @@ gpuarena_status_t ga_direct_alloc(ga_bm_t *bm, size_t size, ga_stream_t s, void 
          * once every free has completed, the only path that blocks the
          * host.  Waiting first broke another thread's capture (the
          * driver's global mode) where the first step would have done. */
-        bool done;
         bm->c.oom_retries++;
-        if (release_cached(bm, 0, &done) == GPUARENA_SUCCESS && done) {
-            bm->c.trims++;
+        if (release_counted(bm, 0))
             st = p->ops->alloc_async(p, rs, s.handle, &q);
-        }
         if (st == GPUARENA_ERR_OUT_OF_MEMORY) {
-            bool synced = p->ops->sync_all(p) == GPUARENA_SUCCESS;
-            if (synced)
+            if (p->ops->sync_all(p) == GPUARENA_SUCCESS) {
                 free_held(bm, true);
-            if (synced && release_cached(bm, 0, &done) == GPUARENA_SUCCESS && done)
-                bm->c.trims++;
+                (void)release_counted(bm, 0);
+            }
             st = p->ops->alloc_async(p, rs, s.handle, &q);
         }
     }
@@ -371,11 +384,8 @@ gpuarena_status_t ga_direct_free(ga_bm_t *bm, void *ptr, ga_stream_t s)
 
 void ga_direct_cap(ga_bm_t *bm)
 {
-    if (bm->set.max_cached != SIZE_MAX) {
-        bool done;
-        if (release_cached(bm, bm->set.max_cached, &done) == GPUARENA_SUCCESS && done)
-            bm->c.trims++;
-    }
+    if (bm->set.max_cached != SIZE_MAX)
+        (void)release_counted(bm, bm->set.max_cached);
 }
 
 gpuarena_status_t ga_direct_trim(ga_bm_t *bm, size_t keep)
@@ -390,8 +400,7 @@ gpuarena_status_t ga_direct_trim(ga_bm_t *bm, size_t keep)
     bool done;
     uint64_t reserved = 0, used = 0;
     gpuarena_status_t st = p->ops->usage(p, &reserved, &used);
-    bool needed = st != GPUARENA_SUCCESS || bm->d.held ||
-                  reserved > (bm->c.in_use > UINT64_MAX - keep ? UINT64_MAX : bm->c.in_use + keep);
+    bool needed = st != GPUARENA_SUCCESS || bm->d.held || reserved > with_keep(bm->c.in_use, keep);
     st = needed ? p->ops->sync_all(p) : GPUARENA_SUCCESS;
     if (st == GPUARENA_SUCCESS && needed) {
         free_held(bm, true);
