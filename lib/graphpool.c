@@ -169,22 +169,29 @@ static bool given_back(const gpool_t *g)
     return g->released || atomic_load_explicit(&g->graph_gone, memory_order_acquire);
 }
 
+/* Whether the driver can say, from any thread, when O's capture is over:
+ * it names a stream of it other than the legacy or per-thread stream
+ * (the per-thread one names another stream in each thread that asks). */
+static bool askable(const gpool_t *o)
+{
+    return o->bound && (uintptr_t)o->stream > 2;
+}
+
 /* Whether a PyTorch pool is between its begin and end.  One whose
  * capture the driver says is over (a capture it invalidated, which
  * PyTorch ended with an error and never ended allocating to the pool)
  * is ended here: it held every released pool back, and every later hook
  * call asked again, until its thread began another pool.  One not yet
  * bound to a capture cannot be asked (that capture made no allocation);
- * *ASKABLE (where not NULL): whether every begun pool can be (not the
- * legacy or per-thread stream, which name another stream in each thread
- * that asks).  The lock held. */
-static bool any_begun_askable(bool *askable)
+ * *ALL_ASKABLE (where not NULL): whether every begun pool can be
+ * (askable).  The lock held. */
+static bool any_begun_askable(bool *all_askable_out)
 {
     bool any = false, all_askable = true;
     for (gpool_t *o = pools; o; o = o->next) {
         if (!o->users)
             continue;
-        bool can = o->bound && !o->by_capture && (uintptr_t)o->stream > 2;
+        bool can = !o->by_capture && askable(o);
         if (can && ga_cuda_capture_over(o->stream, o->capture)) {
             o->users = 0;
             o->bound = false;
@@ -193,8 +200,8 @@ static bool any_begun_askable(bool *askable)
         any = true;
         all_askable &= can;
     }
-    if (askable)
-        *askable = any && all_askable;
+    if (all_askable_out)
+        *all_askable_out = any && all_askable;
     return any;
 }
 
@@ -204,8 +211,8 @@ static bool any_begun(void)
 }
 
 /* Whether a capture that a CuPy pool serves may still be under way: the
- * driver says its stream is still in it, or cannot be asked from this
- * thread (the per-thread stream names each thread's own).  Before, any
+ * driver says its stream is still in it, or cannot be asked (askable).
+ * Before, any
  * CuPy pool whose graph lived counted, long after its capture ended.
  * The lock held. */
 static bool cupy_capture_running(void)
@@ -216,12 +223,19 @@ static bool cupy_capture_running(void)
             continue;
         /* Once seen over, not asked again: CuPy may destroy the stream
          * while the graph lives. */
-        if ((uintptr_t)o->stream > 2 && ga_cuda_capture_over(o->stream, o->capture))
+        if (askable(o) && ga_cuda_capture_over(o->stream, o->capture))
             o->captured = true;
         else
             running = true;
     }
     return running;
+}
+
+/* Whether a capture may be under way that a pool of this process serves:
+ * nothing may wait for the whole device then. */
+static bool pool_capture_may_run(void)
+{
+    return any_begun() || cupy_capture_running();
 }
 
 /* Whether G's arena may wait for the whole device now (be destroyed, or
@@ -236,7 +250,7 @@ static bool cupy_capture_running(void)
  * later hook call (ga_graph_pool_collect).  The lock held. */
 static bool may_wait_for_device(const gpool_t *g, void *stream)
 {
-    if (any_begun() || cupy_capture_running())
+    if (pool_capture_may_run())
         return false;
     ga_provider_t *p = g->arena->prov;
     if (p->ops->stream_check(p, stream) != GPUARENA_SUCCESS)
@@ -265,9 +279,9 @@ static void settle(gpool_t *g, void *stream)
      * count the live blocks (which asks every thread's cache) and settle
      * again: 20 times slower while a capture that failed left its pool
      * begun. */
-    bool askable;
-    if (g->arena && any_begun_askable(&askable)) {
-        if (askable)
+    bool all_askable;
+    if (g->arena && any_begun_askable(&all_askable)) {
+        if (all_askable)
             atomic_fetch_add_explicit(&ga_graph_pools_gone, 1, memory_order_release);
         return;
     }
@@ -570,7 +584,7 @@ void ga_graph_pool_settle_all(void *stream)
 void ga_graph_pool_hold_captures(void (*fn)(bool wait, void *arg), void *arg)
 {
     pthread_mutex_lock(&lock);
-    fn(!any_begun() && !cupy_capture_running(), arg);
+    fn(!pool_capture_may_run(), arg);
     pthread_mutex_unlock(&lock);
 }
 
