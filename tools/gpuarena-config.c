@@ -188,20 +188,24 @@ static int show(const char *file)
      * ignored there, silently (it never prints on its own account), so
      * it is said here, and is an error of the configuration. */
     int rc = 0;
-    static const char *const outputs[][2] = {{"GPUARENA_STATS", "statistics file"},
-                                             {"GPUARENA_TRACE", "trace file"}};
+    static const struct {
+        const char *var, *what;
+        bool streams; /* stderr and stdout name streams, not files */
+    } outputs[] = {{"GPUARENA_STATS", "statistics file", true},
+                   {"GPUARENA_TRACE", "trace file", false}};
     for (size_t i = 0; i < sizeof outputs / sizeof outputs[0]; i++) {
-        const char *v = ga_env(outputs[i][0]);
+        const char *v = ga_env(outputs[i].var);
         if (!v)
             continue;
         char path[4096];
-        bool stream = i == 0 && (strcmp(v, "stderr") == 0 || strcmp(v, "stdout") == 0);
-        bool ok = stream || ga_output_path(outputs[i][1], v, path, sizeof path) == GPUARENA_SUCCESS;
-        printf("# %s: ", outputs[i][0]);
+        bool stream = outputs[i].streams && (strcmp(v, "stderr") == 0 || strcmp(v, "stdout") == 0);
+        bool ok =
+            stream || ga_output_path(outputs[i].what, v, path, sizeof path) == GPUARENA_SUCCESS;
+        printf("# %s: ", outputs[i].var);
         print_safe(v);
         printf("%s\n", ok ? "" : " (ignored: see standard error)");
         if (!ok) {
-            fprintf(stderr, "%s: %s: ignored\n", outputs[i][0], gpuarena_last_error());
+            fprintf(stderr, "%s: %s: ignored\n", outputs[i].var, gpuarena_last_error());
             rc = 1;
         }
     }
