@@ -173,14 +173,21 @@ def graph_gone_with_its_blocks(what):
     fake.fakecuda_graph_destroyed(graph)
 
 
+def malloc_keeps_the_pool(what, claim):
+    """An allocation (WHAT) during another capture: CLAIM is that it
+    disturbs nothing and the pool given back is still there (two pools)."""
+    disturbed = fake.fakecuda_count(b"disturbed")
+    p = malloc(what)
+    check(claim, fake.fakecuda_count(b"disturbed") == disturbed and len(pools()) == 2,
+          "%d calls the capture refuses; pools' live blocks %s"
+          % (fake.fakecuda_count(b"disturbed") - disturbed, pools()))
+    return p
+
+
 graph_gone_with_its_blocks("a third capture")
 fake.fakecuda_capture(STREAM)  # a fourth capture, allocating
-disturbed = fake.fakecuda_count(b"disturbed")
-r = malloc("an allocation of a fourth capture")
-check("a pool given back is not destroyed during another capture",
-      fake.fakecuda_count(b"disturbed") == disturbed and len(pools()) == 2,
-      "%d calls the capture refuses; pools' live blocks %s"
-      % (fake.fakecuda_count(b"disturbed") - disturbed, pools()))
+r = malloc_keeps_the_pool("an allocation of a fourth capture",
+                          "a pool given back is not destroyed during another capture")
 graph = fake.fakecuda_graph()
 fake.fakecuda_capture(None)
 lib.gpuarena_cupy_free(None, r, 0)
@@ -200,12 +207,9 @@ fake.fakecuda_capture(OTHER)
 other_graph = fake.fakecuda_graph()
 r = malloc("an allocation of the other thread's capture")
 current[0] = 0  # this thread: the legacy stream
-disturbed = fake.fakecuda_count(b"disturbed")
-q = malloc("an allocation on the legacy stream during the other capture")
-check("a pool given back is not destroyed while another thread's capture goes on",
-      fake.fakecuda_count(b"disturbed") == disturbed and len(pools()) == 2,
-      "%d calls the capture refuses; pools' live blocks %s"
-      % (fake.fakecuda_count(b"disturbed") - disturbed, pools()))
+q = malloc_keeps_the_pool(
+    "an allocation on the legacy stream during the other capture",
+    "a pool given back is not destroyed while another thread's capture goes on")
 lib.gpuarena_cupy_free(None, q, 0)
 current[0] = OTHER
 lib.gpuarena_cupy_free(None, r, 0)
