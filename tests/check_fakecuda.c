@@ -344,6 +344,28 @@ START_TEST(release_failure_at_destroy)
 }
 END_TEST
 
+/* A destroy whose decommit fails in the middle of a run: the driver has
+ * unmapped the granules before the failing one (vmm.h), and the message
+ * says how many bytes stay mapped: what the driver still holds (it said
+ * the whole run). */
+START_TEST(destroy_counts_what_stays_mapped)
+{
+    gpuarena_t *a = growable();
+    char *p = NULL;
+    ck_assert_int_eq(gpuarena_alloc(a, 8 * MIB, HOST, (void **)&p), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_free(a, p, HOST), GPUARENA_SUCCESS);
+    fake.arm_unmap_at((uint64_t)(uintptr_t)(p + 2 * MIB));
+    ck_assert_int_ne(gpuarena_destroy(a), GPUARENA_SUCCESS);
+    const char *m = strstr(gpuarena_last_error(), " bytes stay mapped");
+    ck_assert_msg(m != NULL, "%s", gpuarena_last_error());
+    while (m > gpuarena_last_error() && m[-1] >= '0' && m[-1] <= '9')
+        m--;
+    ck_assert_msg(strtoull(m, NULL, 10) == (unsigned long long)fake.maps() * 2 * MIB,
+                  "%s; the driver holds %d granules", gpuarena_last_error(), fake.maps());
+    fake.arm_unmap_at(0);
+}
+END_TEST
+
 /* A managed arena's prefetches to another GPU: that GPU's primary context
  * is retained once, at the first, and released at the destroy (it was
  * retained and released at every prefetch, which makes and tears down a
@@ -2436,6 +2458,7 @@ int main(int argc, char **argv)
                             failed_map_keeps_its_handle,
                             no_host_memory_drops_no_handle,
                             release_failure_at_destroy,
+                            destroy_counts_what_stays_mapped,
                             managed_prefetch_to_a_peer_retains_once,
                             managed_prefetch_asks_the_destination,
                             driver_pool_frees_when_the_wait_fails,

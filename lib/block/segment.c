@@ -460,11 +460,20 @@ gpuarena_status_t ga_seg_give_back(ga_bm_t *bm, ga_segment_t *g, size_t *left)
             b = b->next;
         uintptr_t hi = b ? b->addr : g->base + g->size;
         gpuarena_status_t st = ops->decommit(bm->prov, (void *)lo, hi - lo);
-        if (st == GPUARENA_SUCCESS) {
+        if (st != GPUARENA_SUCCESS) {
+            if (first == GPUARENA_SUCCESS) {
+                first = st;
+                snprintf(why, sizeof why, "%s", gpuarena_last_error());
+            }
+            /* The driver may have unmapped part of the run (vmm.h): ask
+             * what is left, rather than count it whole. */
+            size_t still = hi - lo;
+            if (ops->mapped &&
+                ops->mapped(bm->prov, (void *)lo, hi - lo, &still) == GPUARENA_SUCCESS &&
+                still <= hi - lo)
+                mapped -= hi - lo - still;
+        } else {
             mapped -= hi - lo;
-        } else if (first == GPUARENA_SUCCESS) {
-            first = st;
-            snprintf(why, sizeof why, "%s", gpuarena_last_error());
         }
     }
     *left = mapped;

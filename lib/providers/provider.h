@@ -61,6 +61,11 @@ typedef struct ga_provider_ops {
     gpuarena_status_t (*release)(ga_provider_t *p, void *base, size_t size);
     gpuarena_status_t (*commit)(ga_provider_t *p, void *addr, size_t size);
     gpuarena_status_t (*decommit)(ga_provider_t *p, void *addr, size_t size);
+    /* Optional, with the four above: *BYTES = how much of [ADDR,
+     * ADDR+SIZE) is still mapped, asked only after a failed decommit
+     * there (what gpuarena_destroy says stays mapped).  A question, not a
+     * retry: it changes nothing.  Without it the whole range counts. */
+    gpuarena_status_t (*mapped)(ga_provider_t *p, void *addr, size_t size, size_t *bytes);
 
     /* Streams: a stable id for a stream handle (CUDA recycles handles). */
     gpuarena_status_t (*stream_id)(ga_provider_t *p, gpuarena_stream_t s, uint64_t *id);

@@ -375,6 +375,25 @@ gpuarena_status_t ga_vmm_decommit(ga_provider_t *p, void *addr, size_t size)
     return st;
 }
 
+/* Granules of the range not GRANULE_FREE: those a failed decommit left
+ * (committed ones, and any stale one, which is mapped too). */
+gpuarena_status_t ga_vmm_mapped(ga_provider_t *p, void *addr, size_t size, size_t *bytes)
+{
+    ga_vmm_t *v = vmm_of(p);
+    uint64_t a = (uint64_t)(uintptr_t)addr;
+    pthread_mutex_lock(v->lock);
+    ga_vmm_resv_t *r;
+    gpuarena_status_t st = check_range(v, a, size, &r);
+    if (st == GPUARENA_SUCCESS) {
+        size_t g = v->prov->granule, first = (a - r->base) / g, n = 0;
+        for (size_t i = first; i < first + size / g; i++)
+            n += r->mapped[i] != GRANULE_FREE;
+        *bytes = n * g;
+    }
+    pthread_mutex_unlock(v->lock);
+    return st;
+}
+
 /* retry_releases where there is something to retry, entering the context
  * for it.  Under the lock. */
 static void retry_if_kept(ga_vmm_t *v)
