@@ -366,6 +366,30 @@ START_TEST(destroy_counts_what_stays_mapped)
 }
 END_TEST
 
+/* A managed arena out of memory names no device's free memory
+ * (gpuarena_stats(3): device_free is 0 for it, and neither the message
+ * nor the report speaks of the device): managed memory oversubscribes
+ * the GPU, whose free memory is not what ran out.  It gave the GPU's,
+ * in the message and the JSON report but not the text one. */
+START_TEST(managed_oom_names_no_device)
+{
+    fake_open();
+    gpuarena_t *a = NULL;
+    ck_assert_msg(gpuarena_create(GPUARENA_MANAGED, 0, "max_reserved=8M", &a) == GPUARENA_SUCCESS,
+                  "%s", gpuarena_last_error());
+    void *p = NULL, *q = NULL;
+    ck_assert_int_eq(gpuarena_alloc(a, 3 * MIB, HOST, &p), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_alloc(a, 8 * MIB, HOST, &q), GPUARENA_ERR_OUT_OF_MEMORY);
+    ck_assert_msg(strstr(gpuarena_last_error(), "device") == NULL, "%s", gpuarena_last_error());
+    gpuarena_stats_t st;
+    ck_assert_int_eq(gpuarena_stats(a, &st), GPUARENA_SUCCESS);
+    ck_assert_uint_eq(st.oom_failures, 1);
+    ck_assert_uint_eq(st.device_free, 0);
+    ck_assert_int_eq(gpuarena_free(a, p, HOST), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_SUCCESS);
+}
+END_TEST
+
 /* A managed arena's prefetches to another GPU: that GPU's primary context
  * is retained once, at the first, and released at the destroy (it was
  * retained and released at every prefetch, which makes and tears down a
@@ -2459,6 +2483,7 @@ int main(int argc, char **argv)
                             no_host_memory_drops_no_handle,
                             release_failure_at_destroy,
                             destroy_counts_what_stays_mapped,
+                            managed_oom_names_no_device,
                             managed_prefetch_to_a_peer_retains_once,
                             managed_prefetch_asks_the_destination,
                             driver_pool_frees_when_the_wait_fails,

@@ -419,7 +419,9 @@ static const ga_provider_ops_t managed_ops = {
     .on_alloc = man_on_alloc,
     .prefetch = man_prefetch,
     .stats = man_stats,
-    .mem_free = ga_gpuctx_mem_free,
+    /* No mem_free: managed memory oversubscribes the GPU, whose free
+     * memory is not what an allocation here ran out of
+     * (gpuarena_stats(3): device_free is 0). */
     .destroy = man_destroy,
 };
 
