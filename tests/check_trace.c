@@ -311,6 +311,84 @@ START_TEST(load_files)
 }
 END_TEST
 
+/* A source of zeros that never ends, through a pipe: LIMIT bytes at most
+ * (a bound on a failing test), *WRITTEN what the reader took. */
+typedef struct zeros {
+    int fd;
+    size_t limit, written;
+} zeros_t;
+
+static void *write_zeros(void *arg)
+{
+    zeros_t *z = arg;
+    static const char zero[65536];
+    while (z->written < z->limit) {
+        ssize_t n = write(z->fd, zero, sizeof zero);
+        if (n <= 0)
+            break; /* EPIPE: the reader is gone */
+        z->written += (size_t)n;
+    }
+    close(z->fd);
+    return NULL;
+}
+
+/* A file that is not a trace is refused at its first bad line without
+ * being read to its end: the whole file was read into memory first (a
+ * 512 MiB file of zeros took 512 MiB; /dev/zero all memory).  The reader
+ * stops within a line's limit and one read of the pipe's zeros; a line
+ * longer than any event is refused, by the loader and by the parser. */
+START_TEST(load_refuses_garbage_early)
+{
+    void (*old)(int) = signal(SIGPIPE, SIG_IGN);
+    int fds[2];
+    ck_assert_int_eq(pipe(fds), 0);
+    zeros_t z = {fds[1], (size_t)256 << 20, 0};
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, write_zeros, &z), 0);
+    char path[64];
+    snprintf(path, sizeof path, "/dev/fd/%d", fds[0]);
+    ga_trace_t *t = NULL;
+    ck_assert_int_eq(ga_trace_load(path, &t), GPUARENA_ERR_INVALID_ARGUMENT);
+    ck_assert_ptr_null(t);
+    close(fds[0]);
+    pthread_join(th, NULL);
+    signal(SIGPIPE, old);
+    ck_assert_msg(strstr(gpuarena_last_error(), ":1: a NUL byte") != NULL, "%s",
+                  gpuarena_last_error());
+    ck_assert_msg(z.written < ((size_t)4 << 20), "%zu bytes read before the refusal", z.written);
+
+    /* A header, then a line of 70000 bytes, in a file. */
+    char name[] = "/tmp/gpuarena-long-XXXXXX";
+    int fd = mkstemp(name);
+    ck_assert_int_ge(fd, 0);
+    FILE *f = fdopen(fd, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("# gpuarena-trace 1\n# ", f);
+    for (int i = 0; i < 70000; i++)
+        fputc('x', f);
+    fputs("\na 1 2 0\n", f);
+    ck_assert_int_eq(fclose(f), 0);
+    ck_assert_int_eq(ga_trace_load(name, &t), GPUARENA_ERR_INVALID_ARGUMENT);
+    ck_assert_msg(strstr(gpuarena_last_error(), ":2: a line longer than 65536 bytes") != NULL,
+                  "%s", gpuarena_last_error());
+    unlink(name);
+    static char text[80000] = "# gpuarena-trace 1\n# ";
+    memset(text + strlen(text), 'x', 70000);
+    parse_bad(text, GPUARENA_ERR_INVALID_ARGUMENT,
+              "t.trace:2: a line longer than 65536 bytes: this is not a trace");
+    /* A comment just under the limit is a comment, at the end with no
+     * newline too. */
+    char *ok = calloc(1, 70000);
+    ck_assert_ptr_nonnull(ok);
+    strcpy(ok, "# gpuarena-trace 1\na 1 2 0\n# ");
+    memset(ok + strlen(ok), 'y', 65536 - 2);
+    ck_assert_int_eq(ga_trace_parse(ok, strlen(ok), "ok", &t), GPUARENA_SUCCESS);
+    ck_assert_uint_eq(t->nevents, 1);
+    ga_trace_free(t);
+    free(ok);
+}
+END_TEST
+
 START_TEST(map_against_reference)
 {
     /* Plain comparisons in the loop: every ck_assert costs Check a write. */
@@ -1009,6 +1087,7 @@ int main(void)
     tcase_add_test(tc, errors_with_lines);
     tcase_add_test(tc, long_garbage_is_shortened);
     tcase_add_test(tc, load_files);
+    tcase_add_test(tc, load_refuses_garbage_early);
     tcase_add_test(tc, map_against_reference);
     suite_add_tcase(s, tc);
     TCase *tr = tcase_create("recorder");

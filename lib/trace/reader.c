@@ -392,6 +392,72 @@ void ga_trace_free(ga_trace_t *t)
     free(t);
 }
 
+/* ga_trace_load reads a file in pieces and parses each line as it comes,
+ * so that what is not a trace (a binary file, /dev/zero) is refused at its
+ * first bad line having cost no more memory than a line: it used to be
+ * read whole first, growing without bound on a source that never ends.
+ * A line longer than any event could be (LINE_MAX_BYTES, with room for a
+ * long comment) is refused, whatever reads it. */
+#define LINE_MAX_BYTES 65536
+#define READ_BYTES     65536
+
+/* Set P up to read a trace called NAME. */
+static gpuarena_status_t parse_begin(parser_t *p, const char *name)
+{
+    *p = (parser_t){.name = name, .line = 0, .cur = SIZE_MAX};
+    ga_map_init(&p->ids);
+    ga_map_init(&p->arena_ix);
+    p->t = calloc(1, sizeof *p->t);
+    if (!p->t || !(p->t->name = strdup(name))) {
+        free(p->t);
+        return ga_error(GPUARENA_ERR_HOST_MEMORY, "%s: out of memory reading the trace", name);
+    }
+    return GPUARENA_SUCCESS;
+}
+
+/* The next line of the text, S[0..N) without its newline. */
+static gpuarena_status_t parse_line(parser_t *p, const char *s, size_t n)
+{
+    if (p->line == UINT32_MAX)
+        return bad(p, "too many lines", NULL);
+    p->line++;
+    if (memchr(s, '\0', n))
+        return bad(p, "a NUL byte: this is not a text file", NULL);
+    if (n > LINE_MAX_BYTES)
+        return bad(p, "a line longer than 65536 bytes: this is not a trace", NULL);
+    return line(p, s, n);
+}
+
+/* The end of the text, or of reading it where ST says it failed: the
+ * trace to *OUT, or nothing. */
+static gpuarena_status_t parse_end(parser_t *p, gpuarena_status_t st, ga_trace_t **out)
+{
+    if (st == GPUARENA_SUCCESS && p->line == 0) {
+        p->line = 1;
+        st = bad(p, "empty file: the first line must be '# gpuarena-trace 1' (or 2, 3)", NULL);
+    }
+    if (st == GPUARENA_SUCCESS) {
+        p->t->lines = p->line;
+        for (size_t i = 0; i < p->t->narenas; i++) {
+            ga_trace_arena_t *a = &p->t->arenas[i];
+            a->live_end = p->live[i];
+            a->nlive_end = a->nids - a->nfrees;
+        }
+    }
+    for (size_t i = 0; i < p->t->narenas; i++)
+        free(p->sizes[i]);
+    free(p->sizes);
+    free(p->live);
+    ga_map_fini(&p->ids);
+    ga_map_fini(&p->arena_ix);
+    if (st != GPUARENA_SUCCESS) {
+        ga_trace_free(p->t);
+        return st;
+    }
+    *out = p->t;
+    return GPUARENA_SUCCESS;
+}
+
 gpuarena_status_t ga_trace_parse(const char *buf, size_t len, const char *name, ga_trace_t **out)
 {
     if (!out)
@@ -399,57 +465,18 @@ gpuarena_status_t ga_trace_parse(const char *buf, size_t len, const char *name, 
     *out = NULL;
     if (!buf && len)
         return ga_error(GPUARENA_ERR_INVALID_ARGUMENT, "ga_trace_parse: buffer is NULL");
-    if (!name)
-        name = "trace";
-    parser_t p = {.name = name, .line = 0, .cur = SIZE_MAX};
-    ga_map_init(&p.ids);
-    ga_map_init(&p.arena_ix);
-    gpuarena_status_t st = GPUARENA_SUCCESS;
-    p.t = calloc(1, sizeof *p.t);
-    if (!p.t || !(p.t->name = strdup(name))) {
-        free(p.t);
-        return ga_error(GPUARENA_ERR_HOST_MEMORY, "%s: out of memory reading the trace", name);
-    }
-    size_t pos = 0;
-    while (st == GPUARENA_SUCCESS && pos < len) {
-        if (p.line == UINT32_MAX) {
-            st = bad(&p, "too many lines", NULL);
-            break;
-        }
-        p.line++;
+    parser_t p;
+    gpuarena_status_t st = parse_begin(&p, name ? name : "trace");
+    if (st != GPUARENA_SUCCESS)
+        return st;
+    for (size_t pos = 0; st == GPUARENA_SUCCESS && pos < len;) {
         const char *s = buf + pos;
         const char *nl = memchr(s, '\n', len - pos);
         size_t n = nl ? (size_t)(nl - s) : len - pos;
-        if (memchr(s, '\0', n))
-            st = bad(&p, "a NUL byte: this is not a text file", NULL);
-        else
-            st = line(&p, s, n);
+        st = parse_line(&p, s, n);
         pos += n + (nl ? 1 : 0);
     }
-    if (st == GPUARENA_SUCCESS && p.line == 0) {
-        p.line = 1;
-        st = bad(&p, "empty file: the first line must be '# gpuarena-trace 1' (or 2, 3)", NULL);
-    }
-    if (st == GPUARENA_SUCCESS) {
-        p.t->lines = p.line;
-        for (size_t i = 0; i < p.t->narenas; i++) {
-            ga_trace_arena_t *a = &p.t->arenas[i];
-            a->live_end = p.live[i];
-            a->nlive_end = a->nids - a->nfrees;
-        }
-    }
-    for (size_t i = 0; i < p.t->narenas; i++)
-        free(p.sizes[i]);
-    free(p.sizes);
-    free(p.live);
-    ga_map_fini(&p.ids);
-    ga_map_fini(&p.arena_ix);
-    if (st != GPUARENA_SUCCESS) {
-        ga_trace_free(p.t);
-        return st;
-    }
-    *out = p.t;
-    return GPUARENA_SUCCESS;
+    return parse_end(&p, st, out);
 }
 
 gpuarena_status_t ga_trace_load(const char *path, ga_trace_t **out)
@@ -462,33 +489,40 @@ gpuarena_status_t ga_trace_load(const char *path, ga_trace_t **out)
     FILE *fp = std_in ? stdin : fopen(path, "rb");
     if (!fp)
         return ga_error(GPUARENA_ERR_SYSTEM, "%s: %s", path, strerror(errno));
-    size_t cap = 1 << 20, len = 0;
-    char *buf = malloc(cap);
-    gpuarena_status_t st = GPUARENA_SUCCESS;
-    while (buf) {
-        if (len == cap) {
-            char *b = cap <= SIZE_MAX / 2 ? realloc(buf, cap * 2) : NULL;
-            if (!b) {
-                free(buf);
-                buf = NULL;
-                break;
-            }
-            buf = b;
-            cap *= 2;
-        }
-        size_t got = fread(buf + len, 1, cap - len, fp);
-        len += got;
-        if (got == 0)
-            break;
+    parser_t p;
+    gpuarena_status_t st = parse_begin(&p, std_in ? "<stdin>" : path);
+    if (st != GPUARENA_SUCCESS) {
+        if (!std_in)
+            fclose(fp);
+        return st;
     }
+    /* BUF holds the unfinished line (LEN bytes), then what is read. */
+    char *buf = malloc(LINE_MAX_BYTES + READ_BYTES);
+    size_t len = 0;
     if (!buf)
         st = ga_error(GPUARENA_ERR_HOST_MEMORY, "%s: no memory to read the trace", path);
-    else if (ferror(fp))
-        st = ga_error(GPUARENA_ERR_SYSTEM, "%s: read error: %s", path, strerror(errno));
+    while (st == GPUARENA_SUCCESS) {
+        size_t got = fread(buf + len, 1, READ_BYTES, fp);
+        if (got == 0) {
+            if (ferror(fp))
+                st = ga_error(GPUARENA_ERR_SYSTEM, "%s: read error: %s", path, strerror(errno));
+            else if (len)
+                st = parse_line(&p, buf, len); /* the last line, with no newline */
+            break;
+        }
+        size_t end = len + got, pos = 0;
+        for (const char *nl; st == GPUARENA_SUCCESS && (nl = memchr(buf + pos, '\n', end - pos));) {
+            size_t n = (size_t)(nl - (buf + pos));
+            st = parse_line(&p, buf + pos, n);
+            pos += n + 1;
+        }
+        len = end - pos;
+        if (st == GPUARENA_SUCCESS && len > LINE_MAX_BYTES)
+            st = parse_line(&p, buf, len); /* refused: too long, or a NUL in it */
+        memmove(buf, buf + pos, len);
+    }
+    free(buf);
     if (!std_in)
         fclose(fp);
-    if (st == GPUARENA_SUCCESS)
-        st = ga_trace_parse(buf, len, std_in ? "<stdin>" : path, out);
-    free(buf);
-    return st;
+    return parse_end(&p, st, out);
 }
