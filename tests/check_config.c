@@ -602,6 +602,19 @@ START_TEST(options_override)
     ck_assert_str_eq(ga_conf_error(c, 0), "GPUARENA_OPTIONS: key 'device.thread_cache_bytes': "
                                           "512K is smaller than thread_cache_max (1M)");
     ga_conf_free(c);
+
+    /* The same where the file's key is in a device's own section and the
+     * variable's in the kind's: the variable is named (the device
+     * section's line was, which --check passes). */
+    c = parse("[device.1]\nsmall_max = 2K\n", &st);
+    ck_assert_int_eq(st, GPUARENA_SUCCESS);
+    ck_assert_int_eq(ga_conf_apply_options(c, "device.round=4K", "GPUARENA_OPTIONS"),
+                     GPUARENA_SUCCESS);
+    ck_assert_int_eq(ga_conf_check(c), GPUARENA_ERR_CONFIG);
+    ck_assert_uint_eq(ga_conf_error_count(c), 1);
+    ck_assert_str_eq(ga_conf_error(c, 0), "GPUARENA_OPTIONS: key 'device.round': 4K is larger "
+                                          "than small_max (2K)");
+    ga_conf_free(c);
 }
 END_TEST
 
@@ -690,6 +703,14 @@ START_TEST(error_messages)
                                         "followed by .DEVICE)");
     expect_error("[devcie.1]\n",
                  "t.conf:1: section 'devcie.1': unknown section (did you mean 'device.1'?)");
+    /* The guess is a section that would be taken: no blanks around the
+     * dot, and no device part where there is no number. */
+    expect_error("[device . 2]\n",
+                 "t.conf:1: section 'device . 2': unknown section (did you mean 'device.2'?)");
+    expect_error("[devcie.x]\n",
+                 "t.conf:1: section 'devcie.x': unknown section (did you mean 'device'?)");
+    expect_error("[hots.3]\n",
+                 "t.conf:1: section 'hots.3': unknown section (did you mean 'host'?)");
     expect_error("[host.0]\n",
                  "t.conf:1: section 'host.0': host arenas have no device; use [host]");
     expect_error("[device.64]\n", "t.conf:1: section 'device.64': bad device number: expected an "
@@ -730,6 +751,26 @@ START_TEST(error_messages)
                          "t.conf:2: key 'device.small_max': 4M is larger than small_segment (2M)");
         ck_assert_str_eq(ga_conf_error(c, 1), "t.conf:8: key 'device.2.small_segment': 512K is "
                                               "smaller than small_max (4M)");
+        ga_conf_free(c);
+    }
+    /* Every rule a section breaks, not the first alone (--check showed
+     * the second once the first was mended), in the kind's section and
+     * in a device's own. */
+    {
+        gpuarena_status_t st;
+        ga_conf_t *c = parse("[device]\nsmall_max = 4M\nthread_cache_bytes = 4K\n", &st);
+        ck_assert_int_eq(st, GPUARENA_ERR_CONFIG);
+        ck_assert_uint_eq(ga_conf_error_count(c), 2);
+        ck_assert_str_eq(ga_conf_error(c, 0),
+                         "t.conf:2: key 'device.small_max': 4M is larger than small_segment (2M)");
+        ck_assert_str_eq(ga_conf_error(c, 1), "t.conf:3: key 'device.thread_cache_bytes': 4K is "
+                                              "smaller than thread_cache_max (1M)");
+        ga_conf_free(c);
+        c = parse("[device]\nsmall_max = 4M\n[device.1]\nthread_cache_bytes = 4K\n", &st);
+        ck_assert_int_eq(st, GPUARENA_ERR_CONFIG);
+        ck_assert_uint_eq(ga_conf_error_count(c), 2);
+        ck_assert_str_eq(ga_conf_error(c, 1), "t.conf:4: key 'device.1.thread_cache_bytes': 4K "
+                                              "is smaller than thread_cache_max (1M)");
         ga_conf_free(c);
     }
     expect_error(

@@ -249,11 +249,31 @@ static bool parse_section(ga_conf_t *c, const char *where, const char *name, siz
             k = i;
     if (k < 0) {
         const char *guess = ga_suggest(text, section_names, GPUARENA_KIND_COUNT);
-        if (dot)
+        /* The device part of the guess as it must be written: a number,
+         * with no blanks around it (it suggested 'device. 2' for
+         * 'device . 2', itself refused); none where it is no number. */
+        char devpart[16] = "";
+        if (dot) {
+            const char *d = dot + 1;
+            while (*d == ' ' || *d == '\t')
+                d++;
+            size_t n = strcspn(d, " \t");
+            uint64_t v;
+            char num[8];
+            if (n > 0 && n < sizeof num && d[n + strspn(d + n, " \t")] == '\0') {
+                memcpy(num, d, n);
+                num[n] = '\0';
+                bool devices = false;
+                for (int i = 0; i < GPUARENA_KIND_COUNT; i++)
+                    devices |= guess == section_names[i] && has_device_sections((gpuarena_kind_t)i);
+                if (devices && ga_parse_uint(num, GA_CONFIG_MAX_DEVICES - 1, &v) == GA_PARSE_OK)
+                    snprintf(devpart, sizeof devpart, ".%d", (int)v);
+            }
             *dot = '.';
+        }
         if (guess)
             conf_error(c, "%s: section '%s': unknown section (did you mean '%s%s'?)", where, text,
-                       guess, dot ? dot : "");
+                       guess, devpart);
         else
             conf_error(c,
                        "%s: section '%s': unknown section (expected device, pinned, managed, "
@@ -713,35 +733,39 @@ static void check_section(ga_conf_t *c, gpuarena_kind_t kind, int device)
     const ga_key_t *a, *b;
     char why[160], where[512], secname[32];
     ga_conf_settings(c, kind, device, &s);
-    if (ga_settings_consistent(&s, &a, &b))
-        return;
-    const origin_t *oa = effective_origin(c, kind, device, ga_config_key_index(a));
-    const origin_t *ob = effective_origin(c, kind, device, ga_config_key_index(b));
-    /* Set in this device's own section, not inherited from the kind's:
-     * of two keys that conflict only here, that one broke the rule. */
-    const section_t *own = device >= 0 ? c->devices[kind][device] : NULL;
-    bool a_own = own && oa == &own->origin[ga_config_key_index(a)];
-    bool b_own = own && ob == &own->origin[ga_config_key_index(b)];
-    /* Both from the kind's section: reported there already, once, not
-     * again for every device section that inherits it. */
-    if (own && !a_own && !b_own)
-        return;
-    /* Else the one set last: GPUARENA_OPTIONS over the file, the file
-     * over a default (a file that --check passes, broken by the
-     * variable, is not the one named). */
-    const ga_key_t *blame;
-    if (a_own != b_own)
-        blame = b_own ? b : a;
-    else
-        blame = ob->kind > oa->kind ? b : a;
-    format_origin(c, blame == a ? oa : ob, where, sizeof where);
-    ga_settings_conflict(&s, blame, a, b, why, sizeof why);
-    /* The section the blamed key was written in. */
-    if (blame == a ? a_own : b_own)
-        snprintf(secname, sizeof secname, "%s.%d", ga_kind_name(kind), device);
-    else
-        snprintf(secname, sizeof secname, "%s", ga_kind_name(kind));
-    conf_error(c, "%s: key '%s.%s': %s", where, secname, blame->name, why);
+    /* Every rule broken, not the first alone: --check then shows them
+     * all at once (gpuarena.conf(5): none is ignored). */
+    for (size_t next = 0; ga_settings_broken(&s, &next, &a, &b);) {
+        const origin_t *oa = effective_origin(c, kind, device, ga_config_key_index(a));
+        const origin_t *ob = effective_origin(c, kind, device, ga_config_key_index(b));
+        /* Set in this device's own section, not inherited from the
+         * kind's: of two keys that conflict only here, that one broke the
+         * rule. */
+        const section_t *own = device >= 0 ? c->devices[kind][device] : NULL;
+        bool a_own = own && oa == &own->origin[ga_config_key_index(a)];
+        bool b_own = own && ob == &own->origin[ga_config_key_index(b)];
+        /* Both from the kind's section: reported there already, once,
+         * not again for every device section that inherits it. */
+        if (own && !a_own && !b_own)
+            continue;
+        /* The one set last: GPUARENA_OPTIONS over the file, the file over
+         * a default (a file that --check passes, broken by the variable,
+         * is not the one named, whichever section either key is in);
+         * of two set in one place, the device section's own. */
+        const ga_key_t *blame;
+        if (oa->kind != ob->kind)
+            blame = ob->kind > oa->kind ? b : a;
+        else
+            blame = b_own && !a_own ? b : a;
+        format_origin(c, blame == a ? oa : ob, where, sizeof where);
+        ga_settings_conflict(&s, blame, a, b, why, sizeof why);
+        /* The section the blamed key was written in. */
+        if (blame == a ? a_own : b_own)
+            snprintf(secname, sizeof secname, "%s.%d", ga_kind_name(kind), device);
+        else
+            snprintf(secname, sizeof secname, "%s", ga_kind_name(kind));
+        conf_error(c, "%s: key '%s.%s': %s", where, secname, blame->name, why);
+    }
 }
 
 gpuarena_status_t ga_conf_check(ga_conf_t *c)

@@ -99,6 +99,10 @@ void ga_key_copy(const ga_key_t *k, ga_settings_t *dst, const ga_settings_t *src
  * small_segment), (thread_cache_max, thread_cache_bytes).  Returns true when S
  * keeps them all; else the first rule broken, in *A and *B. */
 bool ga_settings_consistent(const ga_settings_t *s, const ga_key_t **a, const ga_key_t **b);
+/* Each rule S breaks in turn: the first from rule *NEXT on (0 to begin)
+ * in *A and *B, *NEXT past it; false when no more. */
+bool ga_settings_broken(const ga_settings_t *s, size_t *next, const ga_key_t **a,
+                        const ga_key_t **b);
 
 /* The text for a broken rule A <= B of S, said of BLAME (A or B): "4M is
  * larger than small_segment (2M)" or "1M is smaller than round (2M)". */

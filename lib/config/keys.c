@@ -501,21 +501,29 @@ static size_t size_value(const ga_key_t *k, const ga_settings_t *s)
     return z;
 }
 
-bool ga_settings_consistent(const ga_settings_t *s, const ga_key_t **a, const ga_key_t **b)
+bool ga_settings_broken(const ga_settings_t *s, size_t *next, const ga_key_t **a,
+                        const ga_key_t **b)
 {
     static const char *const rules[][2] = {{"round", "small_max"},
                                            {"small_max", "small_segment"},
                                            {"thread_cache_max", "thread_cache_bytes"}};
-    for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++) {
+    for (size_t i = *next; i < sizeof rules / sizeof rules[0]; i++) {
         const ga_key_t *ka = ga_config_find_key(rules[i][0]);
         const ga_key_t *kb = ga_config_find_key(rules[i][1]);
         if (size_value(ka, s) > size_value(kb, s)) {
             *a = ka;
             *b = kb;
-            return false;
+            *next = i + 1;
+            return true;
         }
     }
-    return true;
+    return false;
+}
+
+bool ga_settings_consistent(const ga_settings_t *s, const ga_key_t **a, const ga_key_t **b)
+{
+    size_t next = 0;
+    return !ga_settings_broken(s, &next, a, b);
 }
 
 void ga_settings_conflict(const ga_settings_t *s, const ga_key_t *blame, const ga_key_t *a,
