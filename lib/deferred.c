@@ -27,16 +27,18 @@
  * with an atomic flag each); only a free met with no host memory while
  * the whole reserve waits is lost, and said so.
  *
- * A hook pushes onto a stack with a compare-and-swap, and while the
- * stack is empty a hook pays one load (deferred.h).  A retry takes the
- * whole stack under a mutex, makes what it can and pushes back the rest;
+ * The records are a stack, and while it is empty a hook pays one load
+ * (deferred.h).  A hook keeps a free under a mutex, having looked for one
+ * of the same block kept already (a double free); a retry takes the
+ * whole stack under that mutex, makes what it can and pushes back the rest;
  * gpuarena_destroy takes that mutex even when the stack is empty
  * (ga_deferred_settle), so that it never checks an arena's live blocks
  * while another thread's retry is making a free into that arena: it
  * would find the block live and refuse, or destroy the arena under the
  * free.  fork.c takes the mutex around fork(), before every lock that a
- * free may take.  A take-all stack has no ABA problem: a push only links
- * to the head it saw and succeeds only while that is still the head.
+ * free may take (after the graph pools', which a pool's free holds when
+ * it keeps one).  Pushes are compare-and-swaps still, as the hooks read
+ * the head with no lock.
  */
 #include "deferred.h"
 
@@ -92,13 +94,36 @@ static void push(deferred_t *d)
                                                   memory_order_relaxed));
 }
 
+/* Whether a free of PTR to A is kept already.  The mutex held: a retry
+ * holds the records it took. */
+static bool kept(const gpuarena_t *a, const void *ptr)
+{
+    for (deferred_t *d = atomic_load_explicit(&ga_deferred_head, memory_order_acquire); d;
+         d = d->next)
+        if (d->arena == a && d->ptr == ptr)
+            return true;
+    return false;
+}
+
 void ga_deferred_keep(gpuarena_t *a, void *ptr, gpuarena_stream_t stream, const char *fn)
 {
     /* The refusal's reason, copied: ga_error writes the buffer it is in. */
     char why[GA_ERROR_MAX];
     snprintf(why, sizeof why, "%s", gpuarena_last_error());
+    /* A block whose free is kept is still live to its arena, which
+     * refuses a second free for the capture as it did the first: a
+     * double free, said as such and not kept.  Kept twice, the second
+     * record freed the block's next owner once the first was made. */
+    pthread_mutex_lock(&retry_lock);
+    if (kept(a, ptr)) {
+        pthread_mutex_unlock(&retry_lock);
+        ga_error(GPUARENA_ERR_DOUBLE_FREE,
+                 "%s: %p was already freed (that free waits for the capture to end)", fn, ptr);
+        return;
+    }
     deferred_t *d = record_new();
     if (!d) {
+        pthread_mutex_unlock(&retry_lock);
         ga_error(GPUARENA_ERR_HOST_MEMORY,
                  "%s: the free of %p was refused (%s) and neither host memory nor one of the %d "
                  "reserved records was left to keep it for later: the block stays live",
@@ -110,6 +135,7 @@ void ga_deferred_keep(gpuarena_t *a, void *ptr, gpuarena_stream_t stream, const 
     d->stream = stream;
     atomic_fetch_add_explicit(&a->deferred, 1, memory_order_relaxed);
     push(d);
+    pthread_mutex_unlock(&retry_lock);
     ga_error(GPUARENA_ERR_STREAM_CAPTURE,
              "%s: the free of %p waits for the capture to end (%s); the next call of a hook, "
              "gpuarena_trim or gpuarena_destroy makes it",
@@ -131,12 +157,16 @@ static bool retry_locked(void)
     bool stop = false, made = false;
     for (d = old; d; d = old) {
         old = d->next;
-        if (!stop) {
+        /* An arena of the parent's in a child made by fork(2), which
+         * refuses every free: kept as the parent left it (gpuarena(7),
+         * Fork: the statistics read what the parent had).  It was taken
+         * as made, the block still live and no longer counted. */
+        if (!stop && !d->arena->forked) {
             gpuarena_status_t st = gpuarena_free(d->arena, d->ptr, d->stream);
             stop = st == GPUARENA_ERR_STREAM_CAPTURE;
             if (!stop) {
                 /* Made, or refused for another reason that a later try
-                 * would meet again (an arena in a forked child). */
+                 * would meet again. */
                 atomic_fetch_sub_explicit(&d->arena->deferred, 1, memory_order_relaxed);
                 record_free(d);
                 made = true;
