@@ -104,11 +104,13 @@ typedef struct gpool {
     gpuarena_t *arena; /* made at the first allocation */
     unsigned users;    /* threads between begin and end */
     unsigned graphs;   /* begins not yet released: PyTorch's use count */
+    uint64_t begun;    /* generation of its begins: a thread's is stale once it differs */
     bool bound;        /* to CAPTURE, the id of the capture it serves */
     uint64_t capture;
-    void *stream;  /* a stream of that capture (the one that bound it) */
-    bool captured; /* a capture pool's capture is over (cupy_capture_running) */
-    bool released; /* destroyed once no user is left and no block is live */
+    void *stream;     /* a stream of that capture (the one that bound it) */
+    pthread_t thread; /* the thread that bound it (askable) */
+    bool captured;    /* a capture pool's capture is over (cupy_capture_running) */
+    bool released;    /* destroyed once no user is left and no block is live */
     /* A capture's own pool (CuPy's, ga_capture_pool_alloc): bound to its
      * capture from the start, no id, no users; released when the driver
      * says the graph is gone (graph_gone, set on the driver's thread). */
@@ -123,8 +125,24 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static gpool_t *pools;
 _Atomic int ga_graph_pools;
 _Atomic int ga_graph_pools_gone;
-/* The pool this thread allocates to, between begin and end. */
+/* The pool this thread allocates to, between begin and end, and the
+ * generation of that begin.  A pool's generation changes when the driver
+ * says its capture is over (any_begun_askable), ending every begin of it
+ * then: a thread that began it before holds a stale begin, which must not
+ * end or claim a begin that another thread made of the same pool after
+ * (graphs share pools).  Generations come from one counter, so that a
+ * record freed and made again at the same address is not taken for the
+ * old.  Under the lock. */
 static _Thread_local gpool_t *current;
+static _Thread_local uint64_t current_begun;
+static uint64_t generations;
+
+/* Whether O is the pool this thread began, in the begin still under way.
+ * Compared, not followed: CURRENT may be stale. */
+static bool mine(const gpool_t *o)
+{
+    return o == current && o->begun == current_begun;
+}
 
 /* PyTorch's pool records when calloc has no memory (see the top); a
  * process shares a few pools at once.  Under the lock. */
@@ -169,12 +187,16 @@ static bool given_back(const gpool_t *g)
     return g->released || atomic_load_explicit(&g->graph_gone, memory_order_acquire);
 }
 
-/* Whether the driver can say, from any thread, when O's capture is over:
- * it names a stream of it other than the legacy or per-thread stream
- * (the per-thread one names another stream in each thread that asks). */
+/* Whether the driver can say, from this thread, when O's capture is
+ * over: it names a created stream of it, or the per-thread stream of
+ * this thread (that handle names another stream in each thread that
+ * asks).  Not the per-thread stream from any thread: a CuPy graph
+ * captured on it held every graph pool back for as long as it lived,
+ * long after its capture. */
 static bool askable(const gpool_t *o)
 {
-    return o->bound && (uintptr_t)o->stream > 2;
+    uintptr_t s = (uintptr_t)o->stream;
+    return o->bound && (s > 2 || (s == 2 && pthread_equal(o->thread, pthread_self())));
 }
 
 /* Whether a PyTorch pool is between its begin and end.  One whose
@@ -195,6 +217,7 @@ static bool any_begun_askable(bool *all_askable_out)
         if (can && ga_cuda_capture_over(o->stream, o->capture)) {
             o->users = 0;
             o->bound = false;
+            o->begun = ++generations; /* every begin of it is ended */
             continue;
         }
         any = true;
@@ -250,6 +273,10 @@ static bool pool_capture_may_run(void)
  * later hook call (ga_graph_pool_collect).  The lock held. */
 static bool may_wait_for_device(const gpool_t *g, void *stream)
 {
+    /* A child made by fork(2) may not call the driver at all
+     * (gpuarena(7), Fork). */
+    if (g->arena->forked)
+        return false;
     if (pool_capture_may_run())
         return false;
     ga_provider_t *p = g->arena->prov;
@@ -311,14 +338,15 @@ void gpuarena_torch_begin_allocate_to_pool(int device, gpuarena_torch_pool_t poo
     pthread_mutex_lock(&lock);
     gpool_t *g = find(device, pool);
     /* A pool this thread began and never ended, this one again included:
-     * its capture failed (see the top).  Compared, not followed, as
-     * current may be stale. */
+     * its capture failed (see the top).  Not one whose begins the driver
+     * ended already: another thread may have begun it since. */
     for (gpool_t *o = pools; o; o = o->next)
-        if (o == current && o->users && !--o->users)
+        if (mine(o) && o->users && !--o->users)
             o->bound = false;
     if (!g && (g = record_new()) != NULL) {
         g->device = device;
         g->id = pool;
+        g->begun = ++generations;
         g->next = pools;
         pools = g;
         atomic_fetch_add_explicit(&ga_graph_pools, 1, memory_order_relaxed);
@@ -339,6 +367,7 @@ void gpuarena_torch_begin_allocate_to_pool(int device, gpuarena_torch_pool_t poo
         g->released = false;
     }
     current = g;
+    current_begun = g ? g->begun : 0;
     pthread_mutex_unlock(&lock);
     if (!g) {
         ga_error(GPUARENA_ERR_HOST_MEMORY,
@@ -355,7 +384,11 @@ void gpuarena_torch_end_allocate_to_pool(int device, gpuarena_torch_pool_t pool)
     ga_deferred_retry();
     pthread_mutex_lock(&lock);
     gpool_t *g = find(device, pool);
-    if (g && g->users && !--g->users)
+    /* Not where this thread's begin was ended by the driver (its capture
+     * over, seen by another hook call): that would end another thread's
+     * begin of the pool made since (PyTorch ends after the capture). */
+    bool stale = g && g == current && !mine(g);
+    if (g && g->users && !stale && !--g->users)
         g->bound = false; /* a later capture into the pool binds its own id */
     if (current == g)
         current = NULL;
@@ -412,7 +445,7 @@ static gpuarena_status_t make_arena(int device, gpuarena_t **out)
  * the lock held. */
 static gpool_t *pool_of_capture(int device, uint64_t cid, void *stream)
 {
-    gpool_t *unbound = NULL, *mine = NULL;
+    gpool_t *unbound = NULL, *own = NULL;
     unsigned n = 0;
     for (gpool_t *g = pools; g; g = g->next) {
         if (g->device != device || !g->users || g->by_capture)
@@ -422,17 +455,18 @@ static gpool_t *pool_of_capture(int device, uint64_t cid, void *stream)
         if (!g->bound) {
             unbound = g;
             n++;
-            /* Compared, not followed: a thread that began a pool and
-             * left its end to another would hold a stale pointer. */
-            if (g == current)
-                mine = g;
+            /* A thread that began a pool and left its end to another
+             * holds a stale pointer: mine() compares. */
+            if (mine(g))
+                own = g;
         }
     }
-    gpool_t *g = mine ? mine : n == 1 ? unbound : NULL;
+    gpool_t *g = own ? own : n == 1 ? unbound : NULL;
     if (g) {
         g->bound = true;
         g->capture = cid;
         g->stream = stream;
+        g->thread = pthread_self();
     }
     return g;
 }
@@ -514,6 +548,7 @@ gpuarena_status_t ga_capture_pool_alloc(int device, size_t size, void *stream, v
             g->by_capture = g->bound = true;
             g->capture = cid;
             g->stream = stream;
+            g->thread = pthread_self();
             st = make_arena(device, &g->arena);
         }
         /* Tied to the graph last: from then on the driver may free it. */

@@ -1252,6 +1252,87 @@ START_TEST(hooks_bad_free_during_capture)
 }
 END_TEST
 
+/* A block freed twice through the hooks during a capture: the second
+ * free is a double free, not kept again.  Kept twice, the second record,
+ * left behind a third still refused, freed the block's next owner once
+ * the first was made (the block then handed out twice). */
+START_TEST(hooks_double_free_during_capture)
+{
+    fake_open();
+    void *const c = (void *)0x5000, *const d = (void *)0x6000;
+    gpuarena_t *dev = NULL, *mine = NULL;
+    ck_assert_int_eq(gpuarena_get(GPUARENA_DEVICE, 0, &dev), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_create(GPUARENA_DEVICE, 0, NULL, &mine), GPUARENA_SUCCESS);
+    void *p = gpuarena_torch_alloc(4096, 0, c);
+    ck_assert_ptr_nonnull(p);
+    gpuarena_torch_record_stream(p, d);
+    void *q = gpuarena_cupy_malloc(mine, 4096, 0);
+    ck_assert_ptr_nonnull(q);
+    ck_assert_int_eq(gpuarena_record_stream(mine, q, c), GPUARENA_SUCCESS);
+    fake.capture(d);
+    fake.blocking_capture(1);
+    gpuarena_torch_free(p, 4096, 0, c); /* kept: its event goes on d */
+    gpuarena_cupy_free(mine, q, 0);     /* kept: the legacy stream, a blocking capture */
+    gpuarena_torch_free(p, 4096, 0, c); /* the program's double free */
+    ck_assert_msg(strstr(gpuarena_last_error(), "already freed") != NULL, "%s",
+                  gpuarena_last_error());
+    gpuarena_stats_t st;
+    ck_assert_int_eq(gpuarena_stats(dev, &st), GPUARENA_SUCCESS);
+    ck_assert_uint_eq(st.deferred_frees, 1);
+    fake.capture(NULL); /* d's capture ends; the blocking one goes on */
+    void *x = gpuarena_torch_alloc(4096, 0, c);
+    ck_assert_ptr_nonnull(x);
+    fake.blocking_capture(0);
+    gpuarena_torch_free(NULL, 0, 0, c); /* any hook call makes what is kept */
+    void *y = gpuarena_torch_alloc(4096, 0, c);
+    ck_assert_ptr_nonnull(y);
+    ck_assert_ptr_ne(x, y);
+    ck_assert_int_eq(gpuarena_stats(dev, &st), GPUARENA_SUCCESS);
+    ck_assert_uint_eq(st.deferred_frees, 0);
+    gpuarena_torch_free(x, 4096, 0, c);
+    gpuarena_torch_free(y, 4096, 0, c);
+    ck_assert_int_eq(gpuarena_check(dev), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_destroy(mine), GPUARENA_SUCCESS);
+}
+END_TEST
+
+/* The child of deferred_free_kept_across_a_fork: 1 when its hook call
+ * dropped the parent's kept free (taken as made: the block still live,
+ * no longer counted as deferred). */
+static int deferred_stays(void *arg)
+{
+    gpuarena_t *dev = arg;
+    (void)gpuarena_torch_alloc(4096, 0, (void *)0x5000); /* refused: the parent's arena */
+    gpuarena_stats_t st;
+    if (gpuarena_stats(dev, &st) != GPUARENA_SUCCESS)
+        return 2;
+    return st.deferred_frees == 1 && st.live_blocks == 1 ? 0 : 1;
+}
+
+/* A free kept for a capture when the process forks: the child's hook
+ * calls leave it as the parent had it (gpuarena(7), Fork), and the
+ * parent makes it after the capture. */
+START_TEST(deferred_free_kept_across_a_fork)
+{
+    fake_open();
+    void *const c = (void *)0x5000, *const d = (void *)0x6000;
+    gpuarena_t *dev = NULL;
+    ck_assert_int_eq(gpuarena_get(GPUARENA_DEVICE, 0, &dev), GPUARENA_SUCCESS);
+    void *p = gpuarena_torch_alloc(4096, 0, c);
+    ck_assert_ptr_nonnull(p);
+    gpuarena_torch_record_stream(p, d);
+    fake.capture(d);
+    gpuarena_torch_free(p, 4096, 0, c);
+    ga_require_child_ok(ga_fork_run(deferred_stays, dev, 30), "the child");
+    fake.capture(NULL);
+    gpuarena_torch_free(NULL, 0, 0, c);
+    gpuarena_stats_t st;
+    ck_assert_int_eq(gpuarena_stats(dev, &st), GPUARENA_SUCCESS);
+    ck_assert_uint_eq(st.deferred_frees, 0);
+    ck_assert_uint_eq(st.live_blocks, 0);
+}
+END_TEST
+
 /* A free deferred while the host has no memory for its record is kept
  * all the same, in one of a reserve of records (deferred.c): it was
  * lost, its block live for good.  Only with the whole reserve holding
@@ -1571,6 +1652,73 @@ START_TEST(torch_pool_released_after_a_failed_capture)
 }
 END_TEST
 
+/* A second graph captured into the shared pool, on stream *ARG: its
+ * first allocation, made in its thread, to *ARG. */
+static void *begin_shared_on(void *arg)
+{
+    void **io = arg;
+    fake.capture(*io);
+    gpuarena_torch_begin_allocate_to_pool(0, (gpuarena_torch_pool_t){0, 40}, NULL);
+    *io = gpuarena_torch_alloc(MIB, 0, *io);
+    return NULL;
+}
+
+/* Graphs share pool P: thread 1's capture into it is over (ended, or
+ * invalidated), seen so by a hook call, and thread 2 begins P for its own
+ * capture before thread 1 ends P (PyTorch ends after the capture) or
+ * begins another pool (after a failed capture).  Thread 1's stale begin
+ * took thread 2's away: its allocations were refused, or went to thread
+ * 1's next pool, whose release then gave back memory that thread 2's
+ * live graph writes. */
+START_TEST(torch_pool_stale_begin_spares_another_threads)
+{
+    fake_open();
+    void *const c1 = (void *)0x5000, *const c2 = (void *)0x6000;
+    const gpuarena_torch_pool_t p = {0, 40}, q = {0, 41};
+    for (int late_end = 0; late_end < 2; late_end++) {
+        void *e = gpuarena_torch_alloc(MIB, 0, c1);
+        gpuarena_torch_free(e, MIB, 0, c1);
+        gpuarena_torch_begin_allocate_to_pool(0, p, NULL);
+        fake.capture(c1);
+        void *x = gpuarena_torch_alloc(MIB, 0, c1);
+        ck_assert_ptr_nonnull(x);
+        fake.capture(NULL); /* over: ended, or invalidated */
+        gpuarena_torch_free(x, MIB, 0, c1);
+        pthread_t th;
+        void *first = c2;
+        ck_assert_int_eq(pthread_create(&th, NULL, begin_shared_on, &first), 0);
+        ck_assert_int_eq(pthread_join(th, NULL), 0);
+        ck_assert_ptr_nonnull(first);
+        if (late_end)
+            gpuarena_torch_end_allocate_to_pool(0, p); /* thread 1's, late */
+        else
+            gpuarena_torch_begin_allocate_to_pool(0, q, NULL); /* its next graph's */
+        void *t = c2;
+        ck_assert_int_eq(pthread_create(&th, NULL, torch_alloc_on, &t), 0);
+        ck_assert_int_eq(pthread_join(th, NULL), 0);
+        ck_assert_msg(t != NULL, "thread 2's allocation in its capture: %s", gpuarena_last_error());
+        /* A later allocation of thread 2's capture, from another thread
+         * (autograd's): from P's arena, which Q's release gives back
+         * nothing of. */
+        int handles = fake.handles();
+        if (!late_end) {
+            gpuarena_torch_end_allocate_to_pool(0, q);
+            gpuarena_torch_release_pool(0, q);
+        }
+        gpuarena_torch_free(NULL, 0, 0, c1);
+        ck_assert_int_eq(fake.handles(), handles);
+        gpuarena_torch_free(t, MIB, 0, c2);
+        gpuarena_torch_free(first, MIB, 0, c2);
+        fake.capture(NULL);
+        gpuarena_torch_end_allocate_to_pool(0, p); /* thread 2's, for it */
+        gpuarena_torch_release_pool(0, p);
+        gpuarena_torch_release_pool(0, p);
+    }
+    ck_assert_int_eq(fake.count("disturbed"), 0);
+    ck_assert_int_eq(atomic_load(&ga_graph_pools), 0);
+}
+END_TEST
+
 static void *empty_cache_main(void *arg)
 {
     (void)arg;
@@ -1649,6 +1797,45 @@ static int empty_cache_asks_nothing(void *arg)
     gpuarena_torch_empty_cache();
     return fake.count("cuStreamGetCaptureInfo") == before ? 0 : 1;
 }
+
+/* The child of graph_pool_begin_in_a_child: 1 when a begin asked the
+ * driver anything (it drained the pool's limbo, waiting for the
+ * device). */
+static int begin_asks_nothing(void *arg)
+{
+    (void)arg;
+    long capturing = fake.count("cuStreamIsCapturing"), disturbed = fake.count("disturbed");
+    fake.capture((void *)0x5000);
+    gpuarena_torch_begin_allocate_to_pool(0, (gpuarena_torch_pool_t){0, 42}, NULL);
+    return fake.count("cuStreamIsCapturing") == capturing && fake.count("disturbed") == disturbed
+               ? 0
+               : 1;
+}
+
+/* A pool whose blocks wait in limbo (read on a side stream during the
+ * capture) when the process forks: the child's begin of it drained the
+ * limbo, a driver query and a wait for the whole device, which a child
+ * may not make (gpuarena(7), Fork). */
+START_TEST(graph_pool_begin_in_a_child)
+{
+    fake_open();
+    void *const c = (void *)0x5000, *const d = (void *)0x6000;
+    const gpuarena_torch_pool_t id = {0, 42};
+    void *e = gpuarena_torch_alloc(MIB, 0, c);
+    gpuarena_torch_free(e, MIB, 0, c);
+    fake.capture(c);
+    fake.capture_join(d);
+    gpuarena_torch_begin_allocate_to_pool(0, id, NULL);
+    void *b = gpuarena_torch_alloc(MIB, 0, c);
+    ck_assert_ptr_nonnull(b);
+    gpuarena_torch_record_stream(b, d);
+    gpuarena_torch_end_allocate_to_pool(0, id);
+    fake.capture(NULL);
+    gpuarena_torch_free(b, MIB, 0, c); /* to the pool's limbo */
+    ga_require_child_ok(ga_fork_run(begin_asks_nothing, NULL, 30), "the child");
+    gpuarena_torch_release_pool(0, id);
+}
+END_TEST
 
 /* A pool begun and bound to a capture when the process forks: the child's
  * empty_cache asked the driver whether that capture was over, which a
@@ -2505,6 +2692,8 @@ int main(int argc, char **argv)
                             hooks_bad_free_during_capture,
                             cupy_param_arena_of_the_device,
                             pinned_failed_registration_is_not_unbound,
+                            hooks_double_free_during_capture,
+                            deferred_free_kept_across_a_fork,
                             deferred_free_without_host_memory,
                             torch_pool_record_without_host_memory,
                             torch_graph_pools,
@@ -2514,6 +2703,8 @@ int main(int argc, char **argv)
                             torch_pool_released_after_a_failed_capture,
                             empty_cache_holds_a_pool_begin_back,
                             torch_pool_released_during_a_capture_that_fails,
+                            torch_pool_stale_begin_spares_another_threads,
+                            graph_pool_begin_in_a_child,
                             graph_pool_begun_across_a_fork,
                             torch_pool_allocations_are_traced,
                             fork_while_a_traced_pool_frees,

@@ -222,6 +222,30 @@ fake.fakecuda_graph_destroyed(other_graph)
 lib.gpuarena_cupy_free(None, None, 0)
 check("and the other with its graph", pools() == [], "%s" % pools())
 
+# A graph captured on the per-thread stream and kept (replayed later),
+# then another graph destroyed with its blocks freed: the next hook call
+# of the thread that captured asks the driver about its own per-thread
+# stream, sees that capture over and gives the other pool back.  The
+# per-thread handle names another stream in every thread, so it was never
+# asked, and the kept graph held every pool back for as long as it lived.
+current[0] = PER_THREAD
+fake.fakecuda_capture(PER_THREAD)
+fake.fakecuda_blocking_capture(1)
+kept_graph = fake.fakecuda_graph()
+k = malloc("an allocation of a capture of the per-thread stream")
+lib.gpuarena_cupy_free(None, k, 0)
+fake.fakecuda_capture(None)
+fake.fakecuda_blocking_capture(0)
+current[0] = 0
+graph_gone_with_its_blocks("a capture while the per-thread stream's graph lives")
+current[0] = 0
+lib.gpuarena_cupy_free(None, None, 0)
+check("a pool given back goes while a graph of the per-thread stream lives",
+      pools() == [0], "%s" % pools())
+fake.fakecuda_graph_destroyed(kept_graph)
+lib.gpuarena_cupy_free(None, None, 0)
+check("and that graph's pool with it", pools() == [], "%s" % pools())
+
 current[0] = STREAM
 served("the same stream once its capture ended")
 done()
