@@ -163,6 +163,15 @@ static bool retry_locked(void)
          * as made, the block still live and no longer counted. */
         if (!stop && !d->arena->forked) {
             gpuarena_status_t st = gpuarena_free(d->arena, d->ptr, d->stream);
+            if (st == GPUARENA_ERR_INVALID_STREAM &&
+                ga_bm_uses_unknown(d->arena->bm, d->ptr, NULL) == GPUARENA_SUCCESS)
+                /* Its stream can no longer be named (destroyed since, its
+                 * handle now another context's): the block's uses are
+                 * unknown, and freed with no stream it waits in limbo
+                 * for a wait for the whole device (limbo.c), safe for
+                 * every stream.  Dropped as made, it stayed live for
+                 * good. */
+                st = gpuarena_free(d->arena, d->ptr, GPUARENA_STREAM_HOST);
             stop = st == GPUARENA_ERR_STREAM_CAPTURE;
             if (!stop) {
                 /* Made, or refused for another reason that a later try

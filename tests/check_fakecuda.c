@@ -1296,6 +1296,47 @@ START_TEST(hooks_double_free_during_capture)
 }
 END_TEST
 
+static void *any_hook_call(void *arg)
+{
+    gpuarena_torch_free(NULL, 0, 0, arg);
+    return NULL;
+}
+
+/* A kept free whose stream can no longer be named when it is made (the
+ * stream destroyed after the capture, its handle then another context's):
+ * made with no stream, the block waiting in limbo for a wait for the
+ * whole device.  It was dropped as made: the block live for good, no
+ * longer counted as deferred. */
+START_TEST(deferred_free_of_a_stream_gone)
+{
+    fake_open();
+    void *const c = (void *)0x5000, *const d = (void *)0x6000;
+    gpuarena_t *dev = NULL;
+    ck_assert_int_eq(gpuarena_get(GPUARENA_DEVICE, 0, &dev), GPUARENA_SUCCESS);
+    void *p = gpuarena_torch_alloc(4096, 0, c);
+    ck_assert_ptr_nonnull(p);
+    gpuarena_torch_record_stream(p, d);
+    fake.capture(d);
+    gpuarena_torch_free(p, 4096, 0, c); /* kept */
+    fake.capture(NULL);
+    fake.foreign_stream(c);
+    pthread_t th; /* a thread that has not named C lately */
+    ck_assert_int_eq(pthread_create(&th, NULL, any_hook_call, (void *)0x7000), 0);
+    ck_assert_int_eq(pthread_join(th, NULL), 0);
+    fake.foreign_stream(NULL);
+    gpuarena_stats_t st;
+    ck_assert_int_eq(gpuarena_stats(dev, &st), GPUARENA_SUCCESS);
+    ck_assert_uint_eq(st.deferred_frees, 0);
+    ck_assert_uint_eq(st.live_blocks, 0);
+    /* In limbo: no stream takes it before a wait for the device. */
+    void *q = gpuarena_torch_alloc(4096, 0, d);
+    ck_assert_ptr_nonnull(q);
+    ck_assert_ptr_ne(q, p);
+    gpuarena_torch_free(q, 4096, 0, d);
+    ck_assert_int_eq(gpuarena_check(dev), GPUARENA_SUCCESS);
+}
+END_TEST
+
 /* The child of deferred_free_kept_across_a_fork: 1 when its hook call
  * dropped the parent's kept free (taken as made: the block still live,
  * no longer counted as deferred). */
@@ -2694,6 +2735,7 @@ int main(int argc, char **argv)
                             pinned_failed_registration_is_not_unbound,
                             hooks_double_free_during_capture,
                             deferred_free_kept_across_a_fork,
+                            deferred_free_of_a_stream_gone,
                             deferred_free_without_host_memory,
                             torch_pool_record_without_host_memory,
                             torch_graph_pools,
