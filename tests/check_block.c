@@ -2056,6 +2056,39 @@ START_TEST(old_part_cut_twice_or_not_at_all)
 }
 END_TEST
 
+/* A new stream's pool retires the pool used longest ago (gpuarena(7)),
+ * also where every older pool has a sweep out: it retired the pool of
+ * the stream used last, whose next allocation then missed its own
+ * block. */
+START_TEST(retired_pool_is_the_oldest)
+{
+    gpuarena_t *a = arena(GPUARENA_SIM, "thread_cache=false,sim_event_delay=1000000");
+#define S(i) ((gpuarena_stream_t)(uintptr_t)(i))
+    static void *x[256], *y[256];
+    for (int i = 1; i <= 255; i++) {
+        x[i] = aalloc(a, 4096, S(i));
+        y[i] = aalloc(a, 4096, S(i));
+        afree(a, x[i], S(i));
+    }
+    /* A miss with no stream asks every pool for a sweep, recorded by
+     * each stream's next free, still ahead of the "GPU". */
+    void *big = aalloc(a, 64 * MI, GPUARENA_STREAM_HOST);
+    for (int i = 1; i <= 255; i++)
+        afree(a, y[i], S(i));
+    void *hot = aalloc(a, 4096, S(1000)); /* the 256th pool, used last */
+    afree(a, hot, S(1000));
+    ck_assert_uint_eq(stats(a).stream_pools, 256);
+    void *p = aalloc(a, 4096, S(2000)); /* a pool is retired for it */
+    afree(a, p, S(2000));
+    void *q = aalloc(a, 4096, S(1000));
+    ck_assert_ptr_eq(q, hot);
+    afree(a, q, S(1000));
+    afree(a, big, GPUARENA_STREAM_HOST);
+#undef S
+    check_and_destroy(a);
+}
+END_TEST
+
 /* trim (and the out-of-memory path) wait for the whole device and then
  * empty every stream pool: nothing there needs an event any more, but a
  * pool with no sweep out took one to finish as a sweep would, and where
@@ -3529,6 +3562,7 @@ int main(void)
     tcase_add_test(cache, random_streams_do_not_grow_the_arena);
     tcase_add_test(cache, old_part_cut_twice_or_not_at_all);
     tcase_add_test(cache, drain_needs_no_event);
+    tcase_add_test(cache, retired_pool_is_the_oldest);
     tcase_add_test(cache, failed_allocation_is_no_hit_nor_miss);
     tcase_add_test(cache, max_cached_after_caches_give_back);
     tcase_add_test(cache, max_cached_when_caches_give_back_to_trim_or_growth);

@@ -43,17 +43,17 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-/* The stream pool used longest ago, preferring one with no sweep out (a
- * sweep still out would have released its blocks to ANY soon; in limbo
- * they wait for a drain). */
+/* The stream pool used longest ago (gpuarena(7)).  Not one with no sweep
+ * out first, though its blocks would have gone to ANY with the sweep and
+ * wait for a drain in limbo: where every older pool had a sweep out, that
+ * retired the pool of the stream used last, a busy stream losing its
+ * cache to each new stream. */
 static ga_pool_t *oldest_pool(ga_bm_t *bm, unsigned *at)
 {
     ga_pool_t *best = NULL;
     for (unsigned i = 0; i < bm->npools; i++) {
         ga_pool_t *p = bm->pools[i];
-        bool better = !best || (!p->sweep && best->sweep) ||
-                      (!p->sweep == !best->sweep && p->used < best->used);
-        if (better) {
+        if (!best || p->used < best->used) {
             best = p;
             *at = i;
         }
