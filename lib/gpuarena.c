@@ -15,6 +15,7 @@
 
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -65,15 +66,20 @@ gpuarena_status_t ga_numa_origin(gpuarena_status_t st, gpuarena_kind_t kind, int
     static const char prefix[] = GA_TOPO_NUMA_ERROR;
     if (st != GPUARENA_ERR_CONFIG || strncmp(gpuarena_last_error(), prefix, sizeof prefix - 1))
         return st;
-    char origin[256] = "options", value[128];
+    char origin[256] = "options", value[128], section[32];
     const ga_conf_t *c = in_options ? NULL : ga_config_current();
+    int dev = kind == GPUARENA_HOST ? -1 : device;
+    const ga_key_t *k = ga_config_find_key("numa");
     if (c)
-        ga_conf_value(c, kind, kind == GPUARENA_HOST ? -1 : device, ga_config_find_key("numa"),
-                      value, sizeof value, origin, sizeof origin);
+        ga_conf_value(c, kind, dev, k, value, sizeof value, origin, sizeof origin);
+    /* The section the value was set in: [pinned.1]'s is pinned.1.numa. */
+    if (c && ga_conf_value_in_device(c, kind, dev, k))
+        snprintf(section, sizeof section, "%s.%d", ga_kind_name(kind), dev);
+    else
+        snprintf(section, sizeof section, "%s", ga_kind_name(kind));
     ga_error_saved_t saved;
     ga_error_save(&saved);
-    return ga_error(st, "%s: key '%s.numa': %s", origin, ga_kind_name(kind),
-                    saved.text + sizeof prefix - 1);
+    return ga_error(st, "%s: key '%s.numa': %s", origin, section, saved.text + sizeof prefix - 1);
 }
 
 gpuarena_status_t gpuarena_get(gpuarena_kind_t kind, int device, gpuarena_t **arena)

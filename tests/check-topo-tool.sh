@@ -54,6 +54,28 @@ GPUARENA_OPTIONS=pinned.numa=5 "$T" -t "$X" > "$tmp.out" 2> "$tmp.err"
 [ $? = 1 ] || fail "a missing node did not exit 1"
 grep -qF "pinned arena:  error: GPUARENA_OPTIONS: key 'pinned.numa': NUMA node 5 does not exist" \
     "$tmp.out" || fail "missing node: $(grep pinned "$tmp.out")"
+# A per-device list names its own section's key (it named 'pinned.numa',
+# which was valid); the host arena's list is checked too (exit 0 before).
+GPUARENA_OPTIONS=pinned.numa=0,pinned.1.numa=5 "$T" -t "$X" > "$tmp.out" 2> "$tmp.err"
+[ $? = 1 ] || fail "a missing node of pinned.1.numa did not exit 1"
+grep -qF "error: GPUARENA_OPTIONS: key 'pinned.1.numa': NUMA node 5 does not exist" "$tmp.out" ||
+    fail "per-device key: $(grep pinned "$tmp.out")"
+GPUARENA_OPTIONS=host.numa=5 "$T" -t "$X" > "$tmp.out" 2> "$tmp.err"
+[ $? = 1 ] || fail "a missing node of host.numa did not exit 1"
+grep -qF "gpuarena-topo: GPUARENA_OPTIONS: key 'host.numa': NUMA node 5 does not exist" \
+    "$tmp.err" || fail "host.numa: $(cat "$tmp.err")"
+# This machine (as hwloc is told to take the file) with a node of no
+# memory: the line under the pinned arena's says the library binds to the
+# others only (the arena counts such segments in numa_unbound).
+sed 's/gp_index="83" local_memory="[0-9]*"/gp_index="83" local_memory="0"/' "$X" > "$tmp.xml"
+HWLOC_XMLFILE=$tmp.xml HWLOC_THISSYSTEM=1 GPUARENA_OPTIONS=pinned.numa=0-1 "$T" > "$tmp.out" \
+    2> "$tmp.err" || fail "a node of no memory: exit $?: $(cat "$tmp.err")"
+grep -qF "binds to node 0 only: node 1 has no memory" "$tmp.out" ||
+    fail "a node of no memory: $(grep -A1 pinned "$tmp.out")"
+HWLOC_XMLFILE=$tmp.xml HWLOC_THISSYSTEM=1 GPUARENA_OPTIONS=pinned.numa=1 "$T" > "$tmp.out" \
+    2> "$tmp.err" || fail "only a node of no memory: exit $?"
+grep -qF "binds nowhere: node 1 has no memory" "$tmp.out" ||
+    fail "only a node of no memory: $(grep -A1 pinned "$tmp.out")"
 GPUARENA_CONF=$tmp.none "$T" -t "$X" > /dev/null 2> "$tmp.err"
 [ $? = 1 ] || fail "a missing GPUARENA_CONF file did not exit 1"
 "$T" -t '' > /dev/null 2> "$tmp.err"

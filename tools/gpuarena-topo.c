@@ -77,8 +77,33 @@ static void print_nodes(hwloc_topology_t t)
     }
 }
 
-/* Whether the pinned arena of G could be placed (its error printed). */
-static bool print_gpu(hwloc_topology_t t, const ga_topo_gpu_t *g)
+/* Where a placement PL of T binds, where T is this machine's and some of
+ * its nodes cannot take pages (no memory): the library binds to the
+ * others only, and counts such segments in numa_unbound. */
+static void print_bound(const ga_placement_t *pl, bool this_machine)
+{
+    if (!this_machine || pl->policy == GA_NUMA_LOCAL)
+        return;
+    uint64_t placed = ga_topo_placed_nodes(pl);
+    if (placed == pl->nodes)
+        return;
+    char on[256], off[256];
+    uint64_t left = pl->nodes & ~placed;
+    ga_topo_nodes_string(left, off, sizeof off);
+    if (placed)
+        printf("                   binds to node%s %s only: node%s %s %s no memory (segments "
+               "counted in numa_unbound)\n",
+               (placed & (placed - 1)) ? "s" : "", ga_topo_nodes_string(placed, on, sizeof on),
+               (left & (left - 1)) ? "s" : "", off, (left & (left - 1)) ? "have" : "has");
+    else
+        printf("                   binds nowhere: node%s %s %s no memory, pages go where the "
+               "kernel puts them (segments counted in numa_unbound)\n",
+               (left & (left - 1)) ? "s" : "", off, (left & (left - 1)) ? "have" : "has");
+}
+
+/* Whether the pinned arena of G could be placed (its error printed).
+ * THIS_MACHINE: T is the machine's own. */
+static bool print_gpu(hwloc_topology_t t, const ga_topo_gpu_t *g, bool this_machine)
 {
     char nodes[256];
     printf("  GPU %d: %s\n", g->ordinal, g->name[0] ? g->name : "(unnamed)");
@@ -108,7 +133,24 @@ static bool print_gpu(hwloc_topology_t t, const ga_topo_gpu_t *g)
                (pl.nodes & (pl.nodes - 1)) ? "s" : "",
                ga_topo_nodes_string(pl.nodes, nodes, sizeof nodes),
                pl.fallback ? " (fallback: locality unknown)" : "");
+    print_bound(&pl, this_machine);
     return true;
+}
+
+/* Whether the host arena could be placed: its numa list checked as the
+ * library would (a missing node said on standard error).  It needs no
+ * GPU, so it is no line of a GPU's. */
+static bool check_host(hwloc_topology_t t)
+{
+    ga_settings_t s;
+    ga_placement_t pl = {0};
+    gpuarena_status_t st = ga_config_settings(GPUARENA_HOST, 0, &s);
+    if (st == GPUARENA_SUCCESS)
+        st = ga_numa_origin(ga_topo_resolve(t, &s, NULL, &pl), GPUARENA_HOST, 0, false);
+    if (st == GPUARENA_SUCCESS)
+        return true;
+    fprintf(stderr, "gpuarena-topo: %s\n", gpuarena_last_error());
+    return false;
 }
 
 /* The device attributes that decide what managed memory does, for GPUs
@@ -257,6 +299,10 @@ static int run(int argc, char **argv)
     bool config_ok = ga_config_settings(GPUARENA_PINNED, 0, &conf) == GPUARENA_SUCCESS;
     if (!config_ok)
         fprintf(stderr, "gpuarena-topo: %s\n", gpuarena_last_error());
+    /* The host arena's list, where the configuration reads (a bad value
+     * is said above). */
+    if (config_ok)
+        config_ok = check_host(t);
     printf("gpuarena %s\n", gpuarena_version());
     if (xml)
         printf("topology: hwloc XML file %s\n", xml);
@@ -278,7 +324,7 @@ static int run(int argc, char **argv)
            from_driver ? "from the CUDA driver"
                        : "NVIDIA display and 3D controllers of the topology, in PCI order");
     for (int i = 0; i < n; i++) {
-        config_ok &= print_gpu(t, &gpus[i]);
+        config_ok &= print_gpu(t, &gpus[i], !xml && hwloc_topology_is_thissystem(t));
         if (from_driver)
             print_managed_attrs(gpus[i].ordinal);
     }

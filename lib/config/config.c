@@ -224,6 +224,14 @@ void ga_conf_value(const ga_conf_t *c, gpuarena_kind_t kind, int device, const g
                   origin_size);
 }
 
+bool ga_conf_value_in_device(const ga_conf_t *c, gpuarena_kind_t kind, int device,
+                             const ga_key_t *k)
+{
+    return device >= 0 && ga_conf_has_device(c, kind, device) &&
+           effective_origin(c, kind, device, ga_config_key_index(k)) ==
+               &c->devices[kind][device]->origin[ga_config_key_index(k)];
+}
+
 /* ------------------------------------------------------- sections, keys */
 
 static const char *const section_names[] = {"device", "pinned", "managed", "host", "sim"};

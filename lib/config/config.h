@@ -174,6 +174,12 @@ void ga_conf_settings(const ga_conf_t *c, gpuarena_kind_t kind, int device, ga_s
 void ga_conf_value(const ga_conf_t *c, gpuarena_kind_t kind, int device, const ga_key_t *k,
                    char *value, size_t value_size, char *origin, size_t origin_size);
 
+/* Whether key K's effective value for (KIND, DEVICE) was set in the
+ * section [KIND.DEVICE] itself (else the kind's, or a default): its name
+ * in messages is then KIND.DEVICE.KEY. */
+bool ga_conf_value_in_device(const ga_conf_t *c, gpuarena_kind_t kind, int device,
+                             const ga_key_t *k);
+
 /* ------------------------------------------- the process's configuration */
 
 /* Read the configuration once, thread-safely: the file PATH if not NULL,
