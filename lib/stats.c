@@ -12,6 +12,7 @@
 #include "errors.h"
 #include "json.h"
 #include "outpath.h"
+#include "sigpipe.h"
 #include "topo/topo.h"
 #include "totals.h"
 
@@ -297,16 +298,23 @@ gpuarena_status_t gpuarena_stats_print(FILE *out, const char *opts)
         ok = !ferror(mem) && written >= 0;
         ok &= fclose(mem) == 0;
         ok = ok && text && text_len == (size_t)written;
-        if (ok) {
-            flockfile(out);
-            fwrite(text, 1, text_len, out);
-            funlockfile(out);
-        }
-        free(text);
     }
+    /* OUT may be a pipe whose reader has gone: the write fails with EPIPE
+     * rather than kill the program (sigpipe.c), the report at exit
+     * (GPUARENA_STATS=stderr under `prog 2>&1 | head`) among others. */
+    ga_sigpipe_t h;
+    ga_sigpipe_hold(&h);
+    if (ok) {
+        flockfile(out);
+        fwrite(text, 1, text_len, out);
+        funlockfile(out);
+    }
+    free(text);
     if (!ok)
         print_report(out, json);
-    if (fflush(out) == 0 && !ferror(out))
+    bool flushed = fflush(out) == 0 && !ferror(out);
+    ga_sigpipe_release(&h);
+    if (flushed)
         return GPUARENA_SUCCESS;
     int err = errno ? errno : EIO;
     return ga_error(GPUARENA_ERR_SYSTEM, "gpuarena_stats_print: cannot write: %s", strerror(err));

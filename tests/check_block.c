@@ -25,6 +25,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -2527,6 +2528,40 @@ START_TEST(stats_print_failure_says_why)
 }
 END_TEST
 
+/* A report into a pipe whose reader has gone fails with EPIPE
+ * (gpuarena_stats(3): GPUARENA_ERR_SYSTEM for a closed pipe); SIGPIPE
+ * killed the program, the report at exit too (GPUARENA_STATS=stderr
+ * under `prog 2>&1 | head`).  A SIGPIPE of the program's own, pending
+ * before, is left to it. */
+START_TEST(stats_print_into_a_closed_pipe)
+{
+    int fds[2];
+    ck_assert_int_eq(pipe(fds), 0);
+    close(fds[0]);
+    FILE *out = fdopen(fds[1], "w");
+    ck_assert_ptr_nonnull(out);
+    ck_assert_int_eq(gpuarena_stats_print(out, "json"), GPUARENA_ERR_SYSTEM);
+    ck_assert_msg(strstr(gpuarena_last_error(), strerror(EPIPE)), "%s", gpuarena_last_error());
+    sigset_t set, pending;
+    sigemptyset(&set);
+    sigaddset(&set, SIGPIPE);
+    ck_assert_int_eq(sigpending(&pending), 0);
+    ck_assert(!sigismember(&pending, SIGPIPE));
+    /* The program's own, pending with the signal blocked, stays. */
+    sigset_t old;
+    pthread_sigmask(SIG_BLOCK, &set, &old);
+    raise(SIGPIPE);
+    clearerr(out);
+    ck_assert_int_eq(gpuarena_stats_print(out, NULL), GPUARENA_ERR_SYSTEM);
+    ck_assert_int_eq(sigpending(&pending), 0);
+    ck_assert(sigismember(&pending, SIGPIPE));
+    int sig = 0;
+    ck_assert_int_eq(sigwait(&set, &sig), 0);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    fclose(out);
+}
+END_TEST
+
 static void *print_reports(void *arg)
 {
     for (int i = 0; i < 50; i++)
@@ -3576,6 +3611,7 @@ int main(void)
     tcase_add_test(cache, stats_json_memory_line);
     tcase_add_test(cache, stats_print_blocked_holds_up_no_arena);
     tcase_add_test(cache, stats_print_failure_says_why);
+    tcase_add_test(cache, stats_print_into_a_closed_pipe);
     tcase_add_test(cache, stats_print_reports_do_not_interleave);
     tcase_add_test(cache, recovered_allocation_keeps_the_message);
     tcase_add_test(cache, totals_are_the_peak_of_the_sum);

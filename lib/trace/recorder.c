@@ -22,13 +22,13 @@
 #include "env.h"
 #include "errors.h"
 #include "outpath.h"
+#include "sigpipe.h"
 #include "trace/map.h"
 #include "trace/trace.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -106,29 +106,15 @@ static void stop_writing(size_t written)
     atomic_store(&ga_trace_state, 0);
 }
 
-/* write(2) with SIGPIPE held off: to a pipe whose reader has gone
- * (GPUARENA_TRACE=>(gzip > t.gz), gzip killed by a full disk), write
- * raises SIGPIPE, whose default action ended the traced program.  The
- * signal is blocked in this thread while it writes, and one the write
- * raised is taken back before it is unblocked (unless one was pending
- * already, the program's own): the write fails with EPIPE, and recording
- * stops as for any other error. */
+/* write(2) with SIGPIPE held off (sigpipe.c): to a pipe whose reader has
+ * gone (GPUARENA_TRACE=>(gzip > t.gz), gzip killed by a full disk) the
+ * write fails with EPIPE, and recording stops as for any other error. */
 static ssize_t write_quiet(int fd, const void *buf, size_t n)
 {
-    sigset_t pipe_set, old, pending;
-    sigemptyset(&pipe_set);
-    sigaddset(&pipe_set, SIGPIPE);
-    bool was_pending = sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE);
-    pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
+    ga_sigpipe_t h;
+    ga_sigpipe_hold(&h);
     ssize_t r = write(fd, buf, n);
-    int e = errno;
-    if (r < 0 && e == EPIPE && !was_pending) {
-        const struct timespec now = {0, 0};
-        while (sigtimedwait(&pipe_set, NULL, &now) < 0 && errno == EINTR)
-            ;
-    }
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    errno = e;
+    ga_sigpipe_release(&h);
     return r;
 }
 
