@@ -284,8 +284,17 @@ gpuarena_status_t gpuarena_trim(gpuarena_t *a, size_t keep_bytes)
         return ga_error(GPUARENA_ERR_INVALID_ARGUMENT, "gpuarena_trim: arena is NULL");
     if (a->forked)
         return ga_arena_forked(a, "gpuarena_trim");
+    /* A trim succeeds where the driver keeps some memory (gpuarena_trim(3):
+     * it stays cached, no error): the thread's message stays too, as after
+     * every call that succeeds (gpuarena_last_error(3)); it was the
+     * driver's refusal. */
+    ga_error_saved_t saved;
+    ga_error_save(&saved);
     ga_deferred_retry();
-    return ga_bm_trim(a->bm, keep_bytes, true);
+    gpuarena_status_t st = ga_bm_trim(a->bm, keep_bytes, true);
+    if (st == GPUARENA_SUCCESS)
+        ga_error_restore(&saved);
+    return st;
 }
 
 gpuarena_status_t gpuarena_stats(gpuarena_t *a, gpuarena_stats_t *st)

@@ -290,6 +290,36 @@ START_TEST(failed_commit_undo_counts_a_stale_granule_once)
 }
 END_TEST
 
+/* Calls that succeed leave the thread's message as it was
+ * (gpuarena_last_error(3)): a trim whose unmap the driver refuses (the
+ * memory stays cached, no error: gpuarena_trim(3)) left the driver's
+ * refusal there; a pinned arena that falls back to fixed segments
+ * cleared it. */
+START_TEST(successful_calls_keep_the_message)
+{
+    gpuarena_t *a = growable();
+    int x;
+    gpuarena_t *sim = NULL;
+    ck_assert_int_eq(gpuarena_get(GPUARENA_SIM, 0, &sim), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_free(sim, &x, HOST), GPUARENA_ERR_INVALID_POINTER);
+    char before[512];
+    snprintf(before, sizeof before, "%s", gpuarena_last_error());
+    void *p = NULL;
+    ck_assert_int_eq(gpuarena_alloc(a, 4 * MIB, HOST, &p), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_free(a, p, HOST), GPUARENA_SUCCESS);
+    fake.arm("cuMemUnmap", 1);
+    ck_assert_int_eq(gpuarena_trim(a, 0), GPUARENA_SUCCESS);
+    fake.arm("cuMemUnmap", 0);
+    ck_assert_str_eq(gpuarena_last_error(), before);
+    gpuarena_t *pn = NULL;
+    ck_assert_int_eq(gpuarena_create(GPUARENA_PINNED, 0, "expandable=true", &pn), GPUARENA_SUCCESS);
+    ck_assert_str_eq(gpuarena_last_error(), before);
+    ck_assert_int_eq(gpuarena_destroy(pn), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_trim(a, 0), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_SUCCESS);
+}
+END_TEST
+
 /* The same failed commit, and nothing allocated after it: the granule it
  * could not unmap is counted apart from the arena's mappings (the checker
  * called the arena corrupt), and a trim unmaps it (it stayed mapped, out
@@ -2706,6 +2736,7 @@ int main(int argc, char **argv)
                             release_failure_still_unmaps,
                             failed_commit_undo_does_not_wedge,
                             failed_commit_undo_counts_a_stale_granule_once,
+                            successful_calls_keep_the_message,
                             failed_commit_leftover_goes_at_trim,
                             failed_map_keeps_its_handle,
                             no_host_memory_drops_no_handle,

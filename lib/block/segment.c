@@ -274,6 +274,11 @@ static size_t release_growable(ga_bm_t *bm, ga_block_t *b, size_t limit)
  * are released or nothing more can be; the largest blocks go first. */
 size_t ga_seg_release(ga_bm_t *bm, size_t want)
 {
+    /* What the provider refuses stays cached, which is no error of the
+     * caller's (a free over max_cached, a trim): the thread's message is
+     * left as it was. */
+    ga_error_saved_t saved;
+    ga_error_save(&saved);
     size_t done = 0;
     /* The largest first, across both classes: a size's list of the small
      * class and then of the large, list by list from the top. */
@@ -306,6 +311,7 @@ size_t ga_seg_release(ga_bm_t *bm, size_t want)
     }
     if (done)
         bm->c.trims++;
+    ga_error_restore(&saved);
     return done;
 }
 

@@ -237,8 +237,7 @@ static void others(pinned_t *pn, size_t g)
     }
     snprintf(pn->access_note, sizeof pn->access_note,
              "opened to its GPU only (the other GPUs refused: %.150s)", gpuarena_last_error());
-    ga_error_clear();
-    pn->access_count = own;
+    pn->access_count = own; /* no error: choose() puts the message back */
 }
 
 /* Take the growable path when the settings ask for it and it works here;
@@ -250,6 +249,10 @@ static void choose(pinned_t *pn, const ga_settings_t *s)
              s->expandable ? "" : " (expandable = false)");
     if (!s->expandable)
         return;
+    /* The thread's message as it was: a fallback is no failure of the
+     * caller's (it was cleared, losing an earlier failure's message). */
+    ga_error_saved_t saved;
+    ga_error_save(&saved);
     const char *why = NULL;
     char buf[200];
     pn->node = single_node(&pn->placement);
@@ -277,7 +280,7 @@ static void choose(pinned_t *pn, const ga_settings_t *s)
     }
     if (why) {
         /* A fallback, not an error: the arena works, in fixed segments. */
-        ga_error_clear();
+        ga_error_restore(&saved);
         snprintf(pn->how, sizeof pn->how,
                  "cuMemHostRegister of bound, pre-faulted mappings (expandable: %s)", why);
         return;
@@ -294,6 +297,7 @@ static void choose(pinned_t *pn, const ga_settings_t *s)
     snprintf(pn->how, sizeof pn->how,
              "cuMemCreate on host NUMA node %d, growable in %zu KiB granules, %s", pn->node,
              pn->base.granule >> 10, pn->access_note);
+    ga_error_restore(&saved); /* a refusal of others() */
 }
 
 /* The host uses pinned blocks: zero them on the host, at once (the block
