@@ -1044,6 +1044,13 @@ START_TEST(init_once)
     ck_assert_int_eq(gpuarena_init(good), GPUARENA_SUCCESS);
     ck_assert_int_eq(gpuarena_init(NULL), GPUARENA_SUCCESS);
     ck_assert_int_eq(gpuarena_init(other), GPUARENA_ERR_CONFIG);
+    ck_assert_msg(strstr(gpuarena_last_error(), "already read from ") != NULL, "%s",
+                  gpuarena_last_error());
+    /* The same file under another name is the first call's path (it was
+     * refused as another configuration). */
+    char again[420];
+    snprintf(again, sizeof again, "%s/./good.conf", tmpdir);
+    ck_assert_msg(gpuarena_init(again) == GPUARENA_SUCCESS, "%s", gpuarena_last_error());
     gpuarena_t *a;
     ck_assert_int_eq(gpuarena_get(GPUARENA_SIM, 0, &a), GPUARENA_SUCCESS);
     ck_assert_uint_eq(a->settings.round, 4096); /* good.conf, not other.conf */

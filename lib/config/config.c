@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #ifndef GA_SYSCONFDIR
 #define GA_SYSCONFDIR "/etc"
@@ -951,7 +952,23 @@ static atomic_int config_state; /* 0: not read, 1: read, 2: failed */
 static ga_conf_t *config_current;
 static gpuarena_status_t config_status;
 static char config_message[512];
-static char *config_path; /* the path given to ga_config_init, if any */
+static char *config_path;       /* the path given to ga_config_init, if any */
+static struct stat config_file; /* that file, where stat(2) could say */
+static bool config_file_known;
+
+/* Whether PATH names the file the configuration was read from: the same
+ * spelling, or the same file under another ("./a.conf", an absolute
+ * path, a link), which was refused as another configuration. */
+static bool same_config(const char *path)
+{
+    if (!config_path)
+        return false;
+    if (strcmp(path, config_path) == 0)
+        return true;
+    struct stat st;
+    return config_file_known && stat(path, &st) == 0 && st.st_dev == config_file.st_dev &&
+           st.st_ino == config_file.st_ino;
+}
 
 void ga_config_fork_lock(void)
 {
@@ -1005,12 +1022,19 @@ gpuarena_status_t ga_config_init(const char *path)
     if (state == 0) {
         free(config_path);
         config_path = path ? strdup(path) : NULL;
+        config_file_known = path && stat(path, &config_file) == 0;
         st = load(path);
-    } else if (path && (!config_path || strcmp(path, config_path) != 0)) {
-        st = ga_error(GPUARENA_ERR_CONFIG,
-                      "gpuarena_init: %s not read: the configuration was already read; call "
-                      "gpuarena_init() before any other gpuarena function",
-                      path);
+    } else if (path && !same_config(path)) {
+        if (config_path)
+            st = ga_error(GPUARENA_ERR_CONFIG,
+                          "gpuarena_init: %s not read: the configuration was already read from "
+                          "%s, by an earlier gpuarena_init()",
+                          path, config_path);
+        else
+            st = ga_error(GPUARENA_ERR_CONFIG,
+                          "gpuarena_init: %s not read: the configuration was already read; call "
+                          "gpuarena_init() before any other gpuarena function",
+                          path);
     } else {
         st = state == 1 ? GPUARENA_SUCCESS : sticky();
     }
@@ -1061,6 +1085,7 @@ void ga_config_reset(void)
     config_current = NULL;
     free(config_path);
     config_path = NULL;
+    config_file_known = false;
     config_message[0] = '\0';
     config_status = GPUARENA_SUCCESS;
     atomic_store(&config_state, 0);
