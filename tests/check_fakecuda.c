@@ -46,6 +46,7 @@ static struct {
     size_t (*mapped)(uint64_t va, size_t size);
     int (*maps)(void);
     int (*handles)(void);
+    int (*host_registered)(void);
     long (*pool_blocks)(void);
     void (*blocking_capture)(int on);
     void (*capture)(void *stream);
@@ -79,6 +80,7 @@ static void fake_open(void)
     GET(mapped, "fakecuda_mapped");
     GET(maps, "fakecuda_maps");
     GET(handles, "fakecuda_handles");
+    GET(host_registered, "fakecuda_host_registered");
     GET(pool_blocks, "fakecuda_pool_blocks");
     GET(blocking_capture, "fakecuda_blocking_capture");
     GET(capture, "fakecuda_capture");
@@ -1237,13 +1239,51 @@ START_TEST(pinned_failed_registration_is_not_unbound)
     ck_assert_msg(gpuarena_create(GPUARENA_PINNED, 0, "numa=1", &a) == GPUARENA_SUCCESS, "%s",
                   gpuarena_last_error());
     void *p = NULL;
+    fake.arm("cuMemHostRegister", -1);
     ck_assert_int_ne(gpuarena_alloc(a, 4096, GPUARENA_STREAM_HOST, &p), GPUARENA_SUCCESS);
+    fake.arm("cuMemHostRegister", 0);
     gpuarena_stats_t st;
     ck_assert_int_eq(gpuarena_stats(a, &st), GPUARENA_SUCCESS);
     ck_assert_uint_eq(st.segments, 0);
     ck_assert_uint_eq(st.numa_unbound, 0);
+    ck_assert_int_eq(fake.host_registered(), 0);
     ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_SUCCESS);
     unsetenv("GPUARENA_TOPOLOGY");
+}
+END_TEST
+
+/* A pinned arena's fixed segments over the fake driver's registration:
+ * each registered once, unregistered at the trim that gives it back; one
+ * whose unregister the driver refuses stays cached, still registered, and
+ * goes at the next trim; the destroy leaves nothing registered. */
+START_TEST(pinned_segments_registered_and_given_back)
+{
+    fake_open();
+    gpuarena_t *a = NULL;
+    ck_assert_msg(gpuarena_create(GPUARENA_PINNED, 0, "thread_cache=false", &a) == GPUARENA_SUCCESS,
+                  "%s", gpuarena_last_error());
+    void *p = NULL, *q = NULL;
+    ck_assert_int_eq(gpuarena_alloc(a, 4096, HOST, &p), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_alloc(a, 64 * MIB, HOST, &q), GPUARENA_SUCCESS);
+    memset(p, 1, 4096);
+    memset(q, 2, 64 * MIB);
+    gpuarena_stats_t st;
+    ck_assert_int_eq(gpuarena_stats(a, &st), GPUARENA_SUCCESS);
+    ck_assert_int_eq(fake.host_registered(), (int)st.segments);
+    ck_assert_int_eq(gpuarena_free(a, p, HOST), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_free(a, q, HOST), GPUARENA_SUCCESS);
+    fake.arm("cuMemHostUnregister", 1);
+    ck_assert_int_eq(gpuarena_trim(a, 0), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_stats(a, &st), GPUARENA_SUCCESS);
+    ck_assert_int_eq(fake.host_registered(), (int)st.segments);
+    ck_assert_uint_eq(st.segments, 1); /* the one the driver would not let go */
+    ck_assert_int_eq(gpuarena_check(a), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_trim(a, 0), GPUARENA_SUCCESS);
+    ck_assert_int_eq(fake.host_registered(), 0);
+    ck_assert_int_eq(gpuarena_alloc(a, 4096, HOST, &p), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_free(a, p, HOST), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_SUCCESS);
+    ck_assert_int_eq(fake.host_registered(), 0);
 }
 END_TEST
 
@@ -2764,6 +2804,7 @@ int main(int argc, char **argv)
                             hooks_bad_free_during_capture,
                             cupy_param_arena_of_the_device,
                             pinned_failed_registration_is_not_unbound,
+                            pinned_segments_registered_and_given_back,
                             hooks_double_free_during_capture,
                             deferred_free_kept_across_a_fork,
                             deferred_free_of_a_stream_gone,

@@ -25,6 +25,7 @@ void fakecuda_fail_unmap_at(uint64_t va);
 size_t fakecuda_mapped(uint64_t va, size_t size);
 int fakecuda_maps(void);
 int fakecuda_handles(void);
+int fakecuda_host_registered(void);
 long fakecuda_pool_blocks(void);
 void fakecuda_blocking_capture(int on);
 void fakecuda_capture(CUstream s);
@@ -677,6 +678,65 @@ static CUresult f_mem_alloc(CUdeviceptr *p, size_t size)
     return CUDA_SUCCESS;
 }
 
+/* Host memory registered (pinned): the ranges, so that an unregister of
+ * a base never registered fails as the driver's does, and a test can see
+ * that nothing stays registered (fakecuda_host_registered). */
+#define HOST_RANGES 256
+static struct {
+    void *p;
+    size_t size;
+} host_ranges[HOST_RANGES];
+
+static CUresult f_host_register(void *p, size_t size, unsigned flags)
+{
+    (void)flags;
+    if (fails("cuMemHostRegister"))
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult r = CUDA_ERROR_OUT_OF_MEMORY;
+    pthread_mutex_lock(&lock);
+    for (int i = 0; i < HOST_RANGES; i++)
+        if (host_ranges[i].size && (char *)p < (char *)host_ranges[i].p + host_ranges[i].size &&
+            (char *)host_ranges[i].p < (char *)p + size) {
+            pthread_mutex_unlock(&lock);
+            return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
+        }
+    for (int i = 0; i < HOST_RANGES; i++)
+        if (!host_ranges[i].size) {
+            host_ranges[i].p = p;
+            host_ranges[i].size = size;
+            r = CUDA_SUCCESS;
+            break;
+        }
+    pthread_mutex_unlock(&lock);
+    return r;
+}
+
+static CUresult f_host_unregister(void *p)
+{
+    if (fails("cuMemHostUnregister"))
+        return CUDA_ERROR_UNKNOWN;
+    CUresult r = CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+    pthread_mutex_lock(&lock);
+    for (int i = 0; i < HOST_RANGES; i++)
+        if (host_ranges[i].size && host_ranges[i].p == p) {
+            host_ranges[i].size = 0;
+            r = CUDA_SUCCESS;
+            break;
+        }
+    pthread_mutex_unlock(&lock);
+    return r;
+}
+
+int fakecuda_host_registered(void)
+{
+    int n = 0;
+    pthread_mutex_lock(&lock);
+    for (int i = 0; i < HOST_RANGES; i++)
+        n += host_ranges[i].size != 0;
+    pthread_mutex_unlock(&lock);
+    return n;
+}
+
 /* Managed memory: address space, as cuMemAlloc's; advice taken, and
  * prefetches counted. */
 static CUresult f_alloc_managed(CUdeviceptr *p, size_t size, unsigned flags)
@@ -1003,6 +1063,8 @@ static const struct {
     E(cuMemFree, f_mem_free),
     E(cuMemGetInfo, f_mem_info),
     E(cuMemAllocManaged, f_alloc_managed),
+    E(cuMemHostRegister, f_host_register),
+    E(cuMemHostUnregister, f_host_unregister),
     E(cuMemAdvise, f_advise),
     E(cuMemPrefetchAsync, f_prefetch),
     E(cuMemsetD8Async, f_memset_async),
@@ -1034,8 +1096,6 @@ static CUresult f_unsupported(void)
 static const char *const unsupported[] = {
     "cuMemcpyHtoD",
     "cuMemcpyDtoH",
-    "cuMemHostRegister",
-    "cuMemHostUnregister",
 };
 
 CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version, cuuint64_t flags,
