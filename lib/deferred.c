@@ -105,6 +105,24 @@ static bool kept(const gpuarena_t *a, const void *ptr)
     return false;
 }
 
+static void already_freed(const char *fn, const void *ptr)
+{
+    ga_error(GPUARENA_ERR_DOUBLE_FREE,
+             "%s: %p was already freed (that free waits for the capture to end)", fn, ptr);
+}
+
+bool ga_deferred_double_free(const gpuarena_t *a, const void *ptr, const char *fn)
+{
+    if (!atomic_load_explicit(&ga_deferred_head, memory_order_acquire))
+        return false;
+    pthread_mutex_lock(&retry_lock);
+    bool k = kept(a, ptr);
+    pthread_mutex_unlock(&retry_lock);
+    if (k)
+        already_freed(fn, ptr);
+    return k;
+}
+
 void ga_deferred_keep(gpuarena_t *a, void *ptr, gpuarena_stream_t stream, const char *fn)
 {
     /* The refusal's reason, copied: ga_error writes the buffer it is in. */
@@ -117,8 +135,7 @@ void ga_deferred_keep(gpuarena_t *a, void *ptr, gpuarena_stream_t stream, const 
     pthread_mutex_lock(&retry_lock);
     if (kept(a, ptr)) {
         pthread_mutex_unlock(&retry_lock);
-        ga_error(GPUARENA_ERR_DOUBLE_FREE,
-                 "%s: %p was already freed (that free waits for the capture to end)", fn, ptr);
+        already_freed(fn, ptr);
         return;
     }
     deferred_t *d = record_new();

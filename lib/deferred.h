@@ -8,6 +8,7 @@
 #include "gpuarena.h"
 
 #include <stdatomic.h>
+#include <stdbool.h>
 
 /* The newest deferred free, NULL when none waits: read by every hook. */
 extern _Atomic(void *) ga_deferred_head;
@@ -17,6 +18,14 @@ extern _Atomic(void *) ga_deferred_head;
  * nothing (gpuarena_torch_free, gpuarena_cupy_free), for a later
  * ga_deferred_retry to make. */
 void ga_deferred_keep(gpuarena_t *a, void *ptr, gpuarena_stream_t stream, const char *fn);
+
+/* Whether the free of PTR to A is kept already (a hook's free of it is a
+ * double free, said so with GPUARENA_ERR_DOUBLE_FREE, FN naming the
+ * hook): to be asked before gpuarena_free, which takes the block, still
+ * live to the arena, once the capture that refused the first free is
+ * over; the kept record then freed the block's next owner.  One load
+ * while nothing is kept. */
+bool ga_deferred_double_free(const gpuarena_t *a, const void *ptr, const char *fn);
 
 /* Make the deferred frees whose capture has ended (deferred.c). */
 void ga_deferred_retry_slow(void);

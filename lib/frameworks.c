@@ -64,6 +64,8 @@ void gpuarena_torch_free(void *ptr, ssize_t size, int device, void *stream)
     if (atomic_load_explicit(&ga_graph_pools, memory_order_relaxed) && !ga_bm_holds(a->bm, ptr) &&
         ga_graph_pool_free(ptr, stream, &st))
         return;
+    if (ga_deferred_double_free(a, ptr, "gpuarena_torch_free"))
+        return;
     if (gpuarena_free(a, ptr, stream) == GPUARENA_ERR_STREAM_CAPTURE)
         ga_deferred_keep(a, ptr, stream, "gpuarena_torch_free");
 }
@@ -233,6 +235,8 @@ void gpuarena_cupy_free(void *param, void *ptr, int device)
         if (ga_graph_pool_free(ptr, stream, &st))
             return;
     }
+    if (ga_deferred_double_free(a, ptr, "gpuarena_cupy_free"))
+        return;
     if (gpuarena_free(a, ptr, NULL) == GPUARENA_ERR_STREAM_CAPTURE)
         ga_deferred_keep(a, ptr, NULL, "gpuarena_cupy_free");
 }

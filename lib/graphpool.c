@@ -597,7 +597,9 @@ bool ga_graph_pool_free(void *ptr, void *stream, gpuarena_status_t *st)
     if (found) {
         /* Under the lock: the arena is destroyed only under it, once
          * nothing is live, and this free may be its last block's. */
-        *st = gpuarena_free(g->arena, ptr, stream);
+        *st = ga_deferred_double_free(g->arena, ptr, "gpuarena_torch_free")
+                  ? GPUARENA_ERR_DOUBLE_FREE
+                  : gpuarena_free(g->arena, ptr, stream);
         if (*st == GPUARENA_ERR_STREAM_CAPTURE)
             ga_deferred_keep(g->arena, ptr, stream, "gpuarena_torch_free");
         settle(g, stream); /* may free G */

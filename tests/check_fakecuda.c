@@ -1407,6 +1407,49 @@ START_TEST(deferred_free_of_a_stream_gone)
 }
 END_TEST
 
+/* The same double free once the capture that refused the first free is
+ * over, while that free is still kept (behind another kept free still
+ * refused): the arena would take it, the block being live to it, and the
+ * kept record then freed the block's next owner. */
+START_TEST(hooks_double_free_after_the_capture)
+{
+    fake_open();
+    void *const c = (void *)0x5000, *const d = (void *)0x6000;
+    gpuarena_t *dev = NULL, *mine = NULL;
+    ck_assert_int_eq(gpuarena_get(GPUARENA_DEVICE, 0, &dev), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_create(GPUARENA_DEVICE, 0, NULL, &mine), GPUARENA_SUCCESS);
+    void *p = gpuarena_torch_alloc(4096, 0, c);
+    ck_assert_ptr_nonnull(p);
+    gpuarena_torch_record_stream(p, d);
+    void *q = gpuarena_cupy_malloc(mine, 4096, 0);
+    ck_assert_ptr_nonnull(q);
+    ck_assert_int_eq(gpuarena_record_stream(mine, q, c), GPUARENA_SUCCESS);
+    fake.capture(d);
+    fake.blocking_capture(1);
+    gpuarena_cupy_free(mine, q, 0);     /* kept first, refused until the blocking capture ends */
+    gpuarena_torch_free(p, 4096, 0, c); /* kept: its event goes on d */
+    fake.capture(NULL);                 /* d's capture is over */
+    gpuarena_torch_free(p, 4096, 0, c); /* the program's double free */
+    ck_assert_msg(strstr(gpuarena_last_error(), "already freed") != NULL, "%s",
+                  gpuarena_last_error());
+    void *x = gpuarena_torch_alloc(4096, 0, c);
+    ck_assert_ptr_nonnull(x);
+    fake.blocking_capture(0);
+    gpuarena_torch_free(NULL, 0, 0, c); /* makes what is kept */
+    void *y = gpuarena_torch_alloc(4096, 0, c);
+    ck_assert_ptr_nonnull(y);
+    ck_assert_ptr_ne(x, y);
+    gpuarena_torch_free(x, 4096, 0, c);
+    gpuarena_torch_free(y, 4096, 0, c);
+    gpuarena_stats_t st;
+    ck_assert_int_eq(gpuarena_stats(dev, &st), GPUARENA_SUCCESS);
+    ck_assert_uint_eq(st.live_blocks, 0);
+    ck_assert_uint_eq(st.deferred_frees, 0);
+    ck_assert_int_eq(gpuarena_check(dev), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_destroy(mine), GPUARENA_SUCCESS);
+}
+END_TEST
+
 /* The child of deferred_free_kept_across_a_fork: 1 when its hook call
  * dropped the parent's kept free (taken as made: the block still live,
  * no longer counted as deferred). */
@@ -2806,6 +2849,7 @@ int main(int argc, char **argv)
                             pinned_failed_registration_is_not_unbound,
                             pinned_segments_registered_and_given_back,
                             hooks_double_free_during_capture,
+                            hooks_double_free_after_the_capture,
                             deferred_free_kept_across_a_fork,
                             deferred_free_of_a_stream_gone,
                             deferred_free_without_host_memory,
