@@ -319,6 +319,19 @@ START_TEST(successful_calls_keep_the_message)
     ck_assert_int_eq(gpuarena_destroy(pn), GPUARENA_SUCCESS);
     ck_assert_int_eq(gpuarena_trim(a, 0), GPUARENA_SUCCESS);
     ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_SUCCESS);
+    /* pool = driver: a free over max_cached whose pool trim the driver
+     * refuses. */
+    gpuarena_t *dp = NULL;
+    ck_assert_int_eq(gpuarena_create(GPUARENA_DEVICE, 0, "pool=driver,max_cached=0", &dp),
+                     GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_alloc(dp, 4 * MIB, HOST, &p), GPUARENA_SUCCESS);
+    fake.pool_reserved(64 * MIB);
+    fake.arm("cuMemPoolTrimTo", 1);
+    ck_assert_int_eq(gpuarena_free(dp, p, HOST), GPUARENA_SUCCESS);
+    fake.arm("cuMemPoolTrimTo", 0);
+    fake.pool_reserved(0);
+    ck_assert_str_eq(gpuarena_last_error(), before);
+    ck_assert_int_eq(gpuarena_destroy(dp), GPUARENA_SUCCESS);
 }
 END_TEST
 

@@ -209,8 +209,15 @@ static gpuarena_status_t release_cached(ga_bm_t *bm, uint64_t keep, bool *done)
  * was asked and did it: whether it was. */
 static bool release_counted(ga_bm_t *bm, uint64_t keep)
 {
+    /* Its callers (a free over max_cached, the out-of-memory retry) go on
+     * whatever the pool did: a refusal is no failure of theirs, and the
+     * thread's message stays as it was (gpuarena_last_error(3)). */
+    ga_error_saved_t saved;
+    ga_error_save(&saved);
     bool done;
-    if (release_cached(bm, keep, &done) != GPUARENA_SUCCESS || !done)
+    gpuarena_status_t st = release_cached(bm, keep, &done);
+    ga_error_restore(&saved);
+    if (st != GPUARENA_SUCCESS || !done)
         return false;
     bm->c.trims++;
     return true;

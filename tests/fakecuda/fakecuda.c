@@ -987,7 +987,7 @@ static CUresult f_pool_access(CUmemoryPool pool, const CUmemAccessDesc *d, size_
 static CUresult f_pool_trim(CUmemoryPool pool, size_t keep)
 {
     (void)pool, (void)keep;
-    return CUDA_SUCCESS;
+    return fails("cuMemPoolTrimTo") ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
 static CUresult f_pool_alloc(CUdeviceptr *p, size_t size, CUmemoryPool pool, CUstream s)
