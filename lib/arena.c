@@ -95,7 +95,13 @@ gpuarena_status_t ga_arena_destroy(gpuarena_t *a)
     if (atomic_load_explicit(&ga_trace_state, memory_order_relaxed) > 0)
         ga_trace_arena_gone(a);
     gpuarena_status_t st = ga_bm_destroy(a->bm);
+    /* The provider's last tries (a release the driver refused before)
+     * report nothing: the message stays the manager's, which says what
+     * could not be given back, or the caller's. */
+    ga_error_saved_t saved;
+    ga_error_save(&saved);
     a->prov->ops->destroy(a->prov);
+    ga_error_restore(&saved);
     free(a);
     return st;
 }

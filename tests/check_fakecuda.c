@@ -47,6 +47,7 @@ static struct {
     int (*maps)(void);
     int (*handles)(void);
     int (*host_registered)(void);
+    int (*reservations)(void);
     long (*pool_blocks)(void);
     void (*blocking_capture)(int on);
     void (*capture)(void *stream);
@@ -81,6 +82,7 @@ static void fake_open(void)
     GET(maps, "fakecuda_maps");
     GET(handles, "fakecuda_handles");
     GET(host_registered, "fakecuda_host_registered");
+    GET(reservations, "fakecuda_reservations");
     GET(pool_blocks, "fakecuda_pool_blocks");
     GET(blocking_capture, "fakecuda_blocking_capture");
     GET(capture, "fakecuda_capture");
@@ -408,6 +410,32 @@ START_TEST(destroy_counts_what_stays_mapped)
     ck_assert_msg(strtoull(m, NULL, 10) == (unsigned long long)fake.maps() * 2 * MIB,
                   "%s; the driver holds %d granules", gpuarena_last_error(), fake.maps());
     fake.arm_unmap_at(0);
+}
+END_TEST
+
+/* A destroy where the driver refuses to release a granule's memory
+ * after unmapping it: the message is the destroy's (it was the
+ * provider's last retry's, a bare cuMemRelease error, where that failed
+ * too), and the address range goes, nothing being mapped in it (it
+ * stayed reserved for good). */
+START_TEST(destroy_with_a_refused_release)
+{
+    for (int always = 0; always < 2; always++) {
+        gpuarena_t *a = growable();
+        int resv = fake.reservations();
+        char *p = NULL;
+        ck_assert_int_eq(gpuarena_alloc(a, 8 * MIB, HOST, (void **)&p), GPUARENA_SUCCESS);
+        ck_assert_int_eq(gpuarena_free(a, p, HOST), GPUARENA_SUCCESS);
+        ck_assert_int_gt(fake.reservations(), resv);
+        fake.arm("cuMemRelease", always ? -1 : 1);
+        ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_ERR_DRIVER);
+        fake.arm("cuMemRelease", 0);
+        ck_assert_msg(strstr(gpuarena_last_error(), "gpuarena_destroy: 1 of 1 segments") ==
+                          gpuarena_last_error(),
+                      "%s", gpuarena_last_error());
+        ck_assert_int_eq(fake.maps(), 0);
+        ck_assert_int_eq(fake.reservations(), resv);
+    }
 }
 END_TEST
 
@@ -2838,6 +2866,7 @@ int main(int argc, char **argv)
                             no_host_memory_drops_no_handle,
                             release_failure_at_destroy,
                             destroy_counts_what_stays_mapped,
+                            destroy_with_a_refused_release,
                             managed_oom_names_no_device,
                             managed_prefetch_to_a_peer_retains_once,
                             managed_prefetch_asks_the_destination,

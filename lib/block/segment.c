@@ -484,6 +484,12 @@ gpuarena_status_t ga_seg_give_back(ga_bm_t *bm, ga_segment_t *g, size_t *left)
     }
     *left = mapped;
     if (first != GPUARENA_SUCCESS) {
+        /* Nothing stays mapped (the decommit unmapped all, and a release
+         * of a granule's memory failed, kept by the provider for a later
+         * try): the address range goes all the same.  It stayed reserved
+         * for good, twice the device's memory of address space. */
+        if (mapped == 0 && ops->mapped)
+            (void)ops->release(bm->prov, (void *)g->base, g->size);
         ga_error(first, "%s", why); /* the message of the first failure */
         return first;
     }

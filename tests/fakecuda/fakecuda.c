@@ -26,6 +26,7 @@ size_t fakecuda_mapped(uint64_t va, size_t size);
 int fakecuda_maps(void);
 int fakecuda_handles(void);
 int fakecuda_host_registered(void);
+int fakecuda_reservations(void);
 long fakecuda_pool_blocks(void);
 void fakecuda_blocking_capture(int on);
 void fakecuda_capture(CUstream s);
@@ -787,18 +788,28 @@ static CUresult f_granularity(size_t *g, const CUmemAllocationProp *prop,
     return CUDA_SUCCESS;
 }
 
+/* Address reservations not freed (fakecuda_reservations). */
+static int reservations;
+
 static CUresult f_reserve(CUdeviceptr *p, size_t size, size_t align, CUdeviceptr addr,
                           unsigned long long flags)
 {
     (void)align, (void)addr, (void)flags;
     *p = take_va(size);
+    __atomic_add_fetch(&reservations, 1, __ATOMIC_SEQ_CST);
     return CUDA_SUCCESS;
 }
 
 static CUresult f_address_free(CUdeviceptr p, size_t size)
 {
     (void)p, (void)size;
+    __atomic_sub_fetch(&reservations, 1, __ATOMIC_SEQ_CST);
     return CUDA_SUCCESS;
+}
+
+int fakecuda_reservations(void)
+{
+    return __atomic_load_n(&reservations, __ATOMIC_SEQ_CST);
 }
 
 /* A creation asking for handle TYPES: counted in *EXPORTABLE or *PLAIN;
