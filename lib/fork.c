@@ -17,8 +17,10 @@
  *   into arenas while it holds it), the registry of
  *   default arenas (gpuarena.c), the configuration
  *   (config/config.c), the list of arenas (arena.c), the registry of
- *   thread caches, then each arena's block manager: its lock, taken from
- *   whichever thread it was biased to, and each of its thread caches,
+ *   thread caches, then each arena's block manager: its lock, its word
+ *   taken by the forking thread whichever thread it was biased to
+ *   (ga_lock_plain: entered through a bias being broken, it was left
+ *   held for the breaker, who stays behind), and each of its thread caches,
  *   with every owner out of its fast path (block/tcache.c); last
  *   the leaves: the block room's list of lock cells (block/lock.c), the
  *   sim arenas' address space (providers/sim.c), the
@@ -33,7 +35,9 @@
  * was initialized, and the child's copy of pinned memory is not pinned.
  * Every call on such an arena in the child is refused
  * (GPUARENA_ERR_NOT_SUPPORTED, ga_arena_forked), as is making a new one
- * once the parent had loaded the driver (lib/cuda/cuda.c); the block
+ * once the parent had loaded the driver (lib/cuda/cuda.c), and the
+ * forking thread's caches of such arenas stay as they are when it ends
+ * there (block/tcache.c); the block
  * manager's statistics still read what the parent had (the per-kind
  * ones read 0: gpuarena_stats skips the provider's hook there).  The
  * child records no trace, prints no GPUARENA_STATS report, and its

@@ -1993,6 +1993,62 @@ static int empty_cache_asks_nothing(void *arg)
     return fake.count("cuStreamGetCaptureInfo") == before ? 0 : 1;
 }
 
+/* A thread's cache of a GPU arena when that thread forks and then ends
+ * in the child (the child's only thread): its blocks were given back at
+ * the thread's exit, freed into the parent's arena and, over max_cached,
+ * unmapped with cuMemFree, which a child may not call (gpuarena(7), Fork:
+ * such an arena changes nothing).  The child's atexit handler checks,
+ * once its thread is gone. */
+static gpuarena_t *exit_arena;
+static long exit_frees;
+static gpuarena_stats_t exit_stats;
+
+static void exit_check(void)
+{
+    gpuarena_stats_t st;
+    if (fake.count("cuMemFree") != exit_frees || gpuarena_stats(exit_arena, &st) != 0 ||
+        st.reserved != exit_stats.reserved || st.provider_unmaps != exit_stats.provider_unmaps)
+        _exit(1);
+}
+
+static void *fork_and_end(void *arg)
+{
+    (void)arg;
+    void *p = NULL;
+    if (gpuarena_alloc(exit_arena, 1000, NULL, &p) != GPUARENA_SUCCESS ||
+        gpuarena_free(exit_arena, p, HOST) != GPUARENA_SUCCESS) /* kept in this thread's cache */
+        return (void *)1;
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        alarm(10);
+        exit_frees = fake.count("cuMemFree");
+        if (gpuarena_stats(exit_arena, &exit_stats) != GPUARENA_SUCCESS)
+            _exit(2);
+        atexit(exit_check);
+        pthread_exit(NULL); /* the last thread: its destructors, then exit(0) */
+    }
+    int status = -1;
+    if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        return (void *)2;
+    return NULL;
+}
+
+START_TEST(device_cache_of_a_thread_that_ends_in_a_child)
+{
+    fake_open();
+    ck_assert_int_eq(
+        gpuarena_create(GPUARENA_DEVICE, 0, "max_cached=0,expandable=false", &exit_arena),
+        GPUARENA_SUCCESS);
+    pthread_t th;
+    void *r = (void *)3;
+    ck_assert_int_eq(pthread_create(&th, NULL, fork_and_end, NULL), 0);
+    ck_assert_int_eq(pthread_join(th, &r), 0);
+    ck_assert_msg(r == NULL, "step %d", (int)(uintptr_t)r);
+    ck_assert_int_eq(gpuarena_destroy(exit_arena), GPUARENA_SUCCESS);
+}
+END_TEST
+
 /* The child of graph_pool_begin_in_a_child: 1 when a begin asked the
  * driver anything (it drained the pool's limbo, waiting for the
  * device). */
@@ -2905,6 +2961,7 @@ int main(int argc, char **argv)
                             torch_pool_released_during_a_capture_that_fails,
                             torch_pool_stale_begin_spares_another_threads,
                             graph_pool_begin_in_a_child,
+                            device_cache_of_a_thread_that_ends_in_a_child,
                             graph_pool_begun_across_a_fork,
                             torch_pool_allocations_are_traced,
                             fork_while_a_traced_pool_frees,

@@ -15,6 +15,8 @@
  *   not exist: its cache must be gone from the arena, and its blocks back
  *   in the arena's pools, so that the child's allocation of the large
  *   size maps nothing new.
+ * fork_while_the_bias_breaks: forks while another thread takes the lock
+ *   biased to the forking thread (lock.h); every child must allocate.
  * The GPU kinds in a child are tested in check_fakecuda (the fake driver)
  * and check_device (a GPU).
  */
@@ -367,8 +369,65 @@ START_TEST(orphans)
 }
 END_TEST
 
+/* The lock of an arena biased to the forking thread while another thread
+ * breaks the bias (lock.h): entered through its bias at the fork, the
+ * lock word was held on the breaker's behalf, and the breaker does not
+ * come along: the child's first allocation slept for ever (within a few
+ * hundred forks on two cores).  Each round biases the lock to this thread
+ * (a run of locked calls) while the other thread keeps taking it. */
+static gpuarena_t *bias_arena;
+static atomic_bool bias_stop;
+
+static void *bias_breaker(void *arg)
+{
+    (void)arg;
+    while (!atomic_load(&bias_stop)) {
+        void *p;
+        if (gpuarena_alloc(bias_arena, 64, HOST, &p) == GPUARENA_SUCCESS)
+            (void)gpuarena_free(bias_arena, p, HOST);
+    }
+    return NULL;
+}
+
+static int bias_child(void *arg)
+{
+    (void)arg;
+    void *p;
+    if (gpuarena_alloc(bias_arena, 64, HOST, &p) != GPUARENA_SUCCESS)
+        return E_ALLOC;
+    return gpuarena_free(bias_arena, p, HOST) == GPUARENA_SUCCESS ? OK : E_FREE;
+}
+
+START_TEST(fork_while_the_bias_breaks)
+{
+    ck_assert_int_eq(gpuarena_create(GPUARENA_HOST, 0, "thread_cache=false", &bias_arena),
+                     GPUARENA_SUCCESS);
+    atomic_store(&bias_stop, false);
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, bias_breaker, NULL), 0);
+    struct timespec t0, now;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int status = 0, rounds = 0;
+    for (; rounds < 1000; rounds++) {
+        for (int i = 0; i < 200; i++) {
+            void *p;
+            if (gpuarena_alloc(bias_arena, 64, HOST, &p) == GPUARENA_SUCCESS)
+                (void)gpuarena_free(bias_arena, p, HOST);
+        }
+        status = ga_fork_run(bias_child, NULL, 3);
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if (!ga_child_ok(status) || now.tv_sec - t0.tv_sec >= 3)
+            break;
+    }
+    atomic_store(&bias_stop, true);
+    ck_assert_int_eq(pthread_join(th, NULL), 0);
+    ga_require_child_ok(status, "fork_while_the_bias_breaks: a child");
+    ck_assert_int_eq(gpuarena_destroy(bias_arena), GPUARENA_SUCCESS);
+}
+END_TEST
+
 int main(void)
 {
-    const TTest *tests[] = {churn, orphans};
+    const TTest *tests[] = {churn, orphans, fork_while_the_bias_breaks};
     return ga_check_tests("fork", 600, tests, sizeof tests / sizeof tests[0]);
 }

@@ -374,6 +374,7 @@ struct ga_bm {
     bool direct;          /* the provider hands out blocks itself (direct.c) */
     bool plain;           /* no hints, no zeros: a new block needs nothing more */
     bool hold;            /* its memory stays mapped until it is destroyed (ga_bm_hold) */
+    bool forked;          /* a GPU arena's in a fork(2) child: nothing reaches its provider */
     bool guard;           /* host_guard(): events and host-visible memory */
     bool own_first;       /* find_free: a stream's own pool before ANY (block.c) */
     size_t tc_limit;      /* largest block a thread cache may hold (either kind of slot) */

@@ -117,6 +117,21 @@ static inline void ga_lock(ga_lock_t *l)
     ga_lock_contended(l);
 }
 
+/* The lock taken the plain way, through its word, never by this
+ * thread's bias (which it breaks, as another thread would): for fork's
+ * handlers, so that the forking thread itself holds the word.  Entered
+ * through the bias while another thread was breaking it (the word then
+ * held on that thread's behalf, waiting for this one to leave), the
+ * child found the word held by a thread that did not come along, and
+ * its first locked call slept for ever. */
+static inline void ga_lock_plain(ga_lock_t *l)
+{
+    int free_word = 0;
+    if (!atomic_compare_exchange_strong_explicit(&l->word, &free_word, 1, memory_order_acquire,
+                                                 memory_order_relaxed))
+        ga_lock_contended(l);
+}
+
 static inline void ga_unlock(ga_lock_t *l)
 {
     ga_lock_cell_t *c = ga_lock_cell;

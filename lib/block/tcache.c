@@ -257,8 +257,16 @@ static void thread_exit(void *arg)
         ga_tc_list = t->t_next;
         if (ga_tc_last == t)
             ga_tc_last = NULL;
-        if (t->bm)
-            owner_retire(t->bm, t);
+        ga_bm_t *bm = t->bm;
+        /* A GPU arena's in a child made by fork(2) (ga_bm_fork_child):
+         * its blocks stay in the cache, which stays its manager's (its
+         * statistics read what the parent had): given back, they were
+         * freed into the arena, and with max_cached unmapped through the
+         * driver, which a child may not call. */
+        if (bm && bm->forked)
+            continue;
+        if (bm)
+            owner_retire(bm, t);
         free(t);
     }
     ga_tc_any = false;
@@ -466,7 +474,7 @@ void ga_bm_fork_end(void)
 
 void ga_bm_fork_prepare(ga_bm_t *bm)
 {
-    ga_lock(&bm->lock);
+    ga_lock_plain(&bm->lock); /* lock.h: the word held by this thread */
     pthread_mutex_lock(&bm->tc_lock);
     remote_lock_all(bm);
 }
@@ -494,6 +502,7 @@ static bool is_this_threads(const ga_tcache_t *t)
  * were in the owners' thread-local storage).  Every lock is held. */
 void ga_bm_fork_child(ga_bm_t *bm, bool usable)
 {
+    bm->forked = !usable;
     for (ga_tcache_t *t = bm->tcaches, *n; usable && t; t = n) {
         n = t->bm_next;
         if (is_this_threads(t))
