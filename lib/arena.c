@@ -95,9 +95,25 @@ gpuarena_status_t ga_arena_destroy(gpuarena_t *a)
     if (atomic_load_explicit(&ga_trace_state, memory_order_relaxed) > 0)
         ga_trace_arena_gone(a);
     gpuarena_status_t st = ga_bm_destroy(a->bm);
-    /* The provider's last tries (a release the driver refused before)
-     * report nothing: the message stays the manager's, which says what
-     * could not be given back, or the caller's. */
+    /* Memory whose release the driver refused earlier (a trim, a failed
+     * decommit), tried once more: what it still holds is reported as the
+     * manager's leftovers are.  It returned success with the memory held
+     * for good. */
+    ga_error_saved_t before; /* the manager's message, or the caller's */
+    ga_error_save(&before);
+    size_t kept = a->prov->ops->kept && !a->forked ? a->prov->ops->kept(a->prov) : 0;
+    if (!kept || st != GPUARENA_SUCCESS)
+        ga_error_restore(&before);
+    if (kept && st == GPUARENA_SUCCESS) {
+        char why[512]; /* the last refusal's; ga_error writes the buffer it is in */
+        snprintf(why, sizeof why, "%s", gpuarena_last_error());
+        st = ga_error(GPUARENA_ERR_DRIVER,
+                      "gpuarena_destroy: %zu bytes whose release the driver refused stay "
+                      "allocated until the process exits (%s provider): %s",
+                      kept, a->prov->ops->name, why);
+    }
+    /* The provider's own last tries report nothing: the message stays
+     * the one above, or the caller's. */
     ga_error_saved_t saved;
     ga_error_save(&saved);
     a->prov->ops->destroy(a->prov);

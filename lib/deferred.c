@@ -61,6 +61,9 @@ typedef struct deferred {
 
 _Atomic(void *) ga_deferred_head;
 static pthread_mutex_t retry_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Records kept and not yet made: nonzero also while a retry holds them
+ * all off the stack (the head then reads NULL). */
+static atomic_uint kept_count;
 
 /* The records for when malloc has none: a capture defers the frees of
  * its recorded blocks only, a few at a time in PyTorch's programs. */
@@ -113,7 +116,9 @@ static void already_freed(const char *fn, const void *ptr)
 
 bool ga_deferred_double_free(const gpuarena_t *a, const void *ptr, const char *fn)
 {
-    if (!atomic_load_explicit(&ga_deferred_head, memory_order_acquire))
+    /* The count, not the head: a retry takes the whole stack, and a
+     * second free made meanwhile went to the arena. */
+    if (!atomic_load_explicit(&kept_count, memory_order_acquire))
         return false;
     pthread_mutex_lock(&retry_lock);
     bool k = kept(a, ptr);
@@ -151,6 +156,7 @@ void ga_deferred_keep(gpuarena_t *a, void *ptr, gpuarena_stream_t stream, const 
     d->ptr = ptr;
     d->stream = stream;
     atomic_fetch_add_explicit(&a->deferred, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&kept_count, 1, memory_order_release);
     push(d);
     pthread_mutex_unlock(&retry_lock);
     ga_error(GPUARENA_ERR_STREAM_CAPTURE,
@@ -159,9 +165,14 @@ void ga_deferred_keep(gpuarena_t *a, void *ptr, gpuarena_stream_t stream, const 
              fn, ptr, why);
 }
 
-/* The retry, the mutex held; whether it made a free. */
+/* The retry, the mutex held; whether it made a free.  The frees it makes
+ * or finds refused again are no failure of the call that runs it (a hook,
+ * gpuarena_trim, gpuarena_destroy): the thread's message is left as it
+ * was (gpuarena_last_error(3)). */
 static bool retry_locked(void)
 {
+    ga_error_saved_t saved;
+    ga_error_save(&saved);
     deferred_t *d = atomic_exchange_explicit(&ga_deferred_head, NULL, memory_order_acquire);
     /* Oldest first: the stack holds the newest on top. */
     deferred_t *old = NULL;
@@ -194,6 +205,7 @@ static bool retry_locked(void)
                 /* Made, or refused for another reason that a later try
                  * would meet again. */
                 atomic_fetch_sub_explicit(&d->arena->deferred, 1, memory_order_relaxed);
+                atomic_fetch_sub_explicit(&kept_count, 1, memory_order_release);
                 record_free(d);
                 made = true;
                 continue;
@@ -201,6 +213,7 @@ static bool retry_locked(void)
         }
         push(d);
     }
+    ga_error_restore(&saved);
     return made;
 }
 

@@ -333,7 +333,42 @@ START_TEST(successful_calls_keep_the_message)
     fake.arm("cuMemPoolTrimTo", 0);
     fake.pool_reserved(0);
     ck_assert_str_eq(gpuarena_last_error(), before);
+    /* An allocation the out-of-memory retry saves: the pool's first
+     * refusal is no failure of it. */
+    fake.arm("cuMemAllocFromPoolAsync", 1);
+    ck_assert_int_eq(gpuarena_alloc(dp, 4 * MIB, HOST, &p), GPUARENA_SUCCESS);
+    ck_assert_str_eq(gpuarena_last_error(), before);
+    ck_assert_int_eq(gpuarena_free(dp, p, HOST), GPUARENA_SUCCESS);
     ck_assert_int_eq(gpuarena_destroy(dp), GPUARENA_SUCCESS);
+    /* A driver pool that cannot be exportable falls back to a plain one. */
+    fake.fd_handles(1, 1);
+    ck_assert_int_eq(gpuarena_create(GPUARENA_DEVICE, 0, "pool=driver", &dp), GPUARENA_SUCCESS);
+    fake.fd_handles(0, 0);
+    ck_assert_str_eq(gpuarena_last_error(), before);
+    ck_assert_int_eq(gpuarena_destroy(dp), GPUARENA_SUCCESS);
+    /* A kept free that the retry of every hook call and of a destroy
+     * finds refused still (a blocking capture). */
+    void *const c = (void *)0x5000, *const d = (void *)0x6000;
+    gpuarena_t *mine = NULL, *other = NULL;
+    ck_assert_int_eq(gpuarena_create(GPUARENA_DEVICE, 0, NULL, &mine), GPUARENA_SUCCESS);
+    void *q = gpuarena_cupy_malloc(mine, 4096, 0);
+    ck_assert_ptr_nonnull(q);
+    ck_assert_int_eq(gpuarena_record_stream(mine, q, c), GPUARENA_SUCCESS);
+    fake.capture(d);
+    fake.blocking_capture(1);
+    gpuarena_cupy_free(mine, q, 0); /* kept */
+    ck_assert_int_eq(gpuarena_free(sim, &x, HOST), GPUARENA_ERR_INVALID_POINTER);
+    snprintf(before, sizeof before, "%s", gpuarena_last_error());
+    ck_assert_int_eq(gpuarena_create(GPUARENA_HOST, 0, NULL, &other), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_destroy(other), GPUARENA_SUCCESS);
+    ck_assert_str_eq(gpuarena_last_error(), before);
+    void *r = gpuarena_torch_alloc(4096, 0, c);
+    ck_assert_ptr_nonnull(r);
+    ck_assert_str_eq(gpuarena_last_error(), before);
+    fake.capture(NULL);
+    fake.blocking_capture(0);
+    gpuarena_torch_free(r, 4096, 0, c); /* makes the kept free too */
+    ck_assert_int_eq(gpuarena_destroy(mine), GPUARENA_SUCCESS);
 }
 END_TEST
 
@@ -436,6 +471,39 @@ START_TEST(destroy_with_a_refused_release)
         ck_assert_int_eq(fake.maps(), 0);
         ck_assert_int_eq(fake.reservations(), resv);
     }
+}
+END_TEST
+
+/* Memory whose release the driver refused at a trim (the granules
+ * unmapped, their handles kept for a later try) and refuses still at the
+ * destroy: the destroy says so (GPUARENA_ERR_DRIVER, with the bytes and
+ * why), as gpuarena_destroy(3) promises; it returned success with the
+ * memory held for good. */
+START_TEST(destroy_with_releases_refused_since_a_trim)
+{
+    gpuarena_t *a = growable();
+    void *p = NULL;
+    ck_assert_int_eq(gpuarena_alloc(a, 8 * MIB, HOST, &p), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_free(a, p, HOST), GPUARENA_SUCCESS);
+    fake.arm("cuMemRelease", -1);
+    ck_assert_int_eq(gpuarena_trim(a, 0), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_ERR_DRIVER);
+    fake.arm("cuMemRelease", 0);
+    ck_assert_msg(strstr(gpuarena_last_error(),
+                         "gpuarena_destroy: 8388608 bytes whose release the "
+                         "driver refused stay allocated") == gpuarena_last_error(),
+                  "%s", gpuarena_last_error());
+    /* Refused at the trim only: the destroy's last try gives it back. */
+    a = growable();
+    ck_assert_int_eq(gpuarena_alloc(a, 8 * MIB, HOST, &p), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_free(a, p, HOST), GPUARENA_SUCCESS);
+    int handles = fake.handles();
+    fake.arm("cuMemRelease", -1);
+    ck_assert_int_eq(gpuarena_trim(a, 0), GPUARENA_SUCCESS);
+    fake.arm("cuMemRelease", 0);
+    ck_assert_int_eq(fake.handles(), handles);
+    ck_assert_int_eq(gpuarena_destroy(a), GPUARENA_SUCCESS);
+    ck_assert_int_eq(fake.handles(), handles - 4);
 }
 END_TEST
 
@@ -2923,6 +2991,7 @@ int main(int argc, char **argv)
                             release_failure_at_destroy,
                             destroy_counts_what_stays_mapped,
                             destroy_with_a_refused_release,
+                            destroy_with_releases_refused_since_a_trim,
                             managed_oom_names_no_device,
                             managed_prefetch_to_a_peer_retains_once,
                             managed_prefetch_asks_the_destination,

@@ -243,6 +243,10 @@ gpuarena_status_t ga_direct_alloc(ga_bm_t *bm, size_t size, ga_stream_t s, void 
      * beyond it is the release threshold's), so past the cap releasing
      * the pool's cache cannot help: no retry then. */
     bool capped = rs > ga_cap_room(bm->c.in_use, bm->set.max_reserved);
+    /* The caller's message, for an allocation that the retry below saves:
+     * the pool's first refusal is no failure of the call then. */
+    ga_error_saved_t saved;
+    ga_error_save(&saved);
     gpuarena_status_t st =
         capped ? GPUARENA_ERR_OUT_OF_MEMORY : p->ops->alloc_async(p, rs, s.handle, &q);
     if (st == GPUARENA_ERR_OUT_OF_MEMORY && !capped) {
@@ -261,6 +265,8 @@ gpuarena_status_t ga_direct_alloc(ga_bm_t *bm, size_t size, ga_stream_t s, void 
             }
             st = p->ops->alloc_async(p, rs, s.handle, &q);
         }
+        if (st == GPUARENA_SUCCESS)
+            ga_error_restore(&saved);
     }
     if (st != GPUARENA_SUCCESS) {
         ga_bm_block_delete(bm, b);

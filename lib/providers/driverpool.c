@@ -232,6 +232,8 @@ static gpuarena_status_t setup(driverpool_t *d, const ga_settings_t *s)
     if (s->ipc && ga_cuda_device_attr(d->g.ordinal, GA_CUDA_ATTR_POOL_POSIX_FD_SUPPORTED, &fd) !=
                       GPUARENA_SUCCESS)
         fd = 0;
+    ga_error_saved_t saved; /* the caller's, kept where the fallback works */
+    ga_error_save(&saved);
     st = ga_cuda_pool_create(d->g.ordinal, threshold, fd != 0, &d->pool);
     if (st != GPUARENA_SUCCESS && st != GPUARENA_ERR_OUT_OF_MEMORY && fd) {
         /* Refused for another reason than memory (a container that
@@ -239,6 +241,8 @@ static gpuarena_status_t setup(driverpool_t *d, const ga_settings_t *s)
         char why[200];
         snprintf(why, sizeof why, "%s", gpuarena_last_error());
         st = ga_cuda_pool_create(d->g.ordinal, threshold, false, &d->pool);
+        if (st == GPUARENA_SUCCESS)
+            ga_error_restore(&saved);
         snprintf(d->how, sizeof d->how,
                  "the driver's pool (cuMemPoolCreate), " GA_GPUCTX_IPC_REFUSED "%s", why);
     } else {

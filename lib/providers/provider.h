@@ -150,6 +150,12 @@ typedef struct ga_provider_ops {
      * trim asks, so that one transient failure does not hold memory for
      * the life of the arena. */
     void (*tidy)(ga_provider_t *p);
+    /* Optional: at destroy, once the block manager gave back what it
+     * could, a last try for memory whose release the driver refused
+     * earlier (vmm.c's kept handles); the bytes it still holds then, which
+     * gpuarena_destroy reports (GPUARENA_ERR_DRIVER, the last refusal's
+     * message with it). */
+    size_t (*kept)(ga_provider_t *p);
     /* Optional: restart the peaks the provider's stats hook reports. */
     void (*reset_peaks)(ga_provider_t *p);
 

@@ -413,6 +413,16 @@ void ga_vmm_tidy(ga_provider_t *p)
     pthread_mutex_unlock(v->lock);
 }
 
+size_t ga_vmm_kept(ga_provider_t *p)
+{
+    ga_vmm_t *v = vmm_of(p);
+    pthread_mutex_lock(v->lock);
+    retry_if_kept(v);
+    size_t bytes = ((size_t)v->nunreleased + v->nstale) * v->prov->granule;
+    pthread_mutex_unlock(v->lock);
+    return bytes;
+}
+
 void ga_vmm_fini(ga_vmm_t *v)
 {
     pthread_mutex_lock(v->lock);

@@ -73,11 +73,12 @@ gpuarena_status_t ga_vmm_commit(ga_provider_t *p, void *addr, size_t size);
 gpuarena_status_t ga_vmm_decommit(ga_provider_t *p, void *addr, size_t size);
 gpuarena_status_t ga_vmm_mapped(ga_provider_t *p, void *addr, size_t size, size_t *bytes);
 void ga_vmm_tidy(ga_provider_t *p);
+size_t ga_vmm_kept(ga_provider_t *p);
 
 /* Their entries in a provider's table. */
 #define GA_VMM_OPS                                                                                 \
     .reserve = ga_vmm_reserve, .release = ga_vmm_release, .commit = ga_vmm_commit,                 \
-    .decommit = ga_vmm_decommit, .mapped = ga_vmm_mapped, .tidy = ga_vmm_tidy
+    .decommit = ga_vmm_decommit, .mapped = ga_vmm_mapped, .tidy = ga_vmm_tidy, .kept = ga_vmm_kept
 
 /* Forget the reservations left (at destroy: what the block manager could
  * not give back stays mapped; only the records go), and the handles that
