@@ -101,14 +101,19 @@ static void fake_open(void)
 #undef GET
 }
 
-static gpuarena_t *growable(void)
+/* A new arena of KIND on GPU 0 with OPTIONS, over the fake driver. */
+static gpuarena_t *made(gpuarena_kind_t kind, const char *options)
 {
     fake_open();
     gpuarena_t *a = NULL;
-    gpuarena_status_t st =
-        gpuarena_create(GPUARENA_DEVICE, 0, "expandable=true,thread_cache=false", &a);
+    gpuarena_status_t st = gpuarena_create(kind, 0, options, &a);
     ck_assert_msg(st == GPUARENA_SUCCESS, "create: %s", gpuarena_last_error());
     return a;
+}
+
+static gpuarena_t *growable(void)
+{
+    return made(GPUARENA_DEVICE, "expandable=true,thread_cache=false");
 }
 
 static uint64_t reserved(gpuarena_t *a)
@@ -514,10 +519,7 @@ END_TEST
  * in the message and the JSON report but not the text one. */
 START_TEST(managed_oom_names_no_device)
 {
-    fake_open();
-    gpuarena_t *a = NULL;
-    ck_assert_msg(gpuarena_create(GPUARENA_MANAGED, 0, "max_reserved=8M", &a) == GPUARENA_SUCCESS,
-                  "%s", gpuarena_last_error());
+    gpuarena_t *a = made(GPUARENA_MANAGED, "max_reserved=8M");
     void *p = NULL, *q = NULL;
     ck_assert_int_eq(gpuarena_alloc(a, 3 * MIB, HOST, &p), GPUARENA_SUCCESS);
     ck_assert_int_eq(gpuarena_alloc(a, 8 * MIB, HOST, &q), GPUARENA_ERR_OUT_OF_MEMORY);
@@ -1367,10 +1369,7 @@ END_TEST
  * goes at the next trim; the destroy leaves nothing registered. */
 START_TEST(pinned_segments_registered_and_given_back)
 {
-    fake_open();
-    gpuarena_t *a = NULL;
-    ck_assert_msg(gpuarena_create(GPUARENA_PINNED, 0, "thread_cache=false", &a) == GPUARENA_SUCCESS,
-                  "%s", gpuarena_last_error());
+    gpuarena_t *a = made(GPUARENA_PINNED, "thread_cache=false");
     void *p = NULL, *q = NULL;
     ck_assert_int_eq(gpuarena_alloc(a, 4096, HOST, &p), GPUARENA_SUCCESS);
     ck_assert_int_eq(gpuarena_alloc(a, 64 * MIB, HOST, &q), GPUARENA_SUCCESS);
@@ -1431,25 +1430,36 @@ START_TEST(hooks_bad_free_during_capture)
 }
 END_TEST
 
+/* Two blocks whose frees a capture will refuse: *P from PyTorch's hook
+ * on stream C, read on D; *Q from a CuPy arena *MINE of its own, read on
+ * C.  Then D is captured, and a blocking stream (the legacy stream
+ * refused). */
+static void two_frees_to_keep(void *c, void *d, gpuarena_t **dev, gpuarena_t **mine, void **p,
+                              void **q)
+{
+    fake_open();
+    ck_assert_int_eq(gpuarena_get(GPUARENA_DEVICE, 0, dev), GPUARENA_SUCCESS);
+    ck_assert_int_eq(gpuarena_create(GPUARENA_DEVICE, 0, NULL, mine), GPUARENA_SUCCESS);
+    *p = gpuarena_torch_alloc(4096, 0, c);
+    ck_assert_ptr_nonnull(*p);
+    gpuarena_torch_record_stream(*p, d);
+    *q = gpuarena_cupy_malloc(*mine, 4096, 0);
+    ck_assert_ptr_nonnull(*q);
+    ck_assert_int_eq(gpuarena_record_stream(*mine, *q, c), GPUARENA_SUCCESS);
+    fake.capture(d);
+    fake.blocking_capture(1);
+}
+
 /* A block freed twice through the hooks during a capture: the second
  * free is a double free, not kept again.  Kept twice, the second record,
  * left behind a third still refused, freed the block's next owner once
  * the first was made (the block then handed out twice). */
 START_TEST(hooks_double_free_during_capture)
 {
-    fake_open();
     void *const c = (void *)0x5000, *const d = (void *)0x6000;
     gpuarena_t *dev = NULL, *mine = NULL;
-    ck_assert_int_eq(gpuarena_get(GPUARENA_DEVICE, 0, &dev), GPUARENA_SUCCESS);
-    ck_assert_int_eq(gpuarena_create(GPUARENA_DEVICE, 0, NULL, &mine), GPUARENA_SUCCESS);
-    void *p = gpuarena_torch_alloc(4096, 0, c);
-    ck_assert_ptr_nonnull(p);
-    gpuarena_torch_record_stream(p, d);
-    void *q = gpuarena_cupy_malloc(mine, 4096, 0);
-    ck_assert_ptr_nonnull(q);
-    ck_assert_int_eq(gpuarena_record_stream(mine, q, c), GPUARENA_SUCCESS);
-    fake.capture(d);
-    fake.blocking_capture(1);
+    void *p = NULL, *q = NULL;
+    two_frees_to_keep(c, d, &dev, &mine, &p, &q);
     gpuarena_torch_free(p, 4096, 0, c); /* kept: its event goes on d */
     gpuarena_cupy_free(mine, q, 0);     /* kept: the legacy stream, a blocking capture */
     gpuarena_torch_free(p, 4096, 0, c); /* the program's double free */
@@ -1522,19 +1532,10 @@ END_TEST
  * kept record then freed the block's next owner. */
 START_TEST(hooks_double_free_after_the_capture)
 {
-    fake_open();
     void *const c = (void *)0x5000, *const d = (void *)0x6000;
     gpuarena_t *dev = NULL, *mine = NULL;
-    ck_assert_int_eq(gpuarena_get(GPUARENA_DEVICE, 0, &dev), GPUARENA_SUCCESS);
-    ck_assert_int_eq(gpuarena_create(GPUARENA_DEVICE, 0, NULL, &mine), GPUARENA_SUCCESS);
-    void *p = gpuarena_torch_alloc(4096, 0, c);
-    ck_assert_ptr_nonnull(p);
-    gpuarena_torch_record_stream(p, d);
-    void *q = gpuarena_cupy_malloc(mine, 4096, 0);
-    ck_assert_ptr_nonnull(q);
-    ck_assert_int_eq(gpuarena_record_stream(mine, q, c), GPUARENA_SUCCESS);
-    fake.capture(d);
-    fake.blocking_capture(1);
+    void *p = NULL, *q = NULL;
+    two_frees_to_keep(c, d, &dev, &mine, &p, &q);
     gpuarena_cupy_free(mine, q, 0);     /* kept first, refused until the blocking capture ends */
     gpuarena_torch_free(p, 4096, 0, c); /* kept: its event goes on d */
     fake.capture(NULL);                 /* d's capture is over */
