@@ -230,10 +230,12 @@ static bool retry(void)
 void ga_deferred_retry_slow(void)
 {
     /* The free may have been the last live block of a released graph
-     * pool (graphpool.c), whose lock is taken before this one: asked
-     * after it is let go. */
+     * pool (graphpool.c): left to the hook's ga_graph_pool_collect, which
+     * knows the hook's stream.  Settled here, with none, such a pool was
+     * destroyed (a wait for the whole device) while the hook's own stream
+     * was being captured, invalidating the capture. */
     if (retry() && atomic_load_explicit(&ga_graph_pools, memory_order_relaxed))
-        ga_graph_pool_settle_all(NULL);
+        atomic_fetch_add_explicit(&ga_graph_pools_gone, 1, memory_order_release);
 }
 
 void ga_deferred_settle(void)

@@ -2199,6 +2199,44 @@ static void begin_capture(void *c, gpuarena_torch_pool_t pool)
     fake.capture(c);
 }
 
+/* A released pool put off (its last block freed during a capture), and
+ * a kept free of the default arena made by the retry at the start of a
+ * hook call on a stream being captured (another capture, with no pool):
+ * the pool goes at a later call, not in that one.  The retry settled
+ * the pools itself, with no stream, and destroyed the pool (a wait for
+ * the whole device) during the capture of the hook's own stream. */
+START_TEST(deferred_retry_settles_no_pool_in_a_capture)
+{
+    fake_open();
+    void *const c = (void *)0x5000, *const d = (void *)0x6000, *const e = (void *)0x7000;
+    const gpuarena_torch_pool_t id = {0, 43};
+    begin_capture(c, id);
+    void *b = gpuarena_torch_alloc(MIB, 0, c); /* the graph's output */
+    ck_assert_ptr_nonnull(b);
+    fake.capture(NULL);
+    gpuarena_torch_end_allocate_to_pool(0, id);
+    gpuarena_torch_release_pool(0, id); /* B is live: the pool stays */
+    void *p = gpuarena_torch_alloc(4096, 0, c);
+    ck_assert_ptr_nonnull(p);
+    gpuarena_torch_record_stream(p, d);
+    fake.capture(d);
+    gpuarena_torch_free(p, 4096, 0, c); /* kept: its event goes on d */
+    gpuarena_torch_free(b, MIB, 0, d);  /* the pool's last block: put off during d's capture */
+    int held = fake.handles();
+    fake.capture(NULL);
+    fake.capture(e);
+    long disturbed = fake.count("disturbed");
+    ck_assert_ptr_null(gpuarena_torch_alloc(4096, 0, e)); /* refused; its retry frees P */
+    ck_assert_int_eq(fake.handles(), held);
+    ck_assert_int_eq(fake.count("disturbed"), disturbed);
+    ck_assert_int_eq(atomic_load(&ga_graph_pools), 1);
+    fake.capture(NULL);
+    gpuarena_torch_free(NULL, 0, 0, c);
+    ck_assert_int_lt(fake.handles(), held);
+    ck_assert_int_eq(atomic_load(&ga_graph_pools), 0);
+}
+END_TEST
+
 /* GPUARENA_TRACE records a graph's allocations, in its pool's arena, and
  * their frees: they were not recorded at all (the pool allocates below
  * gpuarena_alloc, and a free of a block the recorder never saw writes
@@ -3035,6 +3073,7 @@ int main(int argc, char **argv)
                             device_cache_of_a_thread_that_ends_in_a_child,
                             graph_pool_begun_across_a_fork,
                             torch_pool_allocations_are_traced,
+                            deferred_retry_settles_no_pool_in_a_capture,
                             fork_while_a_traced_pool_frees,
                             graph_pool_keeps_its_memory_under_max_cached,
                             graph_pool_keeps_its_fixed_segments,
