@@ -72,6 +72,11 @@ if [ -w /dev/full ]; then
     [ $? = 3 ] || fail "--keys > /dev/full did not exit 3"
     grep -qF "cannot write standard output" "$tmp.err" || fail "write error: $(cat "$tmp.err")"
 fi
+# A closed pipe (its reader gone before the first write): exit 3, said;
+# SIGPIPE killed the tool (141).
+rc=$( { { sleep 1; "$T" --keys 2> "$tmp.err"; echo $? >&3; } | true; } 3>&1)
+[ "$rc" = 3 ] || fail "--keys into a closed pipe: exit $rc, not 3"
+grep -qF "cannot write standard output" "$tmp.err" || fail "closed pipe: $(cat "$tmp.err")"
 "$T" --help | grep -q -- --check || fail "--help"
 "$T" --help extra > /dev/null 2>&1
 [ $? = 2 ] || fail "--help with an operand did not exit 2"

@@ -28,6 +28,9 @@ if [ -w /dev/full ]; then
     [ $? = 3 ] || fail "> /dev/full did not exit 3"
     grep -qF "cannot write standard output" "$tmp.err" || fail "write error: $(cat "$tmp.err")"
 fi
+# A closed pipe: exit 3 too (SIGPIPE killed the tool: 141).
+rc=$( { { sleep 1; "$T" 2> "$tmp.err"; echo $? >&3; } | true; } 3>&1)
+[ "$rc" = 3 ] || fail "into a closed pipe: exit $rc, not 3"
 # A file that is not there, or not a topology: exit 1, the option named
 # (not GPUARENA_TOPOLOGY, which the option sets inside), and why.
 "$T" -t "$tmp.none" > /dev/null 2> "$tmp.err"

@@ -34,6 +34,9 @@ if [ -w /dev/full ]; then
     [ $rc -eq 5 ] || fail "exit $rc, not 5, with standard output on /dev/full"
     grep -q "cannot write standard output" $err || fail "no message for the write error"
 fi
+# A closed pipe: exit 5 too (SIGPIPE killed it: 141).
+rc=$( { { sleep 1; "$replay" --runs 1 "$known" 2> $err; echo $? >&3; } | true; } 3>&1)
+[ "$rc" = 5 ] || fail "exit $rc, not 5, with standard output on a closed pipe"
 grep -q 'peak requested *3.338 MiB' $out || fail "human table"
 
 # Two setting groups side by side, and a plot of them.

@@ -269,5 +269,5 @@ static int run(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
-    return ga_tool_exit("gpuarena-config", run(argc, argv), 3);
+    return ga_tool_main("gpuarena-config", run, argc, argv, 3);
 }

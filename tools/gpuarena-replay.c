@@ -973,5 +973,5 @@ static int run(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
-    return ga_tool_exit(prog, run(argc, argv), EXIT_OUTPUT);
+    return ga_tool_main(prog, run, argc, argv, EXIT_OUTPUT);
 }

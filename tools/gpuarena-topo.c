@@ -338,5 +338,5 @@ static int run(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
-    return ga_tool_exit("gpuarena-topo", run(argc, argv), 3);
+    return ga_tool_main("gpuarena-topo", run, argc, argv, 3);
 }
