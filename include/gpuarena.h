@@ -84,7 +84,7 @@ typedef void *gpuarena_stream_t;
 
 /* Statistics of one arena.  Byte counts are current values with their
  * peaks since creation or the last gpuarena_stats_reset_peaks(). */
-typedef struct gpuarena_stats {
+typedef struct gpuarena_stats_s {
     uint64_t requested, requested_peak; /* bytes asked for by live allocations */
     uint64_t in_use, in_use_peak;       /* bytes of live blocks (after rounding) */
     uint64_t reserved, reserved_peak;   /* bytes mapped from the provider */

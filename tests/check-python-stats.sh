@@ -11,7 +11,7 @@ command -v python3 > /dev/null 2>&1 || { echo "SKIP: no python3"; exit 77; }
 PYTHONPATH="$srcdir/python" python3 - "$srcdir/../include/gpuarena.h" "$libdir/libgpuarena.so.0" << 'PYEOF'
 import ctypes, re, sys
 import gastats
-body = re.search(r"typedef struct gpuarena_stats \{(.*?)\} gpuarena_stats_t;",
+body = re.search(r"typedef struct gpuarena_stats_s \{(.*?)\} gpuarena_stats_t;",
                  open(sys.argv[1]).read(), re.S).group(1)
 body = re.sub(r"/\*.*?\*/", "", body, flags=re.S)
 names = re.findall(r"uint64_t\s+([^;]+);", body)

@@ -22,7 +22,7 @@ int main()
 }
 SRC
 for std in c++11 c++17; do
-    if ! $cxx -std=$std -pedantic -Wall -Wextra -Werror -I"$hdr_dir" -c "$tmp/t.cc" \
+    if ! $cxx -std=$std -pedantic -Wall -Wextra -Wshadow -Werror -I"$hdr_dir" -c "$tmp/t.cc" \
          -o "$tmp/t.o"; then
         echo "FAIL: gpuarena.h does not compile as $std"
         exit 1
