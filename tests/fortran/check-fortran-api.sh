@@ -29,7 +29,7 @@ same_fields() {
     fi
     echo "$name: $(wc -l < "$tmp.c") fields, the same in C and Fortran"
 }
-same_fields gpuarena_stats gpuarena_stats_t
+same_fields gpuarena_stats_s gpuarena_stats_t
 same_fields gpuarena_total gpuarena_total_t
 # Constants: "NAME = 3," in enums, "#define NAME 3" or "#define NAME (-1)".
 sed -n 's/^ *\(GPUARENA_[A-Z0-9_]*\) = \([0-9-]*\),\{0,1\} .*$/\1 \2/p
