@@ -227,22 +227,21 @@ static bool retry(void)
     return made;
 }
 
+/* The retry; where it made a free, the graph pools are marked for the
+ * next collect (ga_graph_pool_collect): the free may have been the last
+ * live block of a released pool.  Only marked: the retry knows no stream
+ * (settled with none, such a pool was destroyed, a wait for the whole
+ * device, during the capture of the hook's own stream), and
+ * gpuarena_destroy's runs where graphpool.c may hold its lock. */
 void ga_deferred_retry_slow(void)
 {
-    /* The free may have been the last live block of a released graph
-     * pool (graphpool.c): left to the hook's ga_graph_pool_collect, which
-     * knows the hook's stream.  Settled here, with none, such a pool was
-     * destroyed (a wait for the whole device) while the hook's own stream
-     * was being captured, invalidating the capture. */
     if (retry() && atomic_load_explicit(&ga_graph_pools, memory_order_relaxed))
         atomic_fetch_add_explicit(&ga_graph_pools_gone, 1, memory_order_release);
 }
 
 void ga_deferred_settle(void)
 {
-    /* Not the graph pools: graphpool.c destroys their arenas, with their
-     * lock held. */
-    (void)retry();
+    ga_deferred_retry_slow(); /* the mutex taken even when nothing is kept */
 }
 
 void ga_deferred_fork_lock(void)

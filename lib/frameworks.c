@@ -27,8 +27,7 @@
 
 void *gpuarena_torch_alloc(ssize_t size, int device, void *stream)
 {
-    ga_deferred_retry();
-    ga_graph_pool_collect(stream);
+    ga_deferred_retry_collect(stream);
     gpuarena_status_t st;
     void *p = NULL;
     if (size < 0) {
@@ -52,8 +51,7 @@ void *gpuarena_torch_alloc(ssize_t size, int device, void *stream)
 void gpuarena_torch_free(void *ptr, ssize_t size, int device, void *stream)
 {
     (void)size;
-    ga_deferred_retry();
-    ga_graph_pool_collect(stream);
+    ga_deferred_retry_collect(stream);
     if (!ptr)
         return;
     gpuarena_t *a;
@@ -72,7 +70,7 @@ void gpuarena_torch_free(void *ptr, ssize_t size, int device, void *stream)
 
 void gpuarena_torch_record_stream(void *ptr, void *stream)
 {
-    ga_deferred_retry();
+    ga_deferred_retry_collect(stream);
     if (!ptr)
         return;
     gpuarena_t *a = ga_default_arena_of(GPUARENA_DEVICE, ptr);
@@ -123,7 +121,7 @@ static void empty_defaults(bool wait, void *arg)
 
 void gpuarena_torch_empty_cache(void)
 {
-    ga_deferred_retry();
+    ga_deferred_retry_collect(NULL);
     ga_graph_pool_hold_captures(empty_defaults, NULL);
 }
 
@@ -134,7 +132,7 @@ void gpuarena_torch_empty_cache(void)
  * destructor: a failure is raised. */
 void gpuarena_torch_set_memory_fraction(double fraction, int device)
 {
-    ga_deferred_retry();
+    ga_deferred_retry_collect(NULL);
     gpuarena_status_t st;
     gpuarena_t *a = NULL;
     size_t total = 0;
@@ -200,8 +198,7 @@ static gpuarena_status_t cupy_param_check(gpuarena_t *a, int device)
  * from the capture's own pool (graphpool.c); a caller's arena refuses. */
 void *gpuarena_cupy_malloc(void *param, size_t size, int device)
 {
-    ga_deferred_retry();
-    ga_graph_pool_collect(GA_GRAPH_POOL_CUPY_STREAM);
+    ga_deferred_retry_collect(GA_GRAPH_POOL_CUPY_STREAM);
     gpuarena_t *a = param;
     gpuarena_status_t st =
         a ? cupy_param_check(a, device) : gpuarena_get(GPUARENA_DEVICE, device, &a);
@@ -217,8 +214,7 @@ void *gpuarena_cupy_malloc(void *param, size_t size, int device)
 
 void gpuarena_cupy_free(void *param, void *ptr, int device)
 {
-    ga_deferred_retry();
-    ga_graph_pool_collect(GA_GRAPH_POOL_CUPY_STREAM);
+    ga_deferred_retry_collect(GA_GRAPH_POOL_CUPY_STREAM);
     if (!ptr)
         return;
     gpuarena_t *a = param;

@@ -399,7 +399,7 @@ void gpuarena_torch_end_allocate_to_pool(int device, gpuarena_torch_pool_t pool)
 
 void gpuarena_torch_release_pool(int device, gpuarena_torch_pool_t pool)
 {
-    ga_deferred_retry();
+    ga_deferred_retry_collect(NULL);
     pthread_mutex_lock(&lock);
     gpool_t *g = find(device, pool);
     /* Given back when the last graph that began it releases it. */

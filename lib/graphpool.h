@@ -5,6 +5,7 @@
 #ifndef GA_GRAPHPOOL_H
 #define GA_GRAPHPOOL_H
 
+#include "deferred.h"
 #include "gpuarena.h"
 
 #include <stdatomic.h>
@@ -49,6 +50,18 @@ static inline void ga_graph_pool_collect(void *stream)
 {
     if (__builtin_expect(atomic_load_explicit(&ga_graph_pools_gone, memory_order_relaxed) != 0, 0))
         ga_graph_pool_collect_slow(stream);
+}
+
+/* What every hook, and gpuarena_trim, does first: the deferred frees
+ * whose capture has ended, then the pools left to settle, among them
+ * those a free just made emptied, with STREAM as ga_graph_pool_collect
+ * takes it (NULL: the call has none).  The retry only marks them: it
+ * knows no stream, and settled with none a pool was destroyed during the
+ * capture of the hook's own stream. */
+static inline void ga_deferred_retry_collect(void *stream)
+{
+    ga_deferred_retry();
+    ga_graph_pool_collect(stream);
 }
 
 /* Free PTR on STREAM if it is a block of a graph's pool: true when it

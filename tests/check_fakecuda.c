@@ -2237,6 +2237,60 @@ START_TEST(deferred_retry_settles_no_pool_in_a_capture)
 }
 END_TEST
 
+/* A released pool whose last live block P is kept, freed on C with a use
+ * on D while D was captured; no capture is under way after. */
+static void released_pool_with_a_kept_last_free(gpuarena_torch_pool_t id)
+{
+    fake_open();
+    void *const c = (void *)0x5000, *const d = (void *)0x6000;
+    begin_capture(c, id);
+    void *p = gpuarena_torch_alloc(4096, 0, c);
+    ck_assert_ptr_nonnull(p);
+    gpuarena_torch_record_stream(p, d);
+    gpuarena_torch_end_allocate_to_pool(0, id);
+    fake.capture(NULL);
+    gpuarena_torch_release_pool(0, id); /* P is live: the pool stays */
+    fake.capture(d);
+    gpuarena_torch_free(p, 4096, 0, c); /* kept: its event goes on d */
+    fake.capture(NULL);
+    ck_assert_int_eq(atomic_load(&ga_graph_pools), 1);
+}
+
+/* Such a pool goes at the next call that makes the kept free, whichever
+ * it is: empty_cache, gpuarena_trim, another pool's release, and a
+ * destroy (then at the next hook call).  Only the hooks that allocate
+ * and free gave it back (the retry left it to their collect), and a
+ * destroy's retry left it for good. */
+START_TEST(released_pool_goes_with_its_kept_last_free)
+{
+    gpuarena_t *h = NULL;
+    for (int how = 0; how < 4; how++) {
+        released_pool_with_a_kept_last_free((gpuarena_torch_pool_t){0, 44 + (uint64_t)how});
+        int held = fake.handles();
+        switch (how) {
+        case 0:
+            gpuarena_torch_empty_cache();
+            break;
+        case 1:
+            ck_assert_int_eq(gpuarena_create(GPUARENA_HOST, 0, NULL, &h), GPUARENA_SUCCESS);
+            ck_assert_int_eq(gpuarena_trim(h, 0), GPUARENA_SUCCESS);
+            ck_assert_int_eq(gpuarena_destroy(h), GPUARENA_SUCCESS);
+            break;
+        case 2:
+            gpuarena_torch_release_pool(0, (gpuarena_torch_pool_t){0, 99}); /* no such pool */
+            break;
+        default:
+            ck_assert_int_eq(gpuarena_create(GPUARENA_HOST, 0, NULL, &h), GPUARENA_SUCCESS);
+            ck_assert_int_eq(gpuarena_destroy(h), GPUARENA_SUCCESS); /* makes the free */
+            gpuarena_torch_free(NULL, 0, 0, (void *)0x5000);
+            break;
+        }
+        ck_assert_msg(atomic_load(&ga_graph_pools) == 0, "case %d: the pool stayed", how);
+        ck_assert_int_lt(fake.handles(), held);
+    }
+}
+END_TEST
+
 /* GPUARENA_TRACE records a graph's allocations, in its pool's arena, and
  * their frees: they were not recorded at all (the pool allocates below
  * gpuarena_alloc, and a free of a block the recorder never saw writes
@@ -3074,6 +3128,7 @@ int main(int argc, char **argv)
                             graph_pool_begun_across_a_fork,
                             torch_pool_allocations_are_traced,
                             deferred_retry_settles_no_pool_in_a_capture,
+                            released_pool_goes_with_its_kept_last_free,
                             fork_while_a_traced_pool_frees,
                             graph_pool_keeps_its_memory_under_max_cached,
                             graph_pool_keeps_its_fixed_segments,
