@@ -233,15 +233,17 @@ static bool retry(void)
  * (settled with none, such a pool was destroyed, a wait for the whole
  * device, during the capture of the hook's own stream), and
  * gpuarena_destroy's runs where graphpool.c may hold its lock. */
-void ga_deferred_retry_slow(void)
+bool ga_deferred_retry_slow(void)
 {
-    if (retry() && atomic_load_explicit(&ga_graph_pools, memory_order_relaxed))
+    bool made = retry();
+    if (made && atomic_load_explicit(&ga_graph_pools, memory_order_relaxed))
         atomic_fetch_add_explicit(&ga_graph_pools_gone, 1, memory_order_release);
+    return made;
 }
 
 void ga_deferred_settle(void)
 {
-    ga_deferred_retry_slow(); /* the mutex taken even when nothing is kept */
+    (void)ga_deferred_retry_slow(); /* the mutex taken even when nothing is kept */
 }
 
 void ga_deferred_fork_lock(void)

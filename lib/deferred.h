@@ -27,8 +27,9 @@ void ga_deferred_keep(gpuarena_t *a, void *ptr, gpuarena_stream_t stream, const 
  * while nothing is kept. */
 bool ga_deferred_double_free(const gpuarena_t *a, const void *ptr, const char *fn);
 
-/* Make the deferred frees whose capture has ended (deferred.c). */
-void ga_deferred_retry_slow(void);
+/* Make the deferred frees whose capture has ended (deferred.c); whether
+ * it made one. */
+bool ga_deferred_retry_slow(void);
 
 /* gpuarena_destroy: the retry, and a wait for any retry that another
  * thread is making (deferred.c says why). */
@@ -41,10 +42,11 @@ void ga_deferred_fork_unlock(void);
 
 /* Every hook and gpuarena_trim call this first: one load while nothing
  * waits. */
-static inline void ga_deferred_retry(void)
+static inline bool ga_deferred_retry(void)
 {
     if (__builtin_expect(atomic_load_explicit(&ga_deferred_head, memory_order_relaxed) != NULL, 0))
-        ga_deferred_retry_slow();
+        return ga_deferred_retry_slow();
+    return false;
 }
 
 #endif /* GA_DEFERRED_H */

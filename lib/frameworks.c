@@ -121,7 +121,7 @@ static void empty_defaults(bool wait, void *arg)
 
 void gpuarena_torch_empty_cache(void)
 {
-    ga_deferred_retry_collect(NULL);
+    ga_deferred_retry_no_stream();
     ga_graph_pool_hold_captures(empty_defaults, NULL);
 }
 
@@ -132,7 +132,7 @@ void gpuarena_torch_empty_cache(void)
  * destructor: a failure is raised. */
 void gpuarena_torch_set_memory_fraction(double fraction, int device)
 {
-    ga_deferred_retry_collect(NULL);
+    ga_deferred_retry_no_stream();
     gpuarena_status_t st;
     gpuarena_t *a = NULL;
     size_t total = 0;

@@ -291,7 +291,7 @@ gpuarena_status_t gpuarena_trim(gpuarena_t *a, size_t keep_bytes)
      * driver's refusal. */
     ga_error_saved_t saved;
     ga_error_save(&saved);
-    ga_deferred_retry_collect(NULL);
+    ga_deferred_retry_no_stream();
     gpuarena_status_t st = ga_bm_trim(a->bm, keep_bytes, true);
     if (st == GPUARENA_SUCCESS)
         ga_error_restore(&saved);

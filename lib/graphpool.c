@@ -334,7 +334,7 @@ static void settle(gpool_t *g, void *stream)
 void gpuarena_torch_begin_allocate_to_pool(int device, gpuarena_torch_pool_t pool, void *filter)
 {
     (void)filter; /* PyTorch's std::function, which C cannot call (see above) */
-    ga_deferred_retry();
+    ga_deferred_retry_no_stream();
     pthread_mutex_lock(&lock);
     gpool_t *g = find(device, pool);
     /* A pool this thread began and never ended, this one again included:
@@ -399,7 +399,7 @@ void gpuarena_torch_end_allocate_to_pool(int device, gpuarena_torch_pool_t pool)
 
 void gpuarena_torch_release_pool(int device, gpuarena_torch_pool_t pool)
 {
-    ga_deferred_retry_collect(NULL);
+    ga_deferred_retry_no_stream();
     pthread_mutex_lock(&lock);
     gpool_t *g = find(device, pool);
     /* Given back when the last graph that began it releases it. */

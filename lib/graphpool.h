@@ -52,12 +52,12 @@ static inline void ga_graph_pool_collect(void *stream)
         ga_graph_pool_collect_slow(stream);
 }
 
-/* What every hook, and gpuarena_trim, does first: the deferred frees
+/* What a hook that is given a stream does first: the deferred frees
  * whose capture has ended, then the pools left to settle, among them
  * those a free just made emptied, with STREAM as ga_graph_pool_collect
- * takes it (NULL: the call has none).  The retry only marks them: it
- * knows no stream, and settled with none a pool was destroyed during the
- * capture of the hook's own stream. */
+ * takes it.  The retry only marks them: it knows no stream, and settled
+ * with none a pool was destroyed during the capture of the hook's own
+ * stream. */
 static inline void ga_deferred_retry_collect(void *stream)
 {
     ga_deferred_retry();
@@ -74,6 +74,19 @@ bool ga_graph_pool_free(void *ptr, void *stream, gpuarena_status_t *st);
  * deferred free (deferred.c) may have freed the last one, a capture may
  * have ended. */
 void ga_graph_pool_settle_all(void *stream);
+
+/* The same for a call given no stream (gpuarena_trim, empty_cache, a
+ * pool's begin or release): the pools are settled only where its own
+ * retry made a free, which may have emptied one (else it stayed until
+ * the next hook that allocates or frees, through a whole capture after a
+ * begin).  Not every pool put off before: one put off during another
+ * stream's capture, which a call with no stream cannot see, was
+ * destroyed under that capture. */
+static inline void ga_deferred_retry_no_stream(void)
+{
+    if (ga_deferred_retry())
+        ga_graph_pool_settle_all(NULL);
+}
 
 /* The arena of the graph pool that holds PTR, or NULL. */
 gpuarena_t *ga_graph_pool_arena_of(const void *ptr);

@@ -2291,6 +2291,51 @@ START_TEST(released_pool_goes_with_its_kept_last_free)
 }
 END_TEST
 
+/* A pool's begin whose retry makes the kept last free of a released
+ * pool gives that pool back before the capture that follows (its
+ * hooks' collects are put off while a pool is begun: it stayed through
+ * the capture). */
+START_TEST(begin_gives_back_a_pool_its_retry_emptied)
+{
+    released_pool_with_a_kept_last_free((gpuarena_torch_pool_t){0, 60});
+    gpuarena_torch_begin_allocate_to_pool(0, (gpuarena_torch_pool_t){0, 61}, NULL);
+    ck_assert_int_eq(atomic_load(&ga_graph_pools), 1); /* the one begun */
+    gpuarena_torch_end_allocate_to_pool(0, (gpuarena_torch_pool_t){0, 61});
+    gpuarena_torch_release_pool(0, (gpuarena_torch_pool_t){0, 61});
+    ck_assert_int_eq(atomic_load(&ga_graph_pools), 0);
+}
+END_TEST
+
+/* A pool put off during a capture of a stream with no pool (which a call
+ * given no stream cannot see), then gpuarena_trim of a host arena during
+ * that capture: the trim needs no wait and disturbs nothing
+ * (gpuarena_trim(3)); it destroyed the pool, a wait for the whole
+ * device, under the capture. */
+START_TEST(host_trim_during_a_capture_destroys_no_pool)
+{
+    fake_open();
+    void *const c = (void *)0x5000, *const d = (void *)0x6000;
+    const gpuarena_torch_pool_t id = {0, 62};
+    begin_capture(c, id);
+    void *b = gpuarena_torch_alloc(MIB, 0, c);
+    ck_assert_ptr_nonnull(b);
+    fake.capture(NULL);
+    gpuarena_torch_end_allocate_to_pool(0, id);
+    gpuarena_torch_release_pool(0, id); /* B is live: the pool stays */
+    fake.capture(d);
+    gpuarena_torch_free(b, MIB, 0, d); /* its last block: put off */
+    gpuarena_t *h = made(GPUARENA_HOST, NULL);
+    long disturbed = fake.count("disturbed");
+    ck_assert_int_eq(gpuarena_trim(h, 0), GPUARENA_SUCCESS);
+    ck_assert_int_eq(fake.count("disturbed"), disturbed);
+    ck_assert_int_eq(atomic_load(&ga_graph_pools), 1);
+    fake.capture(NULL);
+    gpuarena_torch_free(NULL, 0, 0, c);
+    ck_assert_int_eq(atomic_load(&ga_graph_pools), 0);
+    ck_assert_int_eq(gpuarena_destroy(h), GPUARENA_SUCCESS);
+}
+END_TEST
+
 /* GPUARENA_TRACE records a graph's allocations, in its pool's arena, and
  * their frees: they were not recorded at all (the pool allocates below
  * gpuarena_alloc, and a free of a block the recorder never saw writes
@@ -3129,6 +3174,8 @@ int main(int argc, char **argv)
                             torch_pool_allocations_are_traced,
                             deferred_retry_settles_no_pool_in_a_capture,
                             released_pool_goes_with_its_kept_last_free,
+                            begin_gives_back_a_pool_its_retry_emptied,
+                            host_trim_during_a_capture_destroys_no_pool,
                             fork_while_a_traced_pool_frees,
                             graph_pool_keeps_its_memory_under_max_cached,
                             graph_pool_keeps_its_fixed_segments,
