@@ -369,8 +369,8 @@ START_TEST(load_refuses_garbage_early)
     fputs("\na 1 2 0\n", f);
     ck_assert_int_eq(fclose(f), 0);
     ck_assert_int_eq(ga_trace_load(name, &t), GPUARENA_ERR_INVALID_ARGUMENT);
-    ck_assert_msg(strstr(gpuarena_last_error(), ":2: a line longer than 65536 bytes") != NULL,
-                  "%s", gpuarena_last_error());
+    ck_assert_msg(strstr(gpuarena_last_error(), ":2: a line longer than 65536 bytes") != NULL, "%s",
+                  gpuarena_last_error());
     unlink(name);
     static char text[80000] = "# gpuarena-trace 1\n# ";
     memset(text + strlen(text), 'x', 70000);
