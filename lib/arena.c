@@ -98,26 +98,21 @@ gpuarena_status_t ga_arena_destroy(gpuarena_t *a)
     /* Memory whose release the driver refused earlier (a trim, a failed
      * decommit), tried once more: what it still holds is reported as the
      * manager's leftovers are.  It returned success with the memory held
-     * for good. */
-    ga_error_saved_t before; /* the manager's message, or the caller's */
+     * for good.  The provider's last tries, and its destroy, report
+     * nothing themselves: the message stays the manager's, or the
+     * caller's. */
+    ga_error_saved_t before;
     ga_error_save(&before);
     size_t kept = a->prov->ops->kept && !a->forked ? a->prov->ops->kept(a->prov) : 0;
-    if (!kept || st != GPUARENA_SUCCESS)
-        ga_error_restore(&before);
-    if (kept && st == GPUARENA_SUCCESS) {
-        char why[512]; /* the last refusal's; ga_error writes the buffer it is in */
-        snprintf(why, sizeof why, "%s", gpuarena_last_error());
+    char why[512]; /* the last refusal's */
+    snprintf(why, sizeof why, "%s", gpuarena_last_error());
+    a->prov->ops->destroy(a->prov);
+    ga_error_restore(&before);
+    if (kept && st == GPUARENA_SUCCESS)
         st = ga_error(GPUARENA_ERR_DRIVER,
                       "gpuarena_destroy: %zu bytes whose release the driver refused stay "
                       "allocated until the process exits (%s provider): %s",
                       kept, a->prov->ops->name, why);
-    }
-    /* The provider's own last tries report nothing: the message stays
-     * the one above, or the caller's. */
-    ga_error_saved_t saved;
-    ga_error_save(&saved);
-    a->prov->ops->destroy(a->prov);
-    ga_error_restore(&saved);
     free(a);
     return st;
 }

@@ -77,6 +77,25 @@ static void print_nodes(hwloc_topology_t t)
     }
 }
 
+/* Whether MASK names more than one node (plural words). */
+static bool several(uint64_t mask)
+{
+    return (mask & (mask - 1)) != 0;
+}
+
+/* The placement of an arena of KIND near GPU G (NULL: none) as the
+ * library would resolve it, with where a refused value was set. */
+static gpuarena_status_t placement(hwloc_topology_t t, gpuarena_kind_t kind, const ga_topo_gpu_t *g,
+                                   ga_placement_t *pl)
+{
+    ga_settings_t s;
+    int device = g ? g->ordinal : 0;
+    gpuarena_status_t st = ga_config_settings(kind, device, &s);
+    if (st == GPUARENA_SUCCESS)
+        st = ga_numa_origin(ga_topo_resolve(t, &s, g, pl), kind, device, false);
+    return st;
+}
+
 /* Where a placement PL of T binds, where T is this machine's and some of
  * its nodes cannot take pages (no memory): the library binds to the
  * others only, and counts such segments in numa_unbound. */
@@ -89,16 +108,15 @@ static void print_bound(const ga_placement_t *pl, bool this_machine)
         return;
     char on[256], off[256];
     uint64_t left = pl->nodes & ~placed;
-    ga_topo_nodes_string(left, off, sizeof off);
+    printf("                   ");
     if (placed)
-        printf("                   binds to node%s %s only: node%s %s %s no memory (segments "
-               "counted in numa_unbound)\n",
-               (placed & (placed - 1)) ? "s" : "", ga_topo_nodes_string(placed, on, sizeof on),
-               (left & (left - 1)) ? "s" : "", off, (left & (left - 1)) ? "have" : "has");
+        printf("binds to node%s %s only: ", several(placed) ? "s" : "",
+               ga_topo_nodes_string(placed, on, sizeof on));
     else
-        printf("                   binds nowhere: node%s %s %s no memory, pages go where the "
-               "kernel puts them (segments counted in numa_unbound)\n",
-               (left & (left - 1)) ? "s" : "", off, (left & (left - 1)) ? "have" : "has");
+        printf("binds nowhere: ");
+    printf("node%s %s %s no memory%s (segments counted in numa_unbound)\n",
+           several(left) ? "s" : "", ga_topo_nodes_string(left, off, sizeof off),
+           several(left) ? "have" : "has", placed ? "" : ", pages go where the kernel puts them");
 }
 
 /* Whether the pinned arena of G could be placed (its error printed).
@@ -117,12 +135,8 @@ static bool print_gpu(hwloc_topology_t t, const ga_topo_gpu_t *g, bool this_mach
                             "nodes numbered 64 and above"
                           : "not in the topology");
     }
-    ga_settings_t s;
     ga_placement_t pl = {0};
-    gpuarena_status_t st = ga_config_settings(GPUARENA_PINNED, g->ordinal, &s);
-    if (st == GPUARENA_SUCCESS)
-        st = ga_numa_origin(ga_topo_resolve(t, &s, g, &pl), GPUARENA_PINNED, g->ordinal, false);
-    if (st != GPUARENA_SUCCESS) {
+    if (placement(t, GPUARENA_PINNED, g, &pl) != GPUARENA_SUCCESS) {
         printf("    pinned arena:  error: %s\n", gpuarena_last_error());
         return false;
     }
@@ -130,8 +144,7 @@ static bool print_gpu(hwloc_topology_t t, const ga_topo_gpu_t *g, bool this_mach
         printf("    pinned arena:  %s\n", policy_name(pl.policy));
     else
         printf("    pinned arena:  %s node%s %s%s\n", policy_name(pl.policy),
-               (pl.nodes & (pl.nodes - 1)) ? "s" : "",
-               ga_topo_nodes_string(pl.nodes, nodes, sizeof nodes),
+               several(pl.nodes) ? "s" : "", ga_topo_nodes_string(pl.nodes, nodes, sizeof nodes),
                pl.fallback ? " (fallback: locality unknown)" : "");
     print_bound(&pl, this_machine);
     return true;
@@ -142,12 +155,8 @@ static bool print_gpu(hwloc_topology_t t, const ga_topo_gpu_t *g, bool this_mach
  * GPU, so it is no line of a GPU's. */
 static bool check_host(hwloc_topology_t t)
 {
-    ga_settings_t s;
     ga_placement_t pl = {0};
-    gpuarena_status_t st = ga_config_settings(GPUARENA_HOST, 0, &s);
-    if (st == GPUARENA_SUCCESS)
-        st = ga_numa_origin(ga_topo_resolve(t, &s, NULL, &pl), GPUARENA_HOST, 0, false);
-    if (st == GPUARENA_SUCCESS)
+    if (placement(t, GPUARENA_HOST, NULL, &pl) == GPUARENA_SUCCESS)
         return true;
     fprintf(stderr, "gpuarena-topo: %s\n", gpuarena_last_error());
     return false;
