@@ -106,13 +106,14 @@ gpuarena_status_t ga_arena_destroy(gpuarena_t *a)
     size_t kept = a->prov->ops->kept && !a->forked ? a->prov->ops->kept(a->prov) : 0;
     char why[512]; /* the last refusal's */
     snprintf(why, sizeof why, "%s", gpuarena_last_error());
+    const char *name = a->prov->ops->name; /* static: the provider goes next */
     a->prov->ops->destroy(a->prov);
     ga_error_restore(&before);
     if (kept && st == GPUARENA_SUCCESS)
         st = ga_error(GPUARENA_ERR_DRIVER,
                       "gpuarena_destroy: %zu bytes whose release the driver refused stay "
                       "allocated until the process exits (%s provider): %s",
-                      kept, a->prov->ops->name, why);
+                      kept, name, why);
     free(a);
     return st;
 }
